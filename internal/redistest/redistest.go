@@ -1,0 +1,172 @@
+// Package redistest gives tests a real Redis: a throwaway redis-server on a
+// free loopback port, one per test package, started on first use and killed
+// when the package's tests end. Each test gets a database of its own, flushed
+// before use.
+//
+// AGENTQ_TEST_REDIS=host:port uses that server instead. Without a
+// redis-server binary the package falls back to in-process miniredis and
+// says so; under CI=true a missing real Redis fails the test instead.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// databases is how many logical databases the throwaway server has; tests
+// take them in turn.
+const databases = 256
+
+var (
+	once    sync.Once
+	addr    string
+	kind    string // "redis-server", "external", "miniredis"
+	initErr error
+	stop    func()
+
+	mu     sync.Mutex
+	nextDB = 1
+)
+
+// Main runs a package's tests and stops the package's server afterwards.
+// Use it from TestMain: os.Exit(redistest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if stop != nil {
+		stop()
+	}
+	return code
+}
+
+// DB is one test's database on the package's server.
+type DB struct {
+	Addr string // host:port
+	DB   int    // database number
+	Kind string // "redis-server", "external" or "miniredis"
+}
+
+// Options returns go-redis options for the database.
+func (d DB) Options() *redis.Options { return &redis.Options{Addr: d.Addr, DB: d.DB} }
+
+// URL is the database as a redis:// URL.
+func (d DB) URL() string { return fmt.Sprintf("redis://%s/%d", d.Addr, d.DB) }
+
+// New returns a flushed database for the test, and a client closed at the
+// end of the test.
+func New(tb testing.TB) (DB, *redis.Client) {
+	tb.Helper()
+	once.Do(start)
+	if initErr != nil {
+		tb.Fatalf("redistest: %v", initErr)
+	}
+	mu.Lock()
+	db := nextDB
+	nextDB++
+	if nextDB >= databases {
+		nextDB = 1
+	}
+	mu.Unlock()
+	if kind == "miniredis" {
+		db = 0 // miniredis shares one process; tests in it flush db 0
+	}
+	d := DB{Addr: addr, DB: db, Kind: kind}
+	c := redis.NewClient(d.Options())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		tb.Fatalf("redistest: flush db %d at %s: %v", db, addr, err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return d, c
+}
+
+func start() {
+	if a := os.Getenv("AGENTQ_TEST_REDIS"); a != "" {
+		addr, kind = a, "external"
+		return
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			initErr = fmt.Errorf("CI=true but no redis-server binary on PATH: install it (apt-get install redis-server)")
+			return
+		}
+		fmt.Fprintln(os.Stderr, "redistest: no redis-server binary on PATH; falling back to in-process miniredis (install redis-server for real-Redis tests)")
+		m, err := miniredis.Run()
+		if err != nil {
+			initErr = err
+			return
+		}
+		addr, kind, stop = m.Addr(), "miniredis", m.Close
+		return
+	}
+	initErr = startServer(bin)
+}
+
+func startServer(bin string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "agentq-redistest-")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--databases", strconv.Itoa(databases),
+		"--dir", dir, "--logfile", "")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		signalled := false
+		for sc.Scan() {
+			if !signalled && strings.Contains(sc.Text(), "Ready to accept connections") {
+				close(ready)
+				signalled = true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("%s did not become ready on port %d within 10s", bin, port)
+	}
+	addr, kind = net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "redis-server"
+	stop = func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.RemoveAll(dir)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,191 @@
+package llmclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Options configures an adapter. The zero value of every optional field is
+// a working default.
+type Options struct {
+	Name    string   // provider name, used in errors, fingerprints and metrics
+	BaseURL string   // empty: the provider's public endpoint
+	Keys    []string // primary first; at least one (a local model takes any string)
+	// Transport is the HTTP transport; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// Now is the clock used for latency and HTTP-date Retry-After; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o Options) validate() error {
+	if o.Name == "" {
+		return errors.New("llmclient: provider name is empty")
+	}
+	if len(o.Keys) == 0 {
+		return errors.New("llmclient: provider " + o.Name + " has no keys")
+	}
+	return nil
+}
+
+type keyCtx struct{}
+
+// WithKey makes calls under ctx use the idx-th (0-based) key of whichever
+// provider they reach; an index past the provider's keys wraps around. The
+// key pool uses it to rotate keys; without it the primary key is used.
+func WithKey(ctx context.Context, idx int) context.Context {
+	return context.WithValue(ctx, keyCtx{}, idx)
+}
+
+// base is what both adapters share: key fingerprints, the scrubber, the
+// clock, and the translation of SDK errors into *Error.
+type base struct {
+	name string
+	fps  []string
+	scr  scrubber
+	now  func() time.Time
+}
+
+func newBase(o Options) base {
+	b := base{name: o.Name, now: o.Now}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	for i, k := range o.Keys {
+		b.fps = append(b.fps, Fingerprint(o.Name, i, k))
+	}
+	b.scr = scrubber{keys: o.Keys, fps: b.fps}
+	return b
+}
+
+func (b *base) Name() string { return b.name }
+
+// KeyFingerprints names the provider's keys in order.
+func (b *base) KeyFingerprints() []string { return append([]string(nil), b.fps...) }
+
+func (b *base) keyIndex(ctx context.Context) int {
+	i, _ := ctx.Value(keyCtx{}).(int)
+	if i < 0 {
+		i = 0
+	}
+	return i % len(b.fps)
+}
+
+// sdkError is what an adapter learned from its SDK's error value.
+type sdkError struct {
+	status              int
+	code, typ, message  string
+	requestID, rawBody  string
+	inStream            bool
+}
+
+// toError builds the common *Error from an SDK error plus the captured
+// response. parse extracts SDK-specific fields.
+func (b *base) toError(ctx context.Context, model string, key int, c *capture, err error, parse func(error) sdkError) *Error {
+	e := &Error{Provider: b.name, Model: model, Key: b.fps[key], Err: err}
+	s := parse(err)
+	status, header, body := 0, http.Header(nil), ""
+	if c != nil {
+		status, header, body = c.snapshot()
+	}
+	if s.status == 0 && status >= 400 {
+		s.status = status
+	}
+	e.Status = s.status
+	e.Code, e.Type, e.Message, e.RequestID = s.code, s.typ, s.message, s.requestID
+	e.InStream = s.inStream || (status > 0 && status < 400)
+	if body == "" {
+		body = s.rawBody
+	}
+	if e.Code == "" && e.Type == "" && body != "" {
+		e.Code, e.Type, e.Message = parseErrorBody([]byte(body))
+	}
+	if header != nil {
+		e.RetryAfter = ParseRetryAfter(header, b.now())
+		if e.RequestID == "" {
+			e.RequestID = requestID(header)
+		}
+	}
+	e.Body = b.scr.scrub(truncate(body, bodyExcerptLimit))
+	e.Message = b.scr.scrub(truncate(e.Message, bodyExcerptLimit))
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrStreamStalled) || (errors.As(err, &ne) && ne.Timeout()) {
+		e.Timeout = true
+	}
+	if errors.Is(err, ErrStreamStalled) || errors.Is(err, ErrStreamTruncated) {
+		e.InStream = true
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		e.Timeout = true
+	}
+	return e
+}
+
+// parseErrorBody reads the {"error": {"type", "code", "message"}} shape both
+// providers use (Anthropic: {"type":"error","error":{"type","message"}}).
+func parseErrorBody(body []byte) (code, typ, message string) {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &env) != nil || len(env.Error) == 0 {
+		return "", "", ""
+	}
+	var inner struct {
+		Code    any    `json:"code"`
+		Type    string `json:"type"`
+		Message string `json:"message"`
+		Details struct {
+			ErrorCode string `json:"error_code"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(env.Error, &inner) != nil {
+		var s string
+		if json.Unmarshal(env.Error, &s) == nil {
+			return "", "", s
+		}
+		return "", "", ""
+	}
+	code = codeString(inner.Code)
+	if code == "" {
+		code = inner.Details.ErrorCode
+	}
+	return code, inner.Type, inner.Message
+}
+
+func codeString(c any) string {
+	switch v := c.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case int:
+		if v == 0 { // go-openai turns "code": null into 0
+			return ""
+		}
+		return strconv.Itoa(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	// do not cut a UTF-8 sequence in half
+	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}

@@ -1,0 +1,229 @@
+package llmclient_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/llmclient"
+)
+
+const goodKey = "sk-test-good-0123456789"
+
+// fixture is a chaosllm server over real HTTP and both adapters pointed at it.
+type fixture struct {
+	srv       *chaosllm.Server
+	openai    *llmclient.OpenAI
+	anthropic *llmclient.Anthropic
+}
+
+func newFixture(t *testing.T, sc chaosllm.Scenario, keys ...string) *fixture {
+	t.Helper()
+	srv, err := chaosllm.New(sc, chaosllm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	if len(keys) == 0 {
+		keys = []string{goodKey}
+	}
+	oa, err := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, err := llmclient.NewAnthropic(llmclient.Options{Name: "an", BaseURL: hs.URL, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{srv: srv, openai: oa, anthropic: an}
+}
+
+func (f *fixture) providers() map[string]llmclient.Provider {
+	return map[string]llmclient.Provider{"openai": f.openai, "anthropic": f.anthropic}
+}
+
+func ask(prompt string) llmclient.Request {
+	return llmclient.Request{Model: "m-1", Messages: []llmclient.Message{{Role: "user", Content: prompt}}}
+}
+
+func TestChatSuccess(t *testing.T) {
+	f := newFixture(t, chaosllm.Scenario{Keys: []string{goodKey}})
+	for ep, p := range f.providers() {
+		t.Run(ep, func(t *testing.T) {
+			resp, err := p.Chat(context.Background(), ask("What is two plus two?"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := chaosllm.Reply("What is two plus two?\n"); resp.Text != want {
+				t.Errorf("text = %q, want %q", resp.Text, want)
+			}
+			if resp.Usage.PromptTokens != 5 || resp.Usage.CompletionTokens == 0 {
+				t.Errorf("usage = %+v", resp.Usage)
+			}
+			if resp.Provider != p.Name() || resp.Model != "m-1" || resp.RequestID == "" {
+				t.Errorf("response = %+v", resp)
+			}
+			if resp.Key != llmclient.Fingerprint(p.Name(), 0, goodKey) || strings.Contains(resp.Key, goodKey) {
+				t.Errorf("key = %q", resp.Key)
+			}
+			if n := f.srv.Snapshot().Count(ep, chaosllm.KeyID(goodKey), "ok"); n != 1 {
+				t.Errorf("chaosllm counted %d ok calls, want 1", n)
+			}
+		})
+	}
+}
+
+func TestChatStream(t *testing.T) {
+	f := newFixture(t, chaosllm.Scenario{})
+	for ep, p := range f.providers() {
+		t.Run(ep, func(t *testing.T) {
+			st, err := p.ChatStream(context.Background(), ask("stream me a story please"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var pieces []string
+			for {
+				d, err := st.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				pieces = append(pieces, d)
+			}
+			want := chaosllm.Reply("stream me a story please\n")
+			if len(pieces) < 3 || strings.Join(pieces, "") != want {
+				t.Errorf("pieces = %q, want %q in several pieces", pieces, want)
+			}
+			resp := st.Response()
+			if resp == nil || resp.Text != want || resp.Usage.PromptTokens != 5 || resp.Usage.CompletionTokens != len(strings.Fields(want)) {
+				t.Errorf("response = %+v", resp)
+			}
+		})
+	}
+}
+
+func TestStreamStall(t *testing.T) {
+	// The whole answer waits 2s before its first byte; a 100ms stall limit
+	// must fail the stream as a timeout long before that.
+	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Duration(2 * time.Second)}}})
+	for ep, p := range f.providers() {
+		t.Run(ep, func(t *testing.T) {
+			req := ask("hello")
+			req.StallTimeout = 100 * time.Millisecond
+			st, err := p.ChatStream(context.Background(), req)
+			if err == nil {
+				_, err = st.Collect()
+			}
+			e, ok := llmclient.AsError(err)
+			if !ok || !e.Timeout || !errors.Is(err, llmclient.ErrStreamStalled) {
+				t.Fatalf("err = %v, want a stalled-stream timeout", err)
+			}
+		})
+	}
+}
+
+func TestErrorsParsed(t *testing.T) {
+	cases := []struct {
+		name      string
+		fault     chaosllm.Fault
+		endpoint  string
+		status    int
+		code, typ string
+		retry     time.Duration
+	}{
+		{"openai 429 rate limit", chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(1500 * time.Millisecond)}, "openai", 429, "rate_limit_exceeded", "requests", 1500 * time.Millisecond},
+		{"openai 429 quota", chaosllm.Fault{Status: 429, Code: "insufficient_quota"}, "openai", 429, "insufficient_quota", "insufficient_quota", 0},
+		{"openai 503", chaosllm.Fault{Status: 503}, "openai", 503, "", "server_error", 0},
+		{"anthropic 429", chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(3 * time.Second)}, "anthropic", 429, "", "rate_limit_error", 3 * time.Second},
+		{"anthropic 529", chaosllm.Fault{Status: 529}, "anthropic", 529, "", "overloaded_error", 0},
+		{"anthropic 400", chaosllm.Fault{Status: 400}, "anthropic", 400, "", "invalid_request_error", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fault := c.fault
+			f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &fault}}})
+			p := f.providers()[c.endpoint]
+			for _, stream := range []bool{false, true} {
+				var err error
+				if stream {
+					var st *llmclient.Stream
+					if st, err = p.ChatStream(context.Background(), ask("hi")); err == nil {
+						_, err = st.Collect()
+					}
+				} else {
+					_, err = p.Chat(context.Background(), ask("hi"))
+				}
+				e, ok := llmclient.AsError(err)
+				if !ok {
+					t.Fatalf("stream=%v: err = %T %v, want *llmclient.Error", stream, err, err)
+				}
+				if e.Status != c.status || e.Code != c.code || e.Type != c.typ || e.RetryAfter != c.retry {
+					t.Errorf("stream=%v: got status=%d code=%q type=%q retry=%s, want %d %q %q %s",
+						stream, e.Status, e.Code, e.Type, e.RetryAfter, c.status, c.code, c.typ, c.retry)
+				}
+				if e.RequestID == "" || e.Body == "" || e.Message == "" {
+					t.Errorf("stream=%v: request id %q, body %q, message %q: want all set", stream, e.RequestID, e.Body, e.Message)
+				}
+				if strings.Contains(e.Error(), goodKey) {
+					t.Errorf("error text contains the key: %s", e)
+				}
+			}
+		})
+	}
+}
+
+func TestBadKeyIsNamedByFingerprint(t *testing.T) {
+	bad := "sk-bad-key-that-must-not-leak"
+	f := newFixture(t, chaosllm.Scenario{Keys: []string{goodKey}}, bad, goodKey)
+	for ep, p := range f.providers() {
+		t.Run(ep, func(t *testing.T) {
+			_, err := p.Chat(context.Background(), ask("hi"))
+			e, ok := llmclient.AsError(err)
+			if !ok || e.Status != 401 {
+				t.Fatalf("err = %v, want a 401", err)
+			}
+			if e.Key != llmclient.Fingerprint(p.Name(), 0, bad) || strings.Contains(e.Error(), bad) {
+				t.Errorf("key named %q in %q", e.Key, e.Error())
+			}
+			// the second key works
+			resp, err := p.Chat(llmclient.WithKey(context.Background(), 1), ask("hi"))
+			if err != nil || resp.Key != llmclient.Fingerprint(p.Name(), 1, goodKey) {
+				t.Fatalf("second key: %v %+v", err, resp)
+			}
+		})
+	}
+}
+
+func TestTransportErrors(t *testing.T) {
+	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Duration(5 * time.Second)}}})
+	for ep, p := range f.providers() {
+		t.Run(ep+" deadline", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			_, err := p.Chat(ctx, ask("hi"))
+			e, ok := llmclient.AsError(err)
+			if !ok || !e.Timeout || e.Status != 0 {
+				t.Fatalf("err = %v, want a timeout", err)
+			}
+		})
+	}
+	// connection refused: a listener that is closed
+	hs := httptest.NewServer(nil)
+	url := hs.URL
+	hs.Close()
+	oa, _ := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
+	_, err := oa.Chat(context.Background(), ask("hi"))
+	e, ok := llmclient.AsError(err)
+	if !ok || e.Status != 0 || e.Timeout || e.Err == nil {
+		t.Fatalf("refused: err = %v", err)
+	}
+}

@@ -1,0 +1,163 @@
+package llmclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+)
+
+// Anthropic is an adapter for the Anthropic Messages API, built on the
+// official SDK with its own retries switched off and its environment
+// defaults (ANTHROPIC_API_KEY, profiles) ignored: keys come only from our
+// configuration.
+type Anthropic struct {
+	base
+	clients []anthropic.Client // one per key
+}
+
+// NewAnthropic builds the adapter. It makes no network call. BaseURL, when
+// set, is the API root without /v1 (the SDK appends v1/messages).
+func NewAnthropic(o Options) (*Anthropic, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	a := &Anthropic{base: newBase(o)}
+	hc := newHTTPClient(o.Transport)
+	for _, k := range o.Keys {
+		opts := []option.RequestOption{
+			option.WithoutEnvironmentDefaults(),
+			option.WithAPIKey(k),
+			option.WithMaxRetries(0),
+			option.WithHTTPClient(hc),
+		}
+		if o.BaseURL != "" {
+			opts = append(opts, option.WithBaseURL(o.BaseURL))
+		}
+		a.clients = append(a.clients, anthropic.NewClient(opts...))
+	}
+	return a, nil
+}
+
+func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
+	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(req.maxTokens())}
+	if req.System != "" {
+		p.System = []anthropic.TextBlockParam{{Text: req.System}}
+	}
+	for _, m := range req.Messages {
+		block := anthropic.NewTextBlock(m.Content)
+		if m.Role == "assistant" {
+			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(block))
+		} else {
+			p.Messages = append(p.Messages, anthropic.NewUserMessage(block))
+		}
+	}
+	return p
+}
+
+// Chat implements Provider.
+func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
+	k := a.keyIndex(ctx)
+	cctx, c := withCapture(ctx)
+	start := a.now()
+	msg, err := a.clients[k].Messages.New(cctx, a.params(req))
+	if err != nil {
+		return nil, a.toError(ctx, req.Model, k, c, err, parseAnthropicError)
+	}
+	var text strings.Builder
+	for _, b := range msg.Content {
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		}
+	}
+	_, h, _ := c.snapshot()
+	return &Response{
+		Text:      text.String(),
+		Usage:     Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
+		Provider:  a.name,
+		Model:     req.Model,
+		Key:       a.fps[k],
+		Latency:   a.now().Sub(start),
+		RequestID: requestID(h),
+	}, nil
+}
+
+// ChatStream implements Provider.
+func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+	k := a.keyIndex(ctx)
+	sctx, cancel := context.WithCancel(ctx)
+	cctx, c := withCapture(sctx)
+	onErr := func(err error) error { return a.toError(sctx, req.Model, k, c, err, parseAnthropicError) }
+	var usage Usage
+	var st *ssestream.Stream[anthropic.MessageStreamEventUnion]
+	src := func() (string, *Response, error) {
+		for st.Next() {
+			ev := st.Current()
+			switch ev.Type {
+			case "message_start":
+				usage.PromptTokens = int(ev.Message.Usage.InputTokens)
+				usage.CompletionTokens = int(ev.Message.Usage.OutputTokens)
+			case "content_block_delta":
+				if ev.Delta.Text != "" {
+					return ev.Delta.Text, nil, nil
+				}
+			case "message_delta":
+				usage.CompletionTokens = int(ev.Usage.OutputTokens)
+				if ev.Usage.InputTokens > 0 {
+					usage.PromptTokens = int(ev.Usage.InputTokens)
+				}
+			case "message_stop":
+				_, h, _ := c.snapshot()
+				return "", &Response{Usage: usage, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
+			}
+		}
+		if err := st.Err(); err != nil {
+			return "", nil, err
+		}
+		return "", nil, ErrStreamTruncated
+	}
+	open := func() (streamSource, func(), error) {
+		st = a.clients[k].Messages.NewStreaming(cctx, a.params(req))
+		return src, func() { st.Close() }, nil
+	}
+	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
+}
+
+// streamErrorPrefix is how the SDK reports an error event it could not turn
+// into an *anthropic.Error.
+const streamErrorPrefix = "received error while streaming: "
+
+func parseAnthropicError(err error) sdkError {
+	var s sdkError
+	var ae *anthropic.Error
+	if errors.As(err, &ae) {
+		s.status = ae.StatusCode
+		s.typ = string(ae.Type())
+		s.code = string(ae.ErrorCode())
+		s.message = ae.Message
+		s.requestID = ae.RequestID
+		s.rawBody = ae.RawJSON()
+		if ae.Response != nil && ae.StatusCode < 400 {
+			s.status, s.inStream = 0, true
+		}
+		return s
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, streamErrorPrefix) {
+		body := strings.TrimPrefix(msg, streamErrorPrefix)
+		s.inStream = true
+		s.rawBody = body
+		var env struct {
+			Error struct{ Type, Message string } `json:"error"`
+		}
+		if json.Unmarshal([]byte(body), &env) == nil {
+			s.typ, s.message = env.Error.Type, env.Error.Message
+		}
+	}
+	return s
+}
+
+var _ Provider = (*Anthropic)(nil)

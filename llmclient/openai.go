@@ -1,0 +1,142 @@
+package llmclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// OpenAI is an adapter for any OpenAI-compatible chat completions endpoint
+// (OpenAI, xAI, vLLM, LM Studio, Ollama's /v1), built on go-openai.
+type OpenAI struct {
+	base
+	clients []*openai.Client // one per key
+}
+
+// NewOpenAI builds the adapter. It makes no network call.
+func NewOpenAI(o Options) (*OpenAI, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	a := &OpenAI{base: newBase(o)}
+	hc := newHTTPClient(o.Transport)
+	for _, k := range o.Keys {
+		cfg := openai.DefaultConfig(k)
+		if o.BaseURL != "" {
+			cfg.BaseURL = o.BaseURL
+		}
+		cfg.HTTPClient = hc
+		a.clients = append(a.clients, openai.NewClientWithConfig(cfg))
+	}
+	return a, nil
+}
+
+func (a *OpenAI) request(req Request, stream bool) openai.ChatCompletionRequest {
+	r := openai.ChatCompletionRequest{Model: req.Model, MaxTokens: req.maxTokens(), Stream: stream}
+	if req.System != "" {
+		r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: req.System})
+	}
+	for _, m := range req.Messages {
+		r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
+	}
+	if stream {
+		r.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	return r
+}
+
+// Chat implements Provider.
+func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
+	k := a.keyIndex(ctx)
+	cctx, c := withCapture(ctx)
+	start := a.now()
+	resp, err := a.clients[k].CreateChatCompletion(cctx, a.request(req, false))
+	if err != nil {
+		return nil, a.toError(ctx, req.Model, k, c, err, parseOpenAIError)
+	}
+	if len(resp.Choices) == 0 {
+		return nil, a.toError(ctx, req.Model, k, c, errors.New("response has no choices"), parseOpenAIError)
+	}
+	_, h, _ := c.snapshot()
+	return &Response{
+		Text:      resp.Choices[0].Message.Content,
+		Usage:     Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
+		Provider:  a.name,
+		Model:     req.Model,
+		Key:       a.fps[k],
+		Latency:   a.now().Sub(start),
+		RequestID: requestID(h),
+	}, nil
+}
+
+// ChatStream implements Provider.
+func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+	k := a.keyIndex(ctx)
+	sctx, cancel := context.WithCancel(ctx)
+	cctx, c := withCapture(sctx)
+	onErr := func(err error) error { return a.toError(sctx, req.Model, k, c, err, parseOpenAIError) }
+	var usage Usage
+	var st *openai.ChatCompletionStream
+	finished := false
+	src := func() (string, *Response, error) {
+		for {
+			chunk, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				if !finished {
+					return "", nil, ErrStreamTruncated
+				}
+				_, h, _ := c.snapshot()
+				return "", &Response{Usage: usage, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
+			}
+			if err != nil {
+				return "", nil, err
+			}
+			if chunk.Usage != nil {
+				usage = Usage{PromptTokens: chunk.Usage.PromptTokens, CompletionTokens: chunk.Usage.CompletionTokens}
+			}
+			if len(chunk.Choices) == 0 {
+				continue
+			}
+			if chunk.Choices[0].FinishReason != "" {
+				finished = true
+			}
+			if d := chunk.Choices[0].Delta.Content; d != "" {
+				return d, nil, nil
+			}
+		}
+	}
+	open := func() (streamSource, func(), error) {
+		var err error
+		st, err = a.clients[k].CreateChatCompletionStream(cctx, a.request(req, true))
+		if err != nil {
+			return nil, nil, err
+		}
+		return src, func() { st.Close() }, nil
+	}
+	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
+}
+
+func parseOpenAIError(err error) sdkError {
+	var s sdkError
+	var ae *openai.APIError
+	var re *openai.RequestError
+	switch {
+	case errors.As(err, &ae):
+		s.status = ae.HTTPStatusCode
+		s.code = codeString(ae.Code)
+		s.typ = ae.Type
+		s.message = ae.Message
+		s.inStream = ae.HTTPStatusCode == 0 // an error event inside a 200 stream
+	case errors.As(err, &re):
+		s.status = re.HTTPStatusCode
+		s.rawBody = string(re.Body)
+	}
+	return s
+}
+
+var _ Provider = (*OpenAI)(nil)
+
+func (a *OpenAI) String() string { return fmt.Sprintf("openai-compatible provider %q", a.name) }

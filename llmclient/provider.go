@@ -1,0 +1,67 @@
+// Package llmclient talks to LLM providers. A Provider sends one chat
+// request with one API key and never retries on its own: the caller (the
+// router, and above it the task queue) owns every retry decision.
+package llmclient
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"` // "user" or "assistant"
+	Content string `json:"content"`
+}
+
+// Request is one chat call. Model names the provider's model; System is the
+// optional system prompt.
+type Request struct {
+	Model     string
+	System    string
+	Messages  []Message
+	MaxTokens int // zero means DefaultMaxTokens
+
+	// StallTimeout is used by ChatStream only: when no chunk arrives for this
+	// long the stream fails with a timeout error, which tells a stalled
+	// stream from a slow one. Zero disables the check.
+	StallTimeout time.Duration
+}
+
+// DefaultMaxTokens is sent when Request.MaxTokens is zero (Anthropic requires
+// the field; OpenAI-compatible servers accept it).
+const DefaultMaxTokens = 1024
+
+// Usage counts tokens as the provider reported them.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Response is a finished chat call.
+type Response struct {
+	Text      string        `json:"text"`
+	Usage     Usage         `json:"usage"`
+	Provider  string        `json:"provider"`
+	Model     string        `json:"model"`
+	Key       string        `json:"key"` // the key's fingerprint, never the key
+	Latency   time.Duration `json:"latency"`
+	RequestID string        `json:"request_id,omitempty"`
+}
+
+// Provider is one configured LLM endpoint.
+type Provider interface {
+	// Name is the provider's configured name.
+	Name() string
+	// Chat sends req and waits for the whole answer.
+	Chat(ctx context.Context, req Request) (*Response, error)
+	// ChatStream sends req and returns the answer as it is generated.
+	ChatStream(ctx context.Context, req Request) (*Stream, error)
+}
+
+func (r Request) maxTokens() int {
+	if r.MaxTokens > 0 {
+		return r.MaxTokens
+	}
+	return DefaultMaxTokens
+}

@@ -1,0 +1,155 @@
+package llmclient
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Stream is an answer arriving piece by piece. Recv returns the next piece
+// of text and io.EOF once the provider has sent its final event; Response
+// then returns the whole answer with its usage. Close releases the
+// connection and must be called in every case.
+type Stream struct {
+	events chan streamEvent
+	cancel context.CancelFunc
+	ctx    context.Context
+	stall  time.Duration
+	onErr  func(error) error // turns a raw error into *Error
+
+	started time.Time
+	now     func() time.Time
+
+	mu   sync.Mutex
+	text strings.Builder
+	resp *Response
+	err  error
+	once sync.Once
+}
+
+type streamEvent struct {
+	delta string
+	final *Response // set on the final event (usage etc.)
+	err   error
+}
+
+// streamSource yields raw pieces from an SDK stream. It returns a final
+// response (without Text) when the provider marked the end, io.EOF never.
+type streamSource func() (delta string, final *Response, err error)
+
+// streamOpener sends the request; it runs inside the stream's goroutine so
+// that the stall limit covers the wait for the response headers too.
+type streamOpener func() (src streamSource, closeSrc func(), err error)
+
+func newStream(ctx context.Context, cancel context.CancelFunc, stall time.Duration, now func() time.Time, open streamOpener, onErr func(error) error) *Stream {
+	s := &Stream{events: make(chan streamEvent), cancel: cancel, ctx: ctx, stall: stall, onErr: onErr, started: now(), now: now}
+	go func() {
+		src, closeSrc, err := open()
+		if err != nil {
+			select {
+			case s.events <- streamEvent{err: err}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		defer closeSrc()
+		for {
+			delta, final, err := src()
+			ev := streamEvent{delta: delta, final: final, err: err}
+			select {
+			case s.events <- ev:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || final != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// Recv returns the next piece of text, io.EOF after the last one, or the
+// call's error (an *Error).
+func (s *Stream) Recv() (string, error) {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return "", err
+	}
+	s.mu.Unlock()
+	var stall <-chan time.Time
+	if s.stall > 0 {
+		t := time.NewTimer(s.stall)
+		defer t.Stop()
+		stall = t.C
+	}
+	for {
+		select {
+		case ev := <-s.events:
+			switch {
+			case ev.err != nil:
+				return "", s.fail(s.onErr(ev.err))
+			case ev.final != nil:
+				s.mu.Lock()
+				s.text.WriteString(ev.delta)
+				r := *ev.final
+				r.Text = s.text.String()
+				r.Latency = s.now().Sub(s.started)
+				s.resp = &r
+				s.err = io.EOF
+				s.mu.Unlock()
+				return ev.delta, nil
+			case ev.delta == "":
+				continue
+			default:
+				s.mu.Lock()
+				s.text.WriteString(ev.delta)
+				s.mu.Unlock()
+				return ev.delta, nil
+			}
+		case <-stall:
+			s.cancel()
+			return "", s.fail(s.onErr(ErrStreamStalled))
+		case <-s.ctx.Done():
+			return "", s.fail(s.onErr(s.ctx.Err()))
+		}
+	}
+}
+
+func (s *Stream) fail(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil || s.err == io.EOF {
+		s.err = err
+	}
+	return s.err
+}
+
+// Response is the whole answer once Recv has returned io.EOF, else nil.
+func (s *Stream) Response() *Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resp
+}
+
+// Close stops the stream and releases its connection.
+func (s *Stream) Close() error {
+	s.once.Do(s.cancel)
+	return nil
+}
+
+// Collect reads the stream to its end and returns the whole answer.
+func (s *Stream) Collect() (*Response, error) {
+	defer s.Close()
+	for {
+		if _, err := s.Recv(); err == io.EOF {
+			return s.Response(), nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+}

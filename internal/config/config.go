@@ -1,0 +1,380 @@
+// Package config loads agentq.yaml (DESIGN §2): YAML, ${VAR} expansion from
+// the environment, AGENTQ_* variables and flags over the file, defaults for
+// what is left out, and validation that names each problem's field.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration. The zero value of every field means
+// its documented default (see Default).
+type Config struct {
+	Redis      Redis            `yaml:"redis"`
+	Providers  []Provider       `yaml:"providers"`
+	Routes     map[string]Route `yaml:"routes"`
+	Resilience Resilience       `yaml:"resilience"`
+	Worker     Worker           `yaml:"worker"`
+	// Retention is how long workflow records, results and finished tasks
+	// are kept. Default 24h.
+	Retention Duration `yaml:"retention"`
+	// Limits on submitted workflows.
+	Limits Limits `yaml:"limits"`
+}
+
+// Redis says where Redis is. Addr and URL are alternatives; URL wins.
+type Redis struct {
+	Addr     string `yaml:"addr"` // default 127.0.0.1:6379
+	URL      string `yaml:"url"`  // redis://user:pass@host:6379/0 or rediss://…
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
+	DB       int    `yaml:"db"`
+	// DialTimeout bounds connecting; default 5s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+}
+
+// Provider is one LLM endpoint.
+type Provider struct {
+	Name string `yaml:"name"`
+	// Kind is "openai" (any OpenAI-compatible endpoint) or "anthropic".
+	Kind string `yaml:"kind"`
+	// BaseURL: for openai, the URL up to and including /v1; for anthropic,
+	// the API root without /v1. Empty: the provider's public endpoint.
+	BaseURL string `yaml:"base_url"`
+	// Keys, primary first. A local model with no auth may leave it empty.
+	Keys []Secret `yaml:"keys"`
+	// MaxConcurrency caps in-flight calls cluster-wide; 0 = no cap.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// RPM caps requests per minute cluster-wide; 0 = no cap.
+	RPM int `yaml:"rpm"`
+	// Timeout bounds one call; default 60s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Target is one provider and model a route may use.
+type Target struct {
+	Provider string `yaml:"provider"`
+	Model    string `yaml:"model"`
+}
+
+func (t Target) String() string { return t.Provider + "/" + t.Model }
+
+// Route is what a step asks for: an ordered list of targets and what to do
+// when they fail.
+type Route struct {
+	Targets []Target `yaml:"targets"`
+	// Strategy is "health" (health-weighted, default) or "ordered".
+	Strategy string `yaml:"strategy"`
+	// HedgeAfter is "p95", a duration, or "off" (default).
+	HedgeAfter            string  `yaml:"hedge_after"`
+	ContextWindowFallback *Target `yaml:"context_window_fallback"`
+	ContentFallback       *Target `yaml:"content_fallback"`
+	// FallbackText answers steps with degrade: template when every target failed.
+	FallbackText string `yaml:"fallback_text"`
+}
+
+// Resilience tunes retries, breakers and health scoring.
+type Resilience struct {
+	Retry   Retry   `yaml:"retry"`
+	Breaker Breaker `yaml:"breaker"`
+	Health  Health  `yaml:"health"`
+}
+
+// Retry is the delayed-retry policy. Defaults: base 1s, factor 2, max_delay
+// 5m, jitter [0.5, 1.5], max_retries 12.
+type Retry struct {
+	Base       Duration  `yaml:"base"`
+	Factor     float64   `yaml:"factor"`
+	MaxDelay   Duration  `yaml:"max_delay"`
+	Jitter     []float64 `yaml:"jitter"`
+	MaxRetries *int      `yaml:"max_retries"`
+}
+
+// Breaker opens a target's circuit. Defaults: 5 consecutive failures, or
+// error rate 0.5 over 10s with at least 10 calls; 30s cooldown.
+type Breaker struct {
+	ConsecutiveFailures int      `yaml:"consecutive_failures"`
+	ErrorRate           float64  `yaml:"error_rate"`
+	Window              Duration `yaml:"window"`
+	MinCalls            int      `yaml:"min_calls"`
+	Cooldown            Duration `yaml:"cooldown"`
+}
+
+// Health scores targets. Defaults: window 5m, weights 0.4/0.3/0.3.
+type Health struct {
+	Window  Duration      `yaml:"window"`
+	Weights HealthWeights `yaml:"weights"`
+}
+
+// HealthWeights weigh the parts of a health score; they sum to 1.
+type HealthWeights struct {
+	Success float64 `yaml:"success"`
+	Latency float64 `yaml:"latency"`
+	Trend   float64 `yaml:"trend"`
+}
+
+// Worker tunes the worker process.
+type Worker struct {
+	// Concurrency is how many steps run at once; default 50.
+	Concurrency int `yaml:"concurrency"`
+	// Queues with priorities, "critical=6,default=3,low=1" by default.
+	Queues map[string]int `yaml:"queues"`
+	// MetricsAddr serves /metrics and /healthz; empty: off.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// ShutdownTimeout is how long running steps may finish after SIGTERM;
+	// default 30s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+}
+
+// Limits bound what a submitted workflow may hold.
+type Limits struct {
+	MaxSteps       int `yaml:"max_steps"`        // default 100
+	MaxSpecBytes   int `yaml:"max_spec_bytes"`   // default 1 MiB
+	MaxOutputBytes int `yaml:"max_output_bytes"` // default 1 MiB per step output
+}
+
+// Default is the configuration before any file, variable or flag.
+func Default() Config {
+	twelve := 12
+	return Config{
+		Redis:     Redis{Addr: "127.0.0.1:6379", DialTimeout: Duration(5 * time.Second)},
+		Retention: Duration(24 * time.Hour),
+		Resilience: Resilience{
+			Retry:   Retry{Base: Duration(time.Second), Factor: 2, MaxDelay: Duration(5 * time.Minute), Jitter: []float64{0.5, 1.5}, MaxRetries: &twelve},
+			Breaker: Breaker{ConsecutiveFailures: 5, ErrorRate: 0.5, Window: Duration(10 * time.Second), MinCalls: 10, Cooldown: Duration(30 * time.Second)},
+			Health:  Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
+		},
+		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second)},
+		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20},
+	}
+}
+
+// fillDefaults sets per-element defaults the file may leave out.
+func (c *Config) fillDefaults() {
+	for i := range c.Providers {
+		if c.Providers[i].Timeout == 0 {
+			c.Providers[i].Timeout = Duration(60 * time.Second)
+		}
+	}
+	for name, r := range c.Routes {
+		if r.Strategy == "" {
+			r.Strategy = "health"
+		}
+		if r.HedgeAfter == "" {
+			r.HedgeAfter = "off"
+		}
+		c.Routes[name] = r
+	}
+}
+
+// Provider returns the provider named name.
+func (c *Config) Provider(name string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// RouteNames lists the routes in order.
+func (c *Config) RouteNames() []string {
+	names := make([]string, 0, len(c.Routes))
+	for n := range c.Routes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// validate returns every problem, one error each, naming the field.
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if c.Redis.URL != "" {
+		u, err := url.Parse(c.Redis.URL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			bad("redis.url", "%q is not a redis:// or rediss:// URL", redactURL(c.Redis.URL))
+		}
+	} else if c.Redis.Addr == "" {
+		bad("redis.addr", "is empty (set redis.addr or redis.url)")
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Providers {
+		f := fmt.Sprintf("providers[%d]", i)
+		switch {
+		case p.Name == "":
+			bad(f+".name", "is empty")
+		case seen[p.Name]:
+			bad(f+".name", "%q is used by another provider", p.Name)
+		case strings.ContainsAny(p.Name, "{}: \t/"):
+			bad(f+".name", "%q may not contain spaces, braces, colons or slashes", p.Name)
+		}
+		seen[p.Name] = true
+		switch p.Kind {
+		case "openai", "anthropic":
+		case "":
+			bad(f+".kind", "is empty (want openai or anthropic)")
+		default:
+			bad(f+".kind", "%q is not openai or anthropic", p.Kind)
+		}
+		if p.BaseURL != "" {
+			if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(f+".base_url", "%q is not an http(s) URL", p.BaseURL)
+			}
+		}
+		if len(p.Keys) == 0 && p.Kind == "anthropic" {
+			bad(f+".keys", "is empty (anthropic needs at least one key)")
+		}
+		for j, k := range p.Keys {
+			if k == "" {
+				bad(fmt.Sprintf("%s.keys[%d]", f, j), "is empty")
+			}
+		}
+		if p.MaxConcurrency < 0 {
+			bad(f+".max_concurrency", "is negative")
+		}
+		if p.RPM < 0 {
+			bad(f+".rpm", "is negative")
+		}
+		if p.Timeout.D() < time.Second {
+			bad(f+".timeout", "%s is under 1s", p.Timeout)
+		}
+	}
+	for _, name := range c.RouteNames() {
+		r := c.Routes[name]
+		f := "routes." + name
+		if len(r.Targets) == 0 {
+			bad(f+".targets", "is empty")
+		}
+		check := func(field string, t Target) {
+			if t.Provider == "" {
+				bad(field+".provider", "is empty")
+			} else if _, ok := c.Provider(t.Provider); !ok {
+				bad(field+".provider", "unknown provider %q", t.Provider)
+			}
+			if t.Model == "" {
+				bad(field+".model", "is empty")
+			}
+		}
+		for i, t := range r.Targets {
+			check(fmt.Sprintf("%s.targets[%d]", f, i), t)
+		}
+		if r.ContextWindowFallback != nil {
+			check(f+".context_window_fallback", *r.ContextWindowFallback)
+		}
+		if r.ContentFallback != nil {
+			check(f+".content_fallback", *r.ContentFallback)
+		}
+		switch r.Strategy {
+		case "health", "ordered":
+		default:
+			bad(f+".strategy", "%q is not health or ordered", r.Strategy)
+		}
+		switch r.HedgeAfter {
+		case "off", "p95", "p99":
+		default:
+			if _, err := parseDuration(r.HedgeAfter); err != nil {
+				bad(f+".hedge_after", "%q is not off, p95, p99 or a duration", r.HedgeAfter)
+			}
+		}
+	}
+	rt := c.Resilience.Retry
+	if rt.Base.D() <= 0 {
+		bad("resilience.retry.base", "must be positive")
+	}
+	if rt.Factor < 1 {
+		bad("resilience.retry.factor", "%v is under 1", rt.Factor)
+	}
+	if rt.MaxDelay < rt.Base {
+		bad("resilience.retry.max_delay", "%s is under base %s", rt.MaxDelay, rt.Base)
+	}
+	if len(rt.Jitter) != 2 || rt.Jitter[0] <= 0 || rt.Jitter[0] > rt.Jitter[1] {
+		bad("resilience.retry.jitter", "%v is not [low, high] with 0 < low <= high", rt.Jitter)
+	}
+	if rt.MaxRetries == nil || *rt.MaxRetries < 0 {
+		bad("resilience.retry.max_retries", "must be 0 or more")
+	}
+	br := c.Resilience.Breaker
+	if br.ConsecutiveFailures < 1 {
+		bad("resilience.breaker.consecutive_failures", "must be at least 1")
+	}
+	if br.ErrorRate <= 0 || br.ErrorRate > 1 {
+		bad("resilience.breaker.error_rate", "%v is not in (0, 1]", br.ErrorRate)
+	}
+	if br.Window.D() <= 0 || br.Cooldown.D() <= 0 {
+		bad("resilience.breaker", "window and cooldown must be positive")
+	}
+	w := c.Resilience.Health.Weights
+	if s := w.Success + w.Latency + w.Trend; s < 0.999 || s > 1.001 || w.Success < 0 || w.Latency < 0 || w.Trend < 0 {
+		bad("resilience.health.weights", "must be non-negative and sum to 1 (they sum to %v)", s)
+	}
+	if c.Resilience.Health.Window.D() <= 0 {
+		bad("resilience.health.window", "must be positive")
+	}
+	if c.Worker.Concurrency < 1 {
+		bad("worker.concurrency", "%d is under 1", c.Worker.Concurrency)
+	}
+	if len(c.Worker.Queues) == 0 {
+		bad("worker.queues", "is empty")
+	}
+	for q, p := range c.Worker.Queues {
+		if q == "" || p < 1 {
+			bad("worker.queues", "queue %q has priority %d (want a name and a priority of 1 or more)", q, p)
+		}
+	}
+	if c.Retention.D() < time.Minute {
+		bad("retention", "%s is under 1m", c.Retention)
+	}
+	if c.Limits.MaxSteps < 1 || c.Limits.MaxSpecBytes < 1 || c.Limits.MaxOutputBytes < 1 {
+		bad("limits", "max_steps, max_spec_bytes and max_output_bytes must be positive")
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError is one configuration problem.
+type FieldError struct {
+	Source string // file name, when known
+	Line   int    // line in Source, when known
+	Field  string // e.g. providers[1].timeout
+	Msg    string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.Source != "" {
+		b.WriteString(e.Source)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

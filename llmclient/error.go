@@ -1,10 +1,13 @@
 package llmclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/retry"
 )
 
 // Error is the one error type every adapter returns for a failed call. It
@@ -83,4 +86,36 @@ func AsError(err error) (*Error, bool) {
 	var e *Error
 	ok := errors.As(err, &e)
 	return e, ok
+}
+
+// Class classifies the failure (DESIGN §3).
+func (e *Error) Class() retry.Class {
+	return retry.Classify(retry.Failure{
+		Status:   e.Status,
+		Code:     e.Code,
+		Type:     e.Type,
+		Message:  e.Message,
+		Body:     e.Body,
+		Timeout:  e.Timeout,
+		Canceled: errors.Is(e.Err, context.Canceled) && !e.Timeout,
+		InStream: e.InStream,
+	})
+}
+
+// ClassOf classifies any error a Provider returned; errors that are not an
+// *Error are network failures unless they are cancellations.
+func ClassOf(err error) retry.Class {
+	if err == nil {
+		return retry.OK
+	}
+	if e, ok := AsError(err); ok {
+		return e.Class()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return retry.Timeout
+	case errors.Is(err, context.Canceled):
+		return retry.Canceled
+	}
+	return retry.Network
 }

@@ -1,0 +1,131 @@
+// Package retry holds agentq's failure policy as pure functions: what class
+// a failed LLM call belongs to, and how long to wait before trying again.
+// It imports nothing of agentq's own; shared state lives elsewhere.
+package retry
+
+import (
+	"strings"
+)
+
+// Class is what kind of failure a call met (DESIGN §3).
+type Class string
+
+// The classes, in the order DESIGN §3 lists them.
+const (
+	OK            Class = "ok"
+	Network       Class = "network"
+	Timeout       Class = "timeout"
+	Server        Class = "server"
+	RateLimited   Class = "rate_limited"
+	Quota         Class = "quota"
+	Auth          Class = "auth"
+	BadRequest    Class = "bad_request"
+	ContextLength Class = "context_length"
+	ContentFilter Class = "content_filter"
+	NotFound      Class = "not_found"
+	Canceled      Class = "canceled"
+)
+
+// Failure is what the classifier reads of a failed call.
+type Failure struct {
+	Status   int    // HTTP status; 0 when no response arrived
+	Code     string // provider error code
+	Type     string // provider error type
+	Message  string // provider message (lower-cased for matching)
+	Body     string // body excerpt
+	Timeout  bool   // the call's deadline passed or the stream stalled
+	Canceled bool   // the caller gave up (workflow canceled, shutdown)
+	InStream bool   // the error came inside a 200 stream or cut the body
+}
+
+// Classify maps a failure to its class. It is a pure function.
+func Classify(f Failure) Class {
+	msg := strings.ToLower(f.Message + " " + f.Code + " " + f.Type)
+	switch {
+	case f.Canceled:
+		return Canceled
+	case f.Timeout:
+		return Timeout
+	}
+	switch f.Status {
+	case 0:
+		if f.InStream && f.Type != "" {
+			return inStream(f)
+		}
+		return Network
+	case 401, 403:
+		return Auth
+	case 404:
+		return NotFound
+	case 408:
+		return Timeout
+	case 400, 413, 422:
+		switch {
+		case contextLength(msg):
+			return ContextLength
+		case contentFilter(msg):
+			return ContentFilter
+		case f.Status == 413:
+			return ContextLength
+		}
+		return BadRequest
+	case 429:
+		if strings.Contains(msg, "insufficient_quota") || strings.Contains(msg, "quota") || strings.Contains(msg, "billing") || strings.Contains(msg, "spend limit") {
+			return Quota
+		}
+		return RateLimited
+	case 402:
+		return Quota
+	}
+	switch {
+	case f.Status == 529 || f.Status >= 500:
+		return Server
+	case f.Status >= 200 && f.Status < 300:
+		return Server // an error event inside a 200 stream
+	}
+	return BadRequest
+}
+
+// inStream classifies an error event that arrived inside a 200 stream.
+func inStream(f Failure) Class {
+	switch f.Type {
+	case "rate_limit_error":
+		return RateLimited
+	case "authentication_error", "permission_error":
+		return Auth
+	case "invalid_request_error":
+		return BadRequest
+	}
+	return Server
+}
+
+func contextLength(msg string) bool {
+	return strings.Contains(msg, "context_length_exceeded") || strings.Contains(msg, "context length") ||
+		strings.Contains(msg, "context window") || strings.Contains(msg, "prompt is too long") ||
+		strings.Contains(msg, "maximum context") || strings.Contains(msg, "too many tokens")
+}
+
+func contentFilter(msg string) bool {
+	return strings.Contains(msg, "content_filter") || strings.Contains(msg, "content_policy") ||
+		strings.Contains(msg, "content policy") || strings.Contains(msg, "safety system")
+}
+
+// Retryable reports whether a failure of this class may succeed if the same
+// step is tried again later (possibly elsewhere).
+func (c Class) Retryable() bool {
+	switch c {
+	case BadRequest, ContextLength, ContentFilter:
+		return false
+	}
+	return true
+}
+
+// ProviderFault reports whether the failure counts against the target's
+// health (breaker, score): canceled calls and key-level problems do not.
+func (c Class) ProviderFault() bool {
+	switch c {
+	case Network, Timeout, Server:
+		return true
+	}
+	return false
+}

@@ -21,6 +21,8 @@ const MaxFileBytes = 1 << 20
 type Input struct {
 	// Path of the YAML file. Empty means no file.
 	Path string
+	// Data, when set, is the file's content (Path only names it).
+	Data []byte
 	// Optional: a missing file at Path is not an error (the default
 	// agentq.yaml may be absent); a file named explicitly must exist.
 	Optional bool
@@ -39,7 +41,12 @@ func Load(in Input) (Config, error) {
 		in.LookupEnv = os.LookupEnv
 	}
 	var c Config
-	if in.Path != "" {
+	if in.Data != nil {
+		var err error
+		if c, err = parse(in.Path, in.Data, in.LookupEnv); err != nil {
+			return Config{}, err
+		}
+	} else if in.Path != "" {
 		data, err := readFile(in.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && in.Optional:

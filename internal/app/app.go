@@ -1,0 +1,128 @@
+// Package app wires a loaded configuration into the running parts: the
+// Redis client, the store, the providers and router, the asynq client.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/llmclient"
+)
+
+// ErrRedisUnreachable wraps every failure to reach Redis at start.
+var ErrRedisUnreachable = errors.New("cannot reach Redis")
+
+// Redis connects to the configured Redis and checks it answers.
+func Redis(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
+	opts, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, c.DialTimeout.D()+time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("%w at %s: %v", ErrRedisUnreachable, c.Where(), err)
+	}
+	return rdb, nil
+}
+
+// Providers builds one adapter per configured provider. transport may be
+// nil (http.DefaultTransport).
+func Providers(cfg config.Config, transport http.RoundTripper) (map[string]llmclient.Provider, error) {
+	out := map[string]llmclient.Provider{}
+	for _, p := range cfg.Providers {
+		keys := make([]string, len(p.Keys))
+		for i, k := range p.Keys {
+			keys[i] = k.Reveal()
+		}
+		if len(keys) == 0 {
+			keys = []string{"none"} // a local model without auth
+		}
+		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport}
+		var (
+			pr  llmclient.Provider
+			err error
+		)
+		switch p.Kind {
+		case "openai":
+			pr, err = llmclient.NewOpenAI(o)
+		case "anthropic":
+			pr, err = llmclient.NewAnthropic(o)
+		default:
+			err = fmt.Errorf("unknown kind %q", p.Kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+		out[p.Name] = pr
+	}
+	return out, nil
+}
+
+// Router builds the router over the configured routes.
+func Router(cfg config.Config, providers map[string]llmclient.Provider, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
+	target := func(t config.Target) llmclient.Target {
+		p, _ := cfg.Provider(t.Provider)
+		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D()}
+	}
+	var routes []llmclient.Route
+	for _, name := range cfg.RouteNames() {
+		rc := cfg.Routes[name]
+		r := llmclient.Route{Name: name, FallbackText: rc.FallbackText}
+		for _, t := range rc.Targets {
+			r.Targets = append(r.Targets, target(t))
+		}
+		if rc.ContextWindowFallback != nil {
+			t := target(*rc.ContextWindowFallback)
+			r.ContextWindowFallback = &t
+		}
+		if rc.ContentFallback != nil {
+			t := target(*rc.ContentFallback)
+			r.ContentFallback = &t
+		}
+		routes = append(routes, r)
+	}
+	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs})
+}
+
+// Clients are the Redis-backed parts every command uses.
+type Clients struct {
+	Redis  redis.UniversalClient
+	Store  *store.Store
+	Asynq  *asynq.Client
+	Routes map[string]bool
+}
+
+// Connect opens Redis and builds the store and asynq client on it.
+func Connect(ctx context.Context, cfg config.Config) (*Clients, error) {
+	rdb, err := Redis(ctx, cfg.Redis)
+	if err != nil {
+		return nil, err
+	}
+	routes := map[string]bool{}
+	for n := range cfg.Routes {
+		routes[n] = true
+	}
+	return &Clients{
+		Redis:  rdb,
+		Store:  store.New(rdb, cfg.Retention.D(), nil),
+		Asynq:  asynq.NewClientFromRedisClient(rdb),
+		Routes: routes,
+	}, nil
+}
+
+// Close releases the clients.
+func (c *Clients) Close() error {
+	return c.Redis.Close()
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/config"
+)
+
+// common holds the flags every command shares.
+type common struct {
+	env      *Env
+	config   string
+	logLevel string
+	settings []config.Setting
+}
+
+// addCommon registers --config, --log-level and the flags of the given
+// settings (by key) on cmd.
+func addCommon(cmd *cobra.Command, env *Env, keys ...string) *common {
+	c := &common{env: env}
+	f := cmd.PersistentFlags()
+	f.StringVar(&c.config, "config", "", "configuration file (default agentq.yaml if present; env AGENTQ_CONFIG)")
+	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error (env AGENTQ_LOG_LEVEL)")
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	for _, s := range config.Settings() {
+		if len(keys) == 0 || want[s.Key] {
+			f.String(s.Flag, "", fmt.Sprintf("%s (env %s)", s.Usage, s.Env))
+			c.settings = append(c.settings, s)
+		}
+	}
+	return c
+}
+
+// load reads the configuration: defaults < file < AGENTQ_* < flags.
+func (c *common) load(cmd *cobra.Command) (config.Config, error) {
+	in := config.Input{Path: c.config, LookupEnv: c.env.lookup, Flags: map[string]string{}}
+	if in.Path == "" {
+		if p, ok := c.env.lookup("AGENTQ_CONFIG"); ok && p != "" {
+			in.Path = p
+		} else {
+			in.Path, in.Optional = "agentq.yaml", true
+		}
+	}
+	for _, s := range c.settings {
+		if fl := cmd.Flags().Lookup(s.Flag); fl != nil && fl.Changed {
+			in.Flags[s.Key] = fl.Value.String()
+		}
+	}
+	cfg, err := config.Load(in)
+	if err != nil {
+		return cfg, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return cfg, nil
+}
+
+// logger returns the env's logger or a JSON logger on stderr at --log-level.
+func (c *common) logger(cmd *cobra.Command) (*slog.Logger, error) {
+	if c.env.Logger != nil {
+		return c.env.Logger, nil
+	}
+	level := c.logLevel
+	if !cmd.Flags().Changed("log-level") {
+		if v, ok := c.env.lookup("AGENTQ_LOG_LEVEL"); ok && v != "" {
+			level = v
+		}
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, usageErr("--log-level: %q is not debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(c.env.Err, &slog.HandlerOptions{Level: l})), nil
+}

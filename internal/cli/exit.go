@@ -1,0 +1,126 @@
+// Package cli holds the agentq command trees (worker, enqueue, dashboard).
+// Each command takes its writers, logger and environment as inputs, so
+// tests drive it with SetArgs; main packages only call Run.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Exit codes (DESIGN §2).
+const (
+	ExitOK          = 0
+	ExitFailed      = 1 // the workflow failed or was dead-lettered (with --wait)
+	ExitUsage       = 2 // bad usage or invalid input
+	ExitUnreachable = 3 // cannot reach Redis
+)
+
+// ExitError carries an exit code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func usageErr(format string, a ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
+}
+
+// Env is what a command tree gets from its process.
+type Env struct {
+	Out, Err  io.Writer
+	LookupEnv func(string) (string, bool) // nil: os.LookupEnv
+	// Logger, when nil, is built from --log-level as JSON on Err.
+	Logger *slog.Logger
+}
+
+func (e *Env) lookup(k string) (string, bool) {
+	if e.LookupEnv == nil {
+		return os.LookupEnv(k)
+	}
+	return e.LookupEnv(k)
+}
+
+// Code maps an error to an exit code.
+func Code(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, app.ErrRedisUnreachable):
+		return ExitUnreachable
+	case errors.Is(err, tasks.ErrInvalidSpec):
+		return ExitUsage
+	}
+	var fe *config.FieldError
+	if errors.As(err, &fe) {
+		return ExitUsage
+	}
+	return ExitFailed
+}
+
+// Run executes a command tree with the process's arguments and signals and
+// returns the exit code. Errors are printed to stderr, one line each.
+func Run(cmd *cobra.Command, env Env, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd.SetArgs(args)
+	cmd.SetOut(env.Out)
+	cmd.SetErr(env.Err)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := Code(err)
+	if isCobraUsage(err) {
+		code = ExitUsage
+	}
+	for _, line := range problems(err) {
+		fmt.Fprintf(env.Err, "%s: %s\n", cmd.Name(), line)
+	}
+	return code
+}
+
+// problems splits joined errors into one line each.
+func problems(err error) []string {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		err = ee.Err
+	}
+	var out []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, problems(e)...)
+		}
+		return out
+	}
+	return []string{strings.ReplaceAll(err.Error(), "\n", " ")}
+}
+
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires exactly", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

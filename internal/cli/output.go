@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// printJSON writes v as one indented JSON document.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printWorkflow writes a workflow for people: a header, one line a step,
+// and each step's error if it has one.
+func printWorkflow(w io.Writer, wf *store.Workflow) {
+	took := ""
+	if wf.FinishedAt != nil {
+		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
+	}
+	fmt.Fprintf(w, "workflow %s (%s): %s%s\n", wf.ID, wf.Name, wf.State, took)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, s := range wf.Steps {
+		flags := ""
+		if s.Degraded {
+			flags = " degraded"
+		}
+		target := s.Target
+		if target == "" {
+			target = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s%s\tattempts=%d\t%s\ttokens=%d/%d\n", s.ID, s.State, flags, s.Attempts, target,
+			s.Usage.PromptTokens, s.Usage.CompletionTokens)
+	}
+	tw.Flush()
+	for _, s := range wf.Steps {
+		if s.Error != "" && s.State != store.StepDone {
+			fmt.Fprintf(w, "  %s error: %s\n", s.ID, oneLine(s.Error, 300))
+		}
+	}
+}
+
+// sinks are the steps nothing depends on: a workflow's results.
+func sinks(wf *store.Workflow, dependsOn map[string][]string) []store.StepRecord {
+	used := map[string]bool{}
+	for _, deps := range dependsOn {
+		for _, d := range deps {
+			used[d] = true
+		}
+	}
+	var out []store.StepRecord
+	for _, s := range wf.Steps {
+		if !used[s.ID] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}

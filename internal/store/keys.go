@@ -1,0 +1,16 @@
+// Package store keeps agentq's state in Redis: workflow records, step
+// records with their checkpoints, and the Lua scripts that settle steps
+// exactly once. It knows nothing of providers. Every key is under
+// "agentq:", and all keys of one workflow share the hash tag {wf:<id>} so
+// each script touches one slot (Redis Cluster safe).
+package store
+
+// Prefix is the start of every key agentq writes.
+const Prefix = "agentq:"
+
+func wfTag(id string) string      { return Prefix + "{wf:" + id + "}" }
+func wfKey(id string) string      { return wfTag(id) + ":wf" }
+func stepKey(id, s string) string { return wfTag(id) + ":step:" + s }
+func settledKey(id string) string { return wfTag(id) + ":settled" }
+func failedKey(id string) string  { return wfTag(id) + ":failed" }
+func indexKey() string            { return Prefix + "workflows" }

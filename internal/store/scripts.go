@@ -1,0 +1,129 @@
+package store
+
+import "github.com/redis/go-redis/v9"
+
+// createScript writes a workflow record and its step records atomically,
+// or nothing if the id is taken.
+// KEYS: wf, settled, failed, step keys...
+// ARGV: ttl, nfields, field/value pairs of the wf hash...
+var createScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local ttl = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local h = {}
+for i = 3, 2 + 2 * n do h[#h + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(h))
+redis.call('EXPIRE', KEYS[1], ttl)
+for k = 4, #KEYS do
+  redis.call('HSET', KEYS[k], 'state', 'pending', 'attempts', 0)
+  redis.call('EXPIRE', KEYS[k], ttl)
+end
+return 1
+`)
+
+// beginScript starts an attempt at a step: it counts the attempt, marks the
+// step running (unless it is already done: a redelivery), and returns all a
+// handler needs in one round trip.
+// KEYS: wf, step, dependency step keys...
+// ARGV: now
+// Returns: {wf state, spec, step fields (flat), {dep fields}...} or {} if gone.
+var beginScript = redis.NewScript(`
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {} end
+local spec = redis.call('HGET', KEYS[1], 'spec')
+if state ~= 'canceled' then
+  local s = redis.call('HGET', KEYS[2], 'state')
+  if s ~= 'done' then
+    redis.call('HINCRBY', KEYS[2], 'attempts', 1)
+    redis.call('HSET', KEYS[2], 'state', 'running')
+    if not redis.call('HGET', KEYS[2], 'started_at') then
+      redis.call('HSET', KEYS[2], 'started_at', ARGV[1])
+    end
+  end
+  if state == 'pending' then
+    redis.call('HSET', KEYS[1], 'state', 'running')
+    state = 'running'
+  end
+end
+local out = {state, spec, redis.call('HGETALL', KEYS[2])}
+for k = 3, #KEYS do
+  out[#out + 1] = redis.call('HMGET', KEYS[k], 'state', 'output', 'degraded')
+end
+return out
+`)
+
+// settleScript records a step's final outcome, idempotently (set
+// membership, not counters), and returns the dependents whose inputs are
+// now all settled. A step that is done, or dead but optional, is settled; a
+// dead step that is not optional blocks the workflow.
+// KEYS: wf, step, settled, failed, dependent step keys...
+// ARGV: step, outcome (done|dead), optional (0|1), now, ttl, nfields,
+//       field/value pairs..., then per dependent: ndeps, deps...
+// Returns: {workflow state, ready dependent index (1-based into dependents)...}
+var settleScript = redis.NewScript(`
+local wfstate = redis.call('HGET', KEYS[1], 'state')
+if not wfstate then return {'gone'} end
+local step, outcome, optional, now, ttl = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], tonumber(ARGV[5])
+local i = 6
+local nf = tonumber(ARGV[i]); i = i + 1
+if nf > 0 then
+  local h = {}
+  for j = 1, 2 * nf do h[j] = ARGV[i + j - 1] end
+  redis.call('HSET', KEYS[2], unpack(h))
+  i = i + 2 * nf
+end
+if outcome == 'done' then
+  redis.call('HSET', KEYS[2], 'state', 'done', 'finished_at', now)
+  redis.call('SREM', KEYS[4], step)
+  redis.call('SADD', KEYS[3], step)
+else
+  redis.call('HSET', KEYS[2], 'state', 'dead', 'finished_at', now)
+  if optional then
+    redis.call('SADD', KEYS[3], step)
+  else
+    redis.call('SADD', KEYS[4], step)
+  end
+end
+local out = {''}
+for k = 5, #KEYS do
+  local nd = tonumber(ARGV[i]); i = i + 1
+  local ready = true
+  for j = 0, nd - 1 do
+    if redis.call('SISMEMBER', KEYS[3], ARGV[i + j]) == 0 then ready = false end
+  end
+  i = i + nd
+  local ds = redis.call('HGET', KEYS[k], 'state')
+  if ready and (ds == 'pending' or ds == 'queued') then
+    redis.call('HSET', KEYS[k], 'state', 'queued')
+    out[#out + 1] = k - 4
+  end
+  redis.call('EXPIRE', KEYS[k], ttl)
+end
+if wfstate ~= 'canceled' then
+  local total = tonumber(redis.call('HGET', KEYS[1], 'nsteps'))
+  if redis.call('SCARD', KEYS[3]) >= total then
+    wfstate = 'succeeded'
+    if not redis.call('HGET', KEYS[1], 'finished_at') then
+      redis.call('HSET', KEYS[1], 'finished_at', now)
+    end
+  elseif redis.call('SCARD', KEYS[4]) > 0 then
+    wfstate = 'blocked'
+  else
+    wfstate = 'running'
+  end
+  redis.call('HSET', KEYS[1], 'state', wfstate)
+end
+for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ttl) end
+out[1] = wfstate
+return out
+`)
+
+// cancelScript marks a workflow canceled unless it already ended.
+// KEYS: wf. ARGV: now. Returns the state after the call, or '' if gone.
+var cancelScript = redis.NewScript(`
+local s = redis.call('HGET', KEYS[1], 'state')
+if not s then return '' end
+if s == 'succeeded' or s == 'failed' or s == 'canceled' then return s end
+redis.call('HSET', KEYS[1], 'state', 'canceled', 'finished_at', ARGV[1])
+return 'canceled'
+`)

@@ -1,0 +1,368 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Workflow states.
+const (
+	StatePending   = "pending"
+	StateRunning   = "running"
+	StateBlocked   = "blocked" // a step was dead-lettered; dependents wait for a requeue
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateCanceled  = "canceled"
+)
+
+// Step states.
+const (
+	StepPending = "pending"
+	StepQueued  = "queued"
+	StepRunning = "running"
+	StepDone    = "done"
+	StepDead    = "dead" // dead-lettered: retries exhausted or not retryable
+)
+
+// Terminal reports whether a workflow state is final for a waiting caller.
+// Blocked is not final (a requeue resumes it) but callers waiting for an
+// outcome treat it as one.
+func Terminal(state string) bool {
+	return state == StateSucceeded || state == StateFailed || state == StateCanceled
+}
+
+// ErrNotFound is returned for a workflow id that does not exist (or expired).
+var ErrNotFound = errors.New("workflow not found")
+
+// ErrExists is returned when creating a workflow whose id is taken.
+var ErrExists = errors.New("workflow id already exists")
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Workflow is a workflow's record as commands print it (its JSON shape is
+// part of the user contract: DESIGN §2).
+type Workflow struct {
+	ID         string       `json:"id"`
+	Name       string       `json:"name"`
+	State      string       `json:"state"`
+	Steps      []StepRecord `json:"steps"`
+	CreatedAt  time.Time    `json:"created_at"`
+	FinishedAt *time.Time   `json:"finished_at"`
+}
+
+// StepRecord is one step's state and result.
+type StepRecord struct {
+	ID         string     `json:"id"`
+	State      string     `json:"state"`
+	Attempts   int        `json:"attempts"`
+	Output     string     `json:"output"`
+	Degraded   bool       `json:"degraded"`
+	Error      string     `json:"error"`
+	Target     string     `json:"target"`
+	Usage      Usage      `json:"usage"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	InputHash  string     `json:"-"`
+}
+
+// Store reads and writes agentq state. The zero value is not usable; use New.
+type Store struct {
+	rdb       redis.UniversalClient
+	retention time.Duration
+	now       func() time.Time
+}
+
+// New returns a store. retention is the TTL of every record (at least a
+// minute); now is the clock (nil: time.Now).
+func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	if retention < time.Minute {
+		retention = 24 * time.Hour
+	}
+	return &Store{rdb: rdb, retention: retention, now: now}
+}
+
+// Retention is the TTL of records.
+func (s *Store) Retention() time.Duration { return s.retention }
+
+// NewWorkflow is what Create writes.
+type NewWorkflow struct {
+	ID    string
+	Name  string
+	Spec  []byte   // the validated spec as JSON
+	Steps []string // step ids in spec order
+}
+
+func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
+
+func ts(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func parseTS(v string) *time.Time {
+	if v == "" {
+		return nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil
+	}
+	t := time.UnixMilli(ms).UTC()
+	return &t
+}
+
+// Create writes the workflow record and its pending steps in one script.
+func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
+	stepsJSON, _ := json.Marshal(w.Steps)
+	now := s.now()
+	fields := []any{"id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
+		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps)}
+	keys := []string{wfKey(w.ID), settledKey(w.ID), failedKey(w.ID)}
+	for _, st := range w.Steps {
+		keys = append(keys, stepKey(w.ID, st))
+	}
+	args := append([]any{s.ttl(), len(fields) / 2}, fields...)
+	n, err := createScript.Run(ctx, s.rdb, keys, args...).Int()
+	if err != nil {
+		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
+	}
+	// the index is in another slot: a separate write, trimmed as it goes
+	pipe := s.rdb.Pipeline()
+	pipe.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
+	pipe.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store: index workflow %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// Attempt is what Begin returns: the workflow's state and spec, the step's
+// record (with its checkpoint) and its dependencies' outputs.
+type Attempt struct {
+	WorkflowState string
+	Spec          []byte
+	Step          StepRecord
+	Deps          map[string]StepRecord // state, output, degraded only
+}
+
+// Begin counts an attempt at a step and loads what the handler needs, in
+// one round trip. It returns ErrNotFound if the workflow is gone.
+func (s *Store) Begin(ctx context.Context, wf, step string, deps []string) (*Attempt, error) {
+	keys := []string{wfKey(wf), stepKey(wf, step)}
+	for _, d := range deps {
+		keys = append(keys, stepKey(wf, d))
+	}
+	res, err := beginScript.Run(ctx, s.rdb, keys, ts(s.now())).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
+	}
+	if len(res) < 3 {
+		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
+	}
+	a := &Attempt{WorkflowState: str(res[0]), Spec: []byte(str(res[1])), Deps: map[string]StepRecord{}}
+	a.Step = stepFromFlat(step, res[2])
+	for i, d := range deps {
+		vals, _ := res[3+i].([]any)
+		r := StepRecord{ID: d}
+		if len(vals) == 3 {
+			r.State, r.Output, r.Degraded = str(vals[0]), str(vals[1]), str(vals[2]) == "1"
+		}
+		a.Deps[d] = r
+	}
+	return a, nil
+}
+
+// Outcome is how a step ended.
+type Outcome struct {
+	Done      bool // false: dead-lettered
+	Optional  bool
+	Output    string
+	Degraded  bool
+	Error     string
+	Target    string
+	Usage     Usage
+	InputHash string
+}
+
+// Dependent is a step that may become ready, with its dependencies.
+type Dependent struct {
+	ID   string
+	Deps []string
+}
+
+// Settle records a step's outcome and returns the workflow's state and the
+// dependents that are now ready to run. It is idempotent: settling the same
+// step again returns the same dependents (if they have not started), so the
+// caller can always enqueue them (with deterministic task ids).
+func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (string, []string, error) {
+	keys := []string{wfKey(wf), stepKey(wf, step), settledKey(wf), failedKey(wf)}
+	outcome := StepDone
+	if !o.Done {
+		outcome = StepDead
+	}
+	fields := []any{"error", o.Error}
+	if o.Done {
+		fields = append(fields, "output", o.Output, "degraded", b2s(o.Degraded), "target", o.Target,
+			"prompt_tokens", o.Usage.PromptTokens, "completion_tokens", o.Usage.CompletionTokens, "input_hash", o.InputHash)
+	}
+	args := []any{step, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), len(fields) / 2}
+	args = append(args, fields...)
+	for _, d := range dependents {
+		keys = append(keys, stepKey(wf, d.ID))
+		args = append(args, len(d.Deps))
+		for _, x := range d.Deps {
+			args = append(args, x)
+		}
+	}
+	res, err := settleScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
+	}
+	state := str(res[0])
+	if state == "gone" {
+		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrNotFound)
+	}
+	var ready []string
+	for _, v := range res[1:] {
+		if i, ok := v.(int64); ok && i >= 1 && int(i) <= len(dependents) {
+			ready = append(ready, dependents[i-1].ID)
+		}
+	}
+	return state, ready, nil
+}
+
+// RecordError notes a failed attempt's error on the step without settling it.
+func (s *Store) RecordError(ctx context.Context, wf, step, msg string) error {
+	return s.rdb.HSet(ctx, stepKey(wf, step), "error", msg).Err()
+}
+
+// Cancel marks a workflow canceled; its steps stop at their next start.
+// It returns the state after the call.
+func (s *Store) Cancel(ctx context.Context, wf string) (string, error) {
+	st, err := cancelScript.Run(ctx, s.rdb, []string{wfKey(wf)}, ts(s.now())).Text()
+	if err != nil {
+		return "", fmt.Errorf("store: cancel %s: %w", wf, err)
+	}
+	if st == "" {
+		return "", fmt.Errorf("store: cancel %s: %w", wf, ErrNotFound)
+	}
+	return st, nil
+}
+
+// Get reads a workflow with all its steps.
+func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
+	h, err := s.rdb.HGetAll(ctx, wfKey(id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: get %s: %w", id, err)
+	}
+	if len(h) == 0 {
+		return nil, fmt.Errorf("store: get %s: %w", id, ErrNotFound)
+	}
+	var steps []string
+	_ = json.Unmarshal([]byte(h["steps"]), &steps)
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(steps))
+	for i, st := range steps {
+		cmds[i] = pipe.HGetAll(ctx, stepKey(id, st))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("store: get %s steps: %w", id, err)
+	}
+	w := &Workflow{ID: h["id"], Name: h["name"], State: h["state"], Steps: []StepRecord{}, FinishedAt: parseTS(h["finished_at"])}
+	if c := parseTS(h["created_at"]); c != nil {
+		w.CreatedAt = *c
+	}
+	for i, st := range steps {
+		w.Steps = append(w.Steps, stepFromMap(st, cmds[i].Val()))
+	}
+	return w, nil
+}
+
+// Spec returns the stored spec JSON of a workflow.
+func (s *Store) Spec(ctx context.Context, id string) ([]byte, error) {
+	v, err := s.rdb.HGet(ctx, wfKey(id), "spec").Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("store: spec %s: %w", id, ErrNotFound)
+	}
+	return v, err
+}
+
+// List returns the newest workflows first, at most limit, optionally only
+// those in state.
+func (s *Store) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
+	ids, err := s.rdb.ZRevRange(ctx, indexKey(), 0, 999).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	var out []*Workflow
+	for _, id := range ids {
+		if len(out) >= limit {
+			break
+		}
+		w, err := s.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if state == "" || w.State == state {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+func stepFromMap(id string, m map[string]string) StepRecord {
+	r := StepRecord{ID: id, State: m["state"], Output: m["output"], Degraded: m["degraded"] == "1", Error: m["error"],
+		Target: m["target"], InputHash: m["input_hash"], StartedAt: parseTS(m["started_at"]), FinishedAt: parseTS(m["finished_at"])}
+	r.Attempts, _ = strconv.Atoi(m["attempts"])
+	r.Usage.PromptTokens, _ = strconv.Atoi(m["prompt_tokens"])
+	r.Usage.CompletionTokens, _ = strconv.Atoi(m["completion_tokens"])
+	if r.State == "" {
+		r.State = StepPending
+	}
+	return r
+}
+
+func stepFromFlat(id string, v any) StepRecord {
+	flat, _ := v.([]any)
+	m := map[string]string{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		m[str(flat[i])] = str(flat[i+1])
+	}
+	return stepFromMap(id, m)
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func b2s(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

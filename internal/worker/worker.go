@@ -1,0 +1,152 @@
+// Package worker runs the agentq worker: an asynq server whose handler runs
+// workflow steps through the router, plus its health endpoint.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Options configures Run. Config and Logger are required.
+type Options struct {
+	Config config.Config
+	Logger *slog.Logger
+	// Redis, when set, is used instead of connecting to Config.Redis.
+	Redis redis.UniversalClient
+	// Transport carries LLM calls; nil: http.DefaultTransport.
+	Transport http.RoundTripper
+	// Events hears each settled step; may be nil.
+	Events func(tasks.StepEvent)
+	// Random feeds retry jitter; nil: math/rand/v2.
+	Random func() float64
+	// TaskCheckInterval is how often idle workers poll; 0: asynq's 1s.
+	TaskCheckInterval time.Duration
+	// DelayedTaskCheckInterval is how often retries that are due are moved
+	// back to their queue; 0: asynq's 5s.
+	DelayedTaskCheckInterval time.Duration
+	// Ready is called once the server takes tasks; may be nil.
+	Ready func()
+}
+
+// Run serves until ctx is done, then shuts down gracefully: running steps
+// get Config.Worker.ShutdownTimeout to finish; unfinished ones go back to
+// the queue and resume from their checkpoints.
+func Run(ctx context.Context, o Options) error {
+	cfg := o.Config
+	if len(cfg.Providers) == 0 || len(cfg.Routes) == 0 {
+		return &config.FieldError{Field: "providers", Msg: "the worker needs at least one provider and one route in its configuration"}
+	}
+	rdb := o.Redis
+	if rdb == nil {
+		var err error
+		if rdb, err = app.Redis(ctx, cfg.Redis); err != nil {
+			return err
+		}
+		defer rdb.Close()
+	}
+	providers, err := app.Providers(cfg, o.Transport)
+	if err != nil {
+		return err
+	}
+	router, err := app.Router(cfg, providers, o.Logger, nil)
+	if err != nil {
+		return err
+	}
+	st := store.New(rdb, cfg.Retention.D(), nil)
+	client := asynq.NewClientFromRedisClient(rdb)
+	h, err := tasks.NewHandler(tasks.HandlerOptions{Store: st, Client: client, Router: router, Logger: o.Logger,
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: o.Events})
+	if err != nil {
+		return err
+	}
+	random := o.Random
+	if random == nil {
+		random = rand.Float64
+	}
+	rc := cfg.Resilience.Retry
+	policy := tasks.RetryPolicy{Backoff: retry.Backoff{Base: rc.Base.D(), Factor: rc.Factor, Max: rc.MaxDelay.D(),
+		JitterLow: rc.Jitter[0], JitterHigh: rc.Jitter[1]}, Random: random}
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:              cfg.Worker.Concurrency,
+		Queues:                   cfg.Worker.Queues,
+		RetryDelayFunc:           policy.RetryDelay,
+		IsFailure:                policy.IsFailure,
+		ShutdownTimeout:          cfg.Worker.ShutdownTimeout.D(),
+		TaskCheckInterval:        o.TaskCheckInterval,
+		DelayedTaskCheckInterval: o.DelayedTaskCheckInterval,
+		Logger:                   asynqLogger{o.Logger},
+		LogLevel:                 asynq.WarnLevel,
+	})
+	mux := asynq.NewServeMux()
+	mux.Handle(tasks.TypeStep, h)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	var hs *http.Server
+	if addr := cfg.Worker.MetricsAddr; addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			srv.Shutdown()
+			return fmt.Errorf("worker.metrics_addr %s: %w", addr, err)
+		}
+		hs = &http.Server{Handler: healthHandler(rdb), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+	}
+	o.Logger.Info("worker started", "concurrency", cfg.Worker.Concurrency, "queues", config.FormatQueues(cfg.Worker.Queues),
+		"providers", len(providers), "routes", len(cfg.Routes), "redis", cfg.Redis.Where())
+	if o.Ready != nil {
+		o.Ready()
+	}
+	<-ctx.Done()
+	o.Logger.Info("worker stopping: no new steps; running steps may finish", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
+	srv.Shutdown()
+	if hs != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}
+	o.Logger.Info("worker stopped")
+	return nil
+}
+
+// healthHandler answers /healthz with Redis reachability.
+func healthHandler(rdb redis.UniversalClient) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// asynqLogger sends asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true)
+	os.Exit(1) // asynq's contract (and its default logger): Fatal does not return
+}

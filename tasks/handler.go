@@ -1,0 +1,272 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/retry"
+)
+
+// Caller is what the handler needs of the router.
+type Caller interface {
+	Chat(ctx context.Context, route string, req llmclient.Request) (*llmclient.Response, error)
+	Route(name string) (llmclient.Route, bool)
+}
+
+// HandlerOptions configures a Handler.
+type HandlerOptions struct {
+	Store  *store.Store
+	Client *asynq.Client // enqueues dependents
+	Router Caller
+	Logger *slog.Logger // nil: discard
+	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
+	MaxOutputBytes int
+	// Events, when set, hears each settled step (metrics, demo output).
+	Events func(StepEvent)
+}
+
+// StepEvent reports a settled step, or (State "retrying") a failed attempt
+// that will be retried.
+type StepEvent struct {
+	Workflow, Step, Route, State, WorkflowState string
+	Target                                      string // provider/model that answered, or "template"
+	Degraded                                    bool
+	Attempt                                     int
+	Class                                       retry.Class
+	Err                                         error
+	RetryAfter                                  time.Duration // the provider's ask, for "retrying"
+}
+
+// Handler runs step tasks. It is an asynq.Handler.
+type Handler struct {
+	o     HandlerOptions
+	specs specCache
+}
+
+// NewHandler returns a Handler.
+func NewHandler(o HandlerOptions) (*Handler, error) {
+	if o.Store == nil || o.Client == nil || o.Router == nil {
+		return nil, errors.New("tasks: handler needs a store, a client and a router")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = 1 << 20
+	}
+	if o.Events == nil {
+		o.Events = func(StepEvent) {}
+	}
+	return &Handler{o: o, specs: specCache{max: 4096}}, nil
+}
+
+// StepError is the error a step task returns when its attempt failed and
+// should be retried later; RetryDelay reads it.
+type StepError struct {
+	Class      retry.Class
+	RetryAfter time.Duration // the earliest wait a provider asked for
+	Err        error
+}
+
+func (e *StepError) Error() string { return fmt.Sprintf("%s: %v", e.Class, e.Err) }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// ProcessTask implements asynq.Handler.
+func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	p, err := decodePayload(t.Payload())
+	if err != nil {
+		h.o.Logger.Error("step task dead-lettered: bad payload", "err", err)
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
+	spec, err := h.specs.get(ctx, h.o.Store, p.Workflow)
+	if errors.Is(err, store.ErrNotFound) {
+		log.Warn("step task dropped: workflow not found (expired or never written)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, ok := spec.Step(p.Step)
+	if !ok {
+		return fmt.Errorf("workflow %s has no step %q: %w", p.Workflow, p.Step, asynq.SkipRetry)
+	}
+	a, err := h.o.Store.Begin(ctx, p.Workflow, p.Step, st.inputs)
+	if errors.Is(err, store.ErrNotFound) {
+		log.Warn("step task dropped: workflow not found")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if a.WorkflowState == store.StateCanceled {
+		log.Info("step skipped: workflow canceled")
+		return nil
+	}
+	r := spec.resolve(st)
+	views := make(map[string]StepView, len(a.Deps))
+	for id, d := range a.Deps {
+		views[id] = StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}
+	}
+	system, err := render(st.ID+".system", st.System, spec.Input, views)
+	var prompt string
+	if err == nil {
+		prompt, err = render(st.ID+".prompt", st.Prompt, spec.Input, views)
+	}
+	if err != nil {
+		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, a.Step.Attempts)
+	}
+	if _, ok := h.o.Router.Route(r.Route); !ok {
+		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("route %q is not configured on this worker", r.Route), a.Step.Attempts)
+	}
+	hash := inputHash(r.Route, system, prompt)
+	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
+		// checkpoint: a redelivery of a finished step does not call the LLM again
+		log.Info("step checkpoint hit: not calling the LLM again")
+		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
+			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional}, a.Step.Attempts, "")
+	}
+	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens}
+	resp, err := h.o.Router.Chat(ctx, r.Route, req)
+	if err != nil {
+		return h.failed(ctx, p, spec, st, r, err, a.Step.Attempts, hash)
+	}
+	out := resp.Text
+	if len(out) > h.o.MaxOutputBytes {
+		out = out[:h.o.MaxOutputBytes]
+	}
+	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: out,
+		Target: resp.Provider + "/" + resp.Model, InputHash: hash,
+		Usage: store.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}}, a.Step.Attempts, "")
+}
+
+// failed decides what a failed attempt becomes: degraded answer, delayed
+// retry, or dead letter.
+func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, err error, attempt int, hash string) error {
+	class := classOf(err)
+	if class == retry.Canceled {
+		return &StepError{Class: class, Err: err}
+	}
+	if st.Degrade == "template" {
+		if rt, ok := h.o.Router.Route(r.Route); ok && rt.FallbackText != "" {
+			return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: rt.FallbackText,
+				Degraded: true, Target: "template", InputHash: hash, Error: err.Error()}, attempt, class)
+		}
+	}
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	if !class.Retryable() || retried >= maxRetry {
+		return h.deadLetter(ctx, p, spec, st, r, class, err, attempt)
+	}
+	if rerr := h.o.Store.RecordError(ctx, p.Workflow, p.Step, err.Error()); rerr != nil {
+		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", rerr)
+	}
+	se := &StepError{Class: class, Err: err}
+	var re *llmclient.RouteError
+	if errors.As(err, &re) {
+		se.RetryAfter = re.RetryAfter()
+	}
+	h.o.Logger.Warn("step attempt failed; will retry", "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", err)
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "retrying", Attempt: attempt, Class: class, Err: err, RetryAfter: se.RetryAfter})
+	return se
+}
+
+// deadLetter settles the step as dead and archives the task with the reason.
+func (h *Handler) deadLetter(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, class retry.Class, err error, attempt int) error {
+	reason := fmt.Sprintf("%s: %v", class, err)
+	if serr := h.settle(ctx, p, spec, st, r, store.Outcome{Done: false, Optional: st.Optional, Error: reason}, attempt, class); serr != nil {
+		return serr
+	}
+	h.o.Logger.Error("step dead-lettered", "wf", p.Workflow, "step", p.Step, "class", class, "err", err)
+	return fmt.Errorf("%s: %w", reason, asynq.SkipRetry)
+}
+
+// settle records the outcome and enqueues the dependents it made ready.
+func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class) error {
+	var deps []store.Dependent
+	for _, d := range spec.Dependents(st.ID) {
+		ds, _ := spec.Step(d)
+		deps = append(deps, store.Dependent{ID: d, Deps: ds.DependsOn})
+	}
+	state, ready, err := h.o.Store.Settle(ctx, p.Workflow, st.ID, o, deps)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range ready {
+		if err := enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention()); err != nil {
+			return err // retried: the settle is idempotent and returns d again
+		}
+	}
+	stepState := store.StepDone
+	if !o.Done {
+		stepState = store.StepDead
+	}
+	var serr error
+	if o.Error != "" {
+		serr = errors.New(o.Error)
+	}
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: st.ID, Route: r.Route, State: stepState, WorkflowState: state,
+		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr})
+	return nil
+}
+
+func classOf(err error) retry.Class {
+	var re *llmclient.RouteError
+	if errors.As(err, &re) {
+		return re.Class()
+	}
+	return llmclient.ClassOf(err)
+}
+
+// specCache keeps parsed specs by workflow id: specs never change, so the
+// hot path reads a spec from Redis once per workflow per worker.
+type specCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]*Spec
+	order []string
+}
+
+func (c *specCache) get(ctx context.Context, st *store.Store, wf string) (*Spec, error) {
+	c.mu.Lock()
+	if s, ok := c.m[wf]; ok {
+		c.mu.Unlock()
+		return s, nil
+	}
+	c.mu.Unlock()
+	raw, err := st.Spec(ctx, wf)
+	if err != nil {
+		return nil, err
+	}
+	var s Spec
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("workflow %s: stored spec is unreadable: %v: %w", wf, err, asynq.SkipRetry)
+	}
+	s.prepare()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*Spec{}
+	}
+	if _, ok := c.m[wf]; !ok {
+		c.m[wf] = &s
+		c.order = append(c.order, wf)
+		if len(c.order) > c.max {
+			delete(c.m, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	return c.m[wf], nil
+}

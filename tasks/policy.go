@@ -1,0 +1,43 @@
+package tasks
+
+import (
+	"errors"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/retry"
+)
+
+// RetryPolicy is what asynq asks about a failed step: how long to wait
+// (RetryDelay) and whether the failure counts against the step's retries
+// (IsFailure).
+type RetryPolicy struct {
+	Backoff retry.Backoff
+	// Random returns values in [0, 1); nil is not allowed (inject it).
+	Random func() float64
+}
+
+// RetryDelay implements asynq.RetryDelayFunc: max(backoff(n) × jitter,
+// the provider's Retry-After).
+func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
+	d := p.Backoff.Delay(n, p.Random)
+	var se *StepError
+	if errors.As(err, &se) && se.RetryAfter > d {
+		d = se.RetryAfter
+	}
+	if se != nil && se.Class == retry.Canceled {
+		return time.Second // not a failure: come back soon (e.g. after a shutdown)
+	}
+	return d
+}
+
+// IsFailure implements asynq's Config.IsFailure: a canceled attempt (worker
+// shutting down) does not use up one of the step's retries.
+func (RetryPolicy) IsFailure(err error) bool {
+	var se *StepError
+	if errors.As(err, &se) && se.Class == retry.Canceled {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,61 @@
+package tasks
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// StepView is what a prompt sees of an upstream step as .Steps.<id>.
+type StepView struct {
+	Output   string
+	Degraded bool
+	Missing  bool // an optional step that was dead-lettered
+}
+
+// promptData is the template's dot.
+type promptData struct {
+	Input map[string]any
+	Steps map[string]StepView
+}
+
+// maxRenderedBytes bounds a rendered prompt.
+const maxRenderedBytes = 4 << 20
+
+// render executes a prompt template. The template was checked at submit
+// time to read only .Input and the step's ancestors.
+func render(name, text string, input map[string]any, steps map[string]StepView) (string, error) {
+	if text == "" {
+		return "", nil
+	}
+	t, err := template.New(name).Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("template %s: %w", name, err)
+	}
+	var b limitedBuilder
+	if err := t.Execute(&b, promptData{Input: input, Steps: steps}); err != nil {
+		return "", fmt.Errorf("template %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// inputHash identifies what a step was asked: its checkpoint is valid only
+// for the same rendered input.
+func inputHash(route, system, prompt string) string {
+	h := sha256.New()
+	for _, s := range []string{route, system, prompt} {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+type limitedBuilder struct{ strings.Builder }
+
+func (b *limitedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > maxRenderedBytes {
+		return 0, fmt.Errorf("rendered prompt is over %d bytes", maxRenderedBytes)
+	}
+	return b.Builder.Write(p)
+}

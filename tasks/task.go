@@ -1,0 +1,86 @@
+package tasks
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// TypeStep is the asynq task type of a workflow step.
+const TypeStep = "agentq:step"
+
+// Payload is all a step task carries: ids, never prompts or keys.
+type Payload struct {
+	Workflow string `json:"wf"`
+	Step     string `json:"step"`
+}
+
+// TaskID is the deterministic asynq task id of a step: enqueuing the same
+// step twice is a no-op while the first task is kept.
+func TaskID(wf, step string) string { return wf + ":" + step }
+
+// resolved is a step with the workflow's defaults applied.
+type resolved struct {
+	Route      string
+	Timeout    time.Duration
+	MaxRetries int
+	Queue      string
+}
+
+func (s *Spec) resolve(st *Step) resolved {
+	r := resolved{Route: st.Route, Timeout: time.Duration(st.Timeout), Queue: st.Queue}
+	if r.Route == "" {
+		r.Route = s.Defaults.Route
+	}
+	if r.Timeout == 0 {
+		r.Timeout = time.Duration(s.Defaults.Timeout)
+	}
+	if r.Timeout == 0 {
+		r.Timeout = DefaultTimeout
+	}
+	switch {
+	case st.MaxRetries != nil:
+		r.MaxRetries = *st.MaxRetries
+	case s.Defaults.MaxRetries != nil:
+		r.MaxRetries = *s.Defaults.MaxRetries
+	default:
+		r.MaxRetries = DefaultMaxRetries
+	}
+	if r.Queue == "" {
+		r.Queue = s.Defaults.Queue
+	}
+	if r.Queue == "" {
+		r.Queue = DefaultQueue
+	}
+	return r
+}
+
+// newStepTask builds the asynq task for one step. Retention keeps the
+// finished task (and so its task id) as long as the workflow record.
+func newStepTask(wf string, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
+	payload, err := json.Marshal(Payload{Workflow: wf, Step: st.ID})
+	if err != nil {
+		return nil, err
+	}
+	r := s.resolve(st)
+	return asynq.NewTask(TypeStep, payload,
+		asynq.TaskID(TaskID(wf, st.ID)),
+		asynq.Queue(r.Queue),
+		asynq.Timeout(r.Timeout),
+		asynq.MaxRetry(r.MaxRetries),
+		asynq.Retention(retention),
+	), nil
+}
+
+func decodePayload(b []byte) (Payload, error) {
+	var p Payload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("payload is not JSON: %w", err)
+	}
+	if p.Workflow == "" || p.Step == "" {
+		return p, fmt.Errorf("payload lacks wf or step")
+	}
+	return p, nil
+}

@@ -69,6 +69,9 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	return &Handler{o: o, specs: specCache{max: 4096}}, nil
 }
 
+// classBusy marks a duplicate delivery that waits for the step's lease.
+const classBusy retry.Class = "busy"
+
 // StepError is the error a step task returns when its attempt failed and
 // should be retried later; RetryDelay reads it.
 type StepError struct {
@@ -100,7 +103,16 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if !ok {
 		return fmt.Errorf("workflow %s has no step %q: %w", p.Workflow, p.Step, asynq.SkipRetry)
 	}
-	a, err := h.o.Store.Begin(ctx, p.Workflow, p.Step, st.inputs)
+	r := spec.resolve(st)
+	taskID, _ := asynq.GetTaskID(ctx)
+	a, err := h.o.Store.Begin(ctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
+	var busy *store.BusyError
+	if errors.As(err, &busy) {
+		// a duplicate delivery while another task runs the step: come back
+		// after the lease (then the checkpoint answers); not a failure
+		log.Info("step busy under another task; trying again after its lease", "until", busy.Until)
+		return &StepError{Class: classBusy, RetryAfter: time.Until(busy.Until) + 100*time.Millisecond, Err: err}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		log.Warn("step task dropped: workflow not found")
 		return nil
@@ -112,7 +124,6 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Info("step skipped: workflow canceled")
 		return nil
 	}
-	r := spec.resolve(st)
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
 		views[id] = StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}
@@ -136,7 +147,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional}, a.Step.Attempts, "")
 	}
 	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens}
-	resp, err := h.o.Router.Chat(ctx, r.Route, req)
+	callCtx, cancel := withSettleMargin(ctx)
+	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
+	cancel()
 	if err != nil {
 		return h.failed(ctx, p, spec, st, r, err, a.Step.Attempts, hash)
 	}
@@ -190,8 +203,28 @@ func (h *Handler) deadLetter(ctx context.Context, p Payload, spec *Spec, st *Ste
 	return fmt.Errorf("%s: %w", reason, asynq.SkipRetry)
 }
 
+// withSettleMargin shortens the attempt's deadline for LLM calls so that
+// the handler still has time to record the outcome before asynq gives up
+// on the attempt: a fifth of the attempt's budget, at most 2s.
+func withSettleMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	budget := time.Until(dl)
+	margin := min(budget/5, 2*time.Second)
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
+// settleTimeout bounds bookkeeping that must outlive the attempt's deadline.
+const settleTimeout = 5 * time.Second
+
 // settle records the outcome and enqueues the dependents it made ready.
+// It runs even when the attempt's context has ended (a timeout must still
+// be recorded), bounded by settleTimeout.
 func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
 	var deps []store.Dependent
 	for _, d := range spec.Dependents(st.ID) {
 		ds, _ := spec.Step(d)
@@ -220,6 +253,47 @@ func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: st.ID, Route: r.Route, State: stepState, WorkflowState: state,
 		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr})
 	return nil
+}
+
+// HandleError implements asynq.ErrorHandler. It is the safety net for
+// attempts the handler could not settle itself (the attempt's deadline
+// passed before it returned, or it panicked): when asynq will not retry
+// the task again, the step is settled dead unless it already was.
+func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
+	if t.Type() != TypeStep {
+		return
+	}
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	if retried < maxRetry && !errors.Is(err, asynq.SkipRetry) {
+		return
+	}
+	var se *StepError
+	if errors.As(err, &se) && se.Class == classBusy {
+		return // a duplicate; the task that holds the step settles it
+	}
+	p, perr := decodePayload(t.Payload())
+	if perr != nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	spec, serr := h.specs.get(sctx, h.o.Store, p.Workflow)
+	if serr != nil {
+		return
+	}
+	st, ok := spec.Step(p.Step)
+	if !ok {
+		return
+	}
+	class := classOf(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		class = retry.Timeout
+	}
+	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: fmt.Sprintf("%s: %v", class, err)}
+	if err := h.settle(sctx, p, spec, st, spec.resolve(st), o, 0, class); err != nil {
+		h.o.Logger.Error("could not settle a step asynq gave up on", "wf", p.Workflow, "step", p.Step, "err", err)
+	}
 }
 
 func classOf(err error) retry.Class {

@@ -26,17 +26,23 @@ func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 	if errors.As(err, &se) && se.RetryAfter > d {
 		d = se.RetryAfter
 	}
-	if se != nil && se.Class == retry.Canceled {
-		return time.Second // not a failure: come back soon (e.g. after a shutdown)
+	if se != nil {
+		switch se.Class {
+		case retry.Canceled:
+			return time.Second // not a failure: come back soon (e.g. after a shutdown)
+		case classBusy:
+			return se.RetryAfter
+		}
 	}
 	return d
 }
 
 // IsFailure implements asynq's Config.IsFailure: a canceled attempt (worker
-// shutting down) does not use up one of the step's retries.
+// shutting down) and a duplicate waiting for the step's lease do not use up
+// one of the step's retries.
 func (RetryPolicy) IsFailure(err error) bool {
 	var se *StepError
-	if errors.As(err, &se) && se.Class == retry.Canceled {
+	if errors.As(err, &se) && (se.Class == retry.Canceled || se.Class == classBusy) {
 		return false
 	}
 	return true

@@ -22,20 +22,31 @@ return 1
 `)
 
 // beginScript starts an attempt at a step: it counts the attempt, marks the
-// step running (unless it is already done: a redelivery), and returns all a
-// handler needs in one round trip.
+// step running under a lease held by the asynq task (unless it is already
+// done: a redelivery), and returns all a handler needs in one round trip.
+// While another task holds an unexpired lease on the step, it returns
+// {'busy', lease_until} and changes nothing: concurrent duplicates never
+// call the LLM twice. The same task (a redelivery after a crash) may take
+// its own lease over.
 // KEYS: wf, step, dependency step keys...
-// ARGV: now
-// Returns: {wf state, spec, step fields (flat), {dep fields}...} or {} if gone.
+// ARGV: now (ms), owner (asynq task id), lease (ms)
+// Returns: {wf state, step fields (flat), {dep fields}...} or {} if gone.
 var beginScript = redis.NewScript(`
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {} end
-local spec = redis.call('HGET', KEYS[1], 'spec')
+local now = tonumber(ARGV[1])
 if state ~= 'canceled' then
   local s = redis.call('HGET', KEYS[2], 'state')
+  if s == 'running' then
+    local owner = redis.call('HGET', KEYS[2], 'owner')
+    local until_ = tonumber(redis.call('HGET', KEYS[2], 'lease_until') or '0')
+    if owner and owner ~= ARGV[2] and until_ > now then
+      return {'busy', tostring(until_)}
+    end
+  end
   if s ~= 'done' then
     redis.call('HINCRBY', KEYS[2], 'attempts', 1)
-    redis.call('HSET', KEYS[2], 'state', 'running')
+    redis.call('HSET', KEYS[2], 'state', 'running', 'owner', ARGV[2], 'lease_until', now + tonumber(ARGV[3]))
     if not redis.call('HGET', KEYS[2], 'started_at') then
       redis.call('HSET', KEYS[2], 'started_at', ARGV[1])
     end
@@ -45,7 +56,7 @@ if state ~= 'canceled' then
     state = 'running'
   end
 end
-local out = {state, spec, redis.call('HGETALL', KEYS[2])}
+local out = {state, redis.call('HGETALL', KEYS[2])}
 for k = 3, #KEYS do
   out[#out + 1] = redis.call('HMGET', KEYS[k], 'state', 'output', 'degraded')
 end
@@ -56,14 +67,21 @@ return out
 // membership, not counters), and returns the dependents whose inputs are
 // now all settled. A step that is done, or dead but optional, is settled; a
 // dead step that is not optional blocks the workflow.
+// Outcome "dead_if_open" settles the step dead only if it is not settled
+// yet (the safety net for attempts asynq gave up on).
 // KEYS: wf, step, settled, failed, dependent step keys...
-// ARGV: step, outcome (done|dead), optional (0|1), now, ttl, nfields,
+// ARGV: step, outcome (done|dead|dead_if_open), optional (0|1), now, ttl, nfields,
 //       field/value pairs..., then per dependent: ndeps, deps...
 // Returns: {workflow state, ready dependent index (1-based into dependents)...}
 var settleScript = redis.NewScript(`
 local wfstate = redis.call('HGET', KEYS[1], 'state')
 if not wfstate then return {'gone'} end
 local step, outcome, optional, now, ttl = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], tonumber(ARGV[5])
+if outcome == 'dead_if_open' then
+  local s = redis.call('HGET', KEYS[2], 'state')
+  if s == 'done' or s == 'dead' then return {wfstate} end
+  outcome = 'dead'
+end
 local i = 6
 local nf = tonumber(ARGV[i]); i = i + 1
 if nf > 0 then

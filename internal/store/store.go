@@ -149,33 +149,44 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	return nil
 }
 
-// Attempt is what Begin returns: the workflow's state and spec, the step's
-// record (with its checkpoint) and its dependencies' outputs.
+// Attempt is what Begin returns: the workflow's state, the step's record
+// (with its checkpoint) and its inputs' outputs.
 type Attempt struct {
 	WorkflowState string
-	Spec          []byte
 	Step          StepRecord
 	Deps          map[string]StepRecord // state, output, degraded only
 }
 
-// Begin counts an attempt at a step and loads what the handler needs, in
-// one round trip. It returns ErrNotFound if the workflow is gone.
-func (s *Store) Begin(ctx context.Context, wf, step string, deps []string) (*Attempt, error) {
+// BusyError says another task holds the step's lease until Until.
+type BusyError struct{ Until time.Time }
+
+func (e *BusyError) Error() string {
+	return "step is running under another task until " + e.Until.Format(time.RFC3339Nano)
+}
+
+// Begin counts an attempt at a step by the asynq task owner, leasing the
+// step for lease, and loads what the handler needs in one round trip. It
+// returns ErrNotFound if the workflow is gone and a *BusyError if another
+// task holds the step.
+func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Duration, inputs []string) (*Attempt, error) {
 	keys := []string{wfKey(wf), stepKey(wf, step)}
-	for _, d := range deps {
+	for _, d := range inputs {
 		keys = append(keys, stepKey(wf, d))
 	}
-	res, err := beginScript.Run(ctx, s.rdb, keys, ts(s.now())).Slice()
+	res, err := beginScript.Run(ctx, s.rdb, keys, ts(s.now()), owner, lease.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
 	}
-	if len(res) < 3 {
+	if len(res) == 2 && str(res[0]) == "busy" {
+		return nil, &BusyError{Until: *parseTS(str(res[1]))}
+	}
+	if len(res) < 2 {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
-	a := &Attempt{WorkflowState: str(res[0]), Spec: []byte(str(res[1])), Deps: map[string]StepRecord{}}
-	a.Step = stepFromFlat(step, res[2])
-	for i, d := range deps {
-		vals, _ := res[3+i].([]any)
+	a := &Attempt{WorkflowState: str(res[0]), Deps: map[string]StepRecord{}}
+	a.Step = stepFromFlat(step, res[1])
+	for i, d := range inputs {
+		vals, _ := res[2+i].([]any)
 		r := StepRecord{ID: d}
 		if len(vals) == 3 {
 			r.State, r.Output, r.Degraded = str(vals[0]), str(vals[1]), str(vals[2]) == "1"
@@ -188,6 +199,9 @@ func (s *Store) Begin(ctx context.Context, wf, step string, deps []string) (*Att
 // Outcome is how a step ended.
 type Outcome struct {
 	Done      bool // false: dead-lettered
+	// OnlyIfOpen, with Done false, settles the step dead only if it has
+	// not been settled already.
+	OnlyIfOpen bool
 	Optional  bool
 	Output    string
 	Degraded  bool
@@ -210,7 +224,10 @@ type Dependent struct {
 func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (string, []string, error) {
 	keys := []string{wfKey(wf), stepKey(wf, step), settledKey(wf), failedKey(wf)}
 	outcome := StepDone
-	if !o.Done {
+	switch {
+	case !o.Done && o.OnlyIfOpen:
+		outcome = "dead_if_open"
+	case !o.Done:
 		outcome = StepDead
 	}
 	fields := []any{"error", o.Error}

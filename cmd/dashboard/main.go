@@ -1,0 +1,13 @@
+// Command dashboard serves the agentq web dashboard. See `dashboard --help`.
+package main
+
+import (
+	"os"
+
+	"github.com/agentq/agentq/internal/cli"
+)
+
+func main() {
+	env := cli.Env{Out: os.Stdout, Err: os.Stderr}
+	os.Exit(cli.Run(cli.Dashboard(env), env, os.Args[1:]))
+}

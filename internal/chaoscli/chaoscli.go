@@ -1,0 +1,82 @@
+// Package chaoscli is the chaosllm command: the fake LLM provider served
+// over HTTP. It imports no client code (llmclient, retry, tasks).
+package chaoscli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+)
+
+// ErrUsage marks bad flags or an invalid scenario (exit code 2).
+var ErrUsage = errors.New("usage")
+
+// Command returns the chaosllm command. ready, if not nil, is called with
+// the listening address.
+func Command(out, errOut io.Writer, ready func(addr string)) *cobra.Command {
+	var addr, scenario string
+	cmd := &cobra.Command{
+		Use:   "chaosllm",
+		Short: "A fake LLM provider with scripted faults",
+		Long: `chaosllm serves the OpenAI chat completions API (POST /v1/chat/completions,
+plain and streaming) and the Anthropic messages API (POST /v1/messages) with
+deterministic answers derived from the prompt, following a scenario of
+phases with latency and faults. GET /stats counts calls per endpoint, key
+and outcome; PUT /admin/scenario replaces the scenario; POST /admin/reset
+restarts the timeline and the counters. See docs/chaosllm.md.`,
+		Example: `  chaosllm --addr 127.0.0.1:8081
+  chaosllm --addr :8081 --scenario bench/scenarios/outage.yaml`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewJSONHandler(errOut, nil))
+			var sc chaosllm.Scenario
+			if scenario != "" {
+				data, err := os.ReadFile(scenario)
+				if err != nil {
+					return fmt.Errorf("%w: --scenario: %v", ErrUsage, err)
+				}
+				if sc, err = chaosllm.ParseScenario(data); err != nil {
+					return fmt.Errorf("%w: %s: %v", ErrUsage, scenario, err)
+				}
+			}
+			srv, err := chaosllm.New(sc, chaosllm.Options{Logger: log})
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrUsage, err)
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("%w: --addr %s: %v", ErrUsage, addr, err)
+			}
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(out, "chaosllm listening on http://%s (%d phases)\n", ln.Addr(), len(sc.Phases))
+			if ready != nil {
+				ready(ln.Addr().String())
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-cmd.Context().Done():
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Second)
+			defer cancel()
+			return hs.Shutdown(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8081", "listen address")
+	cmd.Flags().StringVar(&scenario, "scenario", "", "scenario file (YAML or JSON); none: always healthy")
+	return cmd
+}

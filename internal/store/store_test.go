@@ -1,0 +1,241 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+func newStore(t *testing.T) *store.Store {
+	_, rdb := redistest.New(t)
+	return store.New(rdb, time.Hour, nil)
+}
+
+// chord: a, b, c in parallel; d depends on all three.
+var chordDeps = []store.Dependent{{ID: "d", Deps: []string{"a", "b", "c"}}}
+
+func create(t *testing.T, s *store.Store, id string) {
+	t.Helper()
+	if err := s.Create(context.Background(), store.NewWorkflow{ID: id, Name: "chord", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCreateIsAtomicAndUnique(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf1")
+	err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "again", Spec: []byte(`{}`), Steps: []string{"x"}})
+	if !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	wf, err := s.Get(ctx, "wf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf.Name != "chord" || wf.State != store.StatePending || len(wf.Steps) != 4 || wf.Steps[0].State != store.StepPending {
+		t.Fatalf("workflow = %+v", wf)
+	}
+	if _, err := s.Get(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get missing: %v", err)
+	}
+}
+
+func TestFanInNeverLostAndNotReadyAgainOnceStarted(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for round := 0; round < 20; round++ {
+		id := "wf" + string(rune('A'+round))
+		create(t, s, id)
+		// every parallel step settles three times (redeliveries), all at once
+		var mu sync.Mutex
+		readyCount := 0
+		var wg sync.WaitGroup
+		for _, step := range []string{"a", "b", "c", "a", "b", "c", "a", "b", "c"} {
+			wg.Add(1)
+			go func(step string) {
+				defer wg.Done()
+				_, ready, err := s.Settle(ctx, id, step, store.Outcome{Done: true, Output: step + "!"}, chordDeps)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				readyCount += len(ready)
+				mu.Unlock()
+			}(step)
+		}
+		wg.Wait()
+		// "whoever observes readiness enqueues": at least once (never lost);
+		// duplicates are absorbed by the deterministic task id, and once d
+		// has started nobody sees it ready again.
+		if readyCount < 1 {
+			t.Fatalf("round %d: fan-in step never became ready", round)
+		}
+		if _, err := s.Begin(ctx, id, "d", "t-d", time.Minute, []string{"a", "b", "c"}); err != nil {
+			t.Fatal(err)
+		}
+		_, ready, err := s.Settle(ctx, id, "a", store.Outcome{Done: true, Output: "a!"}, chordDeps)
+		if err != nil || len(ready) != 0 {
+			t.Fatalf("round %d: after d started, a late duplicate made %v ready (%v)", round, ready, err)
+		}
+		state, _, err := s.Settle(ctx, id, "d", store.Outcome{Done: true, Output: "done"}, nil)
+		if err != nil || state != store.StateSucceeded {
+			t.Fatalf("round %d: final state %q, %v", round, state, err)
+		}
+	}
+}
+
+func TestNotReadyUntilAllSettled(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	for _, step := range []string{"a", "b"} {
+		state, ready, err := s.Settle(ctx, "wf", step, store.Outcome{Done: true}, chordDeps)
+		if err != nil || len(ready) != 0 || state != store.StateRunning {
+			t.Fatalf("after %s: state %q ready %v err %v", step, state, ready, err)
+		}
+	}
+	_, ready, _ := s.Settle(ctx, "wf", "c", store.Outcome{Done: true}, chordDeps)
+	if len(ready) != 1 || ready[0] != "d" {
+		t.Fatalf("after c: ready %v", ready)
+	}
+}
+
+func TestDeadStepBlocksUnlessOptional(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	s.Settle(ctx, "wf", "a", store.Outcome{Done: true}, chordDeps)
+	s.Settle(ctx, "wf", "b", store.Outcome{Done: true}, chordDeps)
+	state, ready, err := s.Settle(ctx, "wf", "c", store.Outcome{Done: false, Error: "bad_request: no"}, chordDeps)
+	if err != nil || state != store.StateBlocked || len(ready) != 0 {
+		t.Fatalf("dead c: state %q ready %v err %v", state, ready, err)
+	}
+	// the requeued step succeeds: the workflow resumes
+	state, ready, _ = s.Settle(ctx, "wf", "c", store.Outcome{Done: true}, chordDeps)
+	if state != store.StateRunning || len(ready) != 1 {
+		t.Fatalf("requeued c: state %q ready %v", state, ready)
+	}
+
+	create(t, s, "wf2")
+	s.Settle(ctx, "wf2", "a", store.Outcome{Done: true}, chordDeps)
+	s.Settle(ctx, "wf2", "b", store.Outcome{Done: true}, chordDeps)
+	state, ready, _ = s.Settle(ctx, "wf2", "c", store.Outcome{Done: false, Optional: true, Error: "x"}, chordDeps)
+	if state != store.StateRunning || len(ready) != 1 {
+		t.Fatalf("optional dead c: state %q ready %v", state, ready)
+	}
+	wf, _ := s.Get(ctx, "wf2")
+	if wf.Steps[2].State != store.StepDead || wf.Steps[2].Error != "x" {
+		t.Fatalf("step c = %+v", wf.Steps[2])
+	}
+}
+
+func TestBeginCountsAttemptsAndCheckpoint(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	for i := 1; i <= 2; i++ {
+		a, err := s.Begin(ctx, "wf", "a", "t-a", time.Minute, nil)
+		if err != nil || a.Step.Attempts != i || a.Step.State != store.StepRunning || a.WorkflowState != store.StateRunning {
+			t.Fatalf("begin %d: %+v %v", i, a, err)
+		}
+	}
+	s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "out-a", InputHash: "h1", Target: "p/m"}, chordDeps)
+	a, err := s.Begin(ctx, "wf", "a", "t-a", time.Minute, nil)
+	if err != nil || a.Step.State != store.StepDone || a.Step.Output != "out-a" || a.Step.InputHash != "h1" || a.Step.Attempts != 2 {
+		t.Fatalf("begin after done: %+v %v", a.Step, err)
+	}
+	d, _ := s.Begin(ctx, "wf", "d", "t-d", time.Minute, []string{"a", "b"})
+	if d.Deps["a"].Output != "out-a" || d.Deps["a"].State != store.StepDone || d.Deps["b"].State != store.StepPending {
+		t.Fatalf("deps = %+v", d.Deps)
+	}
+}
+
+func TestLeaseKeepsDuplicatesOut(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	if _, err := s.Begin(ctx, "wf", "a", "task-1", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	var busy *store.BusyError
+	if _, err := s.Begin(ctx, "wf", "a", "task-dup", time.Minute, nil); !errors.As(err, &busy) || time.Until(busy.Until) < 50*time.Second {
+		t.Fatalf("duplicate begin: %v, want busy for about a minute", err)
+	}
+	// the same task coming back (a redelivery after a crash) takes over
+	a, err := s.Begin(ctx, "wf", "a", "task-1", time.Minute, nil)
+	if err != nil || a.Step.Attempts != 2 {
+		t.Fatalf("redelivery: %+v %v", a, err)
+	}
+	// an expired lease lets anyone in
+	if _, err := s.Begin(ctx, "wf", "b", "task-2", time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, err := s.Begin(ctx, "wf", "b", "task-3", time.Minute, nil); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("expired lease still held: %v", err)
+		}
+	}
+}
+
+func TestCancelAndList(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "w1")
+	create(t, s, "w2")
+	if st, err := s.Cancel(ctx, "w1"); err != nil || st != store.StateCanceled {
+		t.Fatalf("cancel: %q %v", st, err)
+	}
+	a, _ := s.Begin(ctx, "w1", "a", "t-a", time.Minute, nil)
+	if a.WorkflowState != store.StateCanceled || a.Step.Attempts != 0 {
+		t.Fatalf("begin on canceled: %+v", a)
+	}
+	if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("cancel missing: %v", err)
+	}
+	all, _ := s.List(ctx, "", 10)
+	canceled, _ := s.List(ctx, store.StateCanceled, 10)
+	var ids []string
+	for _, w := range all {
+		ids = append(ids, w.ID)
+	}
+	sort.Strings(ids)
+	if len(ids) != 2 || len(canceled) != 1 || canceled[0].ID != "w1" {
+		t.Fatalf("list = %v, canceled = %v", ids, canceled)
+	}
+}
+
+func TestEverythingHasTTLAndSharesASlot(t *testing.T) {
+	_, rdb := redistest.New(t)
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	create(t, s, "wf")
+	s.Settle(ctx, "wf", "a", store.Outcome{Done: true}, chordDeps)
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		ttl := rdb.TTL(ctx, k).Val()
+		if k != store.Prefix+"workflows" && (ttl <= 0 || ttl > time.Hour) {
+			t.Errorf("key %s has TTL %s", k, ttl)
+		}
+		if k != store.Prefix+"workflows" && !strings.Contains(k, "{wf:wf}") {
+			t.Errorf("key %s lacks the workflow hash tag", k)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+// Package testenv starts what an end-to-end test needs: a real Redis
+// database (redistest), chaosllm over real HTTP, and a worker running the
+// real handler, all stopped when the test ends.
+package testenv
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Keys are the API keys chaosllm accepts in a test environment.
+var Keys = []string{"sk-test-primary-111111", "sk-test-backup-222222"}
+
+// Env is a running test environment.
+type Env struct {
+	DB      redistest.DB
+	Redis   *redis.Client
+	Chaos   *chaosllm.Server
+	URL     string // chaosllm base URL
+	Config  config.Config
+	Store   *store.Store
+	Asynq   *asynq.Client
+	Events  chan tasks.StepEvent
+	Spec    func(yaml string) *tasks.Spec
+	stopped chan error
+	cancel  context.CancelFunc
+}
+
+// ConfigYAML is the test configuration; ${CHAOS} is chaosllm's URL.
+// Routes: "main" (openai then anthropic), "solo" (openai only),
+// "flaky" (a port that refuses connections) with a fallback text.
+const ConfigYAML = `
+providers:
+  - { name: oa, kind: openai, base_url: "${CHAOS}/v1", keys: ["${K1}", "${K2}"], timeout: 5s }
+  - { name: an, kind: anthropic, base_url: "${CHAOS}", keys: ["${K1}"], timeout: 5s }
+  - { name: dead, kind: openai, base_url: "http://127.0.0.1:1/v1", keys: ["x"], timeout: 1s }
+routes:
+  main:  { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ] }
+  solo:  { targets: [ { provider: oa, model: m-solo } ] }
+  flaky: { targets: [ { provider: dead, model: m-dead } ], fallback_text: "fallback answer" }
+resilience:
+  retry: { base: 1s, factor: 1, max_delay: 1s, jitter: [0.5, 0.6] }
+worker:
+  concurrency: 8
+  queues: { default: 1 }
+retention: 1h
+`
+
+// Options tune Start.
+type Options struct {
+	Scenario  chaosllm.Scenario
+	NoWorker  bool // start everything but the worker
+	LogOutput bool // send worker logs to stderr (debugging)
+}
+
+// Start builds the environment.
+func Start(t *testing.T, o Options) *Env {
+	t.Helper()
+	db, rdb := redistest.New(t)
+	if len(o.Scenario.Keys) == 0 {
+		o.Scenario.Keys = Keys
+	}
+	chaos, err := chaosllm.New(o.Scenario, chaosllm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(chaos)
+	t.Cleanup(hs.Close)
+	vars := map[string]string{"CHAOS": hs.URL, "K1": Keys[0], "K2": Keys[1]}
+	cfg, err := config.Load(config.Input{Path: "testenv.yaml", Data: []byte(ConfigYAML),
+		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Redis.Addr, cfg.Redis.DB = db.Addr, db.DB
+	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: hs.URL, Config: cfg,
+		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
+		Events: make(chan tasks.StepEvent, 1024)}
+	routes := map[string]bool{}
+	for n := range cfg.Routes {
+		routes[n] = true
+	}
+	e.Spec = func(y string) *tasks.Spec {
+		t.Helper()
+		s, err := tasks.ParseSpec("test.yaml", []byte(y), routes, tasks.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if !o.NoWorker {
+		e.StartWorker(t, o.LogOutput)
+	}
+	return e
+}
+
+// StartWorker runs a worker until the test ends.
+func (e *Env) StartWorker(t *testing.T, logs bool) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if logs {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	e.stopped = make(chan error, 1)
+	e.cancel = cancel
+	go func() {
+		e.stopped <- worker.Run(ctx, worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
+			Events: func(ev tasks.StepEvent) {
+				select {
+				case e.Events <- ev:
+				default:
+				}
+			},
+			Random:            func() float64 { return 0 },
+			TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
+			Ready: func() { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-e.stopped:
+		t.Fatalf("worker did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not start within 10s")
+	}
+	t.Cleanup(func() { e.StopWorker(t) })
+}
+
+// StopWorker stops the worker and waits for it.
+func (e *Env) StopWorker(t *testing.T) {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	e.cancel = nil
+	select {
+	case err := <-e.stopped:
+		if err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("worker did not stop within 30s")
+	}
+}
+
+// Submit submits a spec and returns the workflow id.
+func (e *Env) Submit(t *testing.T, spec *tasks.Spec) string {
+	t.Helper()
+	id, err := tasks.NewSubmitter(e.Store, e.Asynq, nil).Submit(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// Wait polls until the workflow is in one of states, or fails the test
+// after limit.
+func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...string) *store.Workflow {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last *store.Workflow
+	for time.Now().Before(deadline) {
+		wf, err := e.Store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = wf
+		for _, s := range states {
+			if wf.State == s {
+				return wf
+			}
+		}
+		<-tick.C
+	}
+	t.Fatalf("workflow %s did not reach %v within %s; last: %+v", id, states, limit, last)
+	return nil
+}

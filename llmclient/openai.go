@@ -35,7 +35,11 @@ func NewOpenAI(o Options) (*OpenAI, error) {
 }
 
 func (a *OpenAI) request(req Request, stream bool) openai.ChatCompletionRequest {
-	r := openai.ChatCompletionRequest{Model: req.Model, MaxTokens: req.maxTokens(), Stream: stream}
+	r := openai.ChatCompletionRequest{Model: req.Model, Stream: stream}
+	// max_tokens, not max_completion_tokens: every OpenAI-compatible server
+	// (vLLM, Ollama, LM Studio, xAI) accepts it; OpenAI still does for chat models.
+	//lint:ignore SA1019 deliberate, see above
+	r.MaxTokens = req.maxTokens()
 	if req.System != "" {
 		r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: req.System})
 	}

@@ -72,6 +72,9 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 // classBusy marks a duplicate delivery that waits for the step's lease.
 const classBusy retry.Class = "busy"
 
+// busyRecheck is how soon a busy duplicate looks again.
+const busyRecheck = time.Second
+
 // StepError is the error a step task returns when its attempt failed and
 // should be retried later; RetryDelay reads it.
 type StepError struct {
@@ -108,10 +111,11 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	a, err := h.o.Store.Begin(ctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
 	var busy *store.BusyError
 	if errors.As(err, &busy) {
-		// a duplicate delivery while another task runs the step: come back
-		// after the lease (then the checkpoint answers); not a failure
-		log.Info("step busy under another task; trying again after its lease", "until", busy.Until)
-		return &StepError{Class: classBusy, RetryAfter: time.Until(busy.Until) + 100*time.Millisecond, Err: err}
+		// a duplicate delivery while another task runs the step: look again
+		// soon (the checkpoint will answer once the step is done); this is
+		// not a failure and uses no retry
+		log.Info("step busy under another task; looking again shortly", "until", busy.Until)
+		return &StepError{Class: classBusy, RetryAfter: min(time.Until(busy.Until), busyRecheck), Err: err}
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		log.Warn("step task dropped: workflow not found")

@@ -1,0 +1,40 @@
+# agentq — see README.md. `make help` lists the targets.
+GO            ?= go
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BIN           := bin
+# -race needs cgo (a C compiler); without one the tests run without it.
+RACE          := $(shell $(GO) env CGO_ENABLED 2>/dev/null | grep -q 1 && command -v gcc >/dev/null 2>&1 && echo -race)
+TEST_TIMEOUT  ?= 15m
+
+.PHONY: help build test test-race lint vet staticcheck demo fuzz clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build every binary into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: vet staticcheck ## vet, staticcheck, and all tests (with -race when cgo is available)
+	@[ -n "$(RACE)" ] || echo "note: no C compiler for cgo; running the tests without -race"
+	$(GO) test $(RACE) -timeout $(TEST_TIMEOUT) ./...
+
+test-race: ## all tests with the race detector (needs cgo)
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+lint: vet staticcheck ## go vet and staticcheck
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run $(STATICCHECK) ./...
+
+demo: ## the embedded demo: a workflow through a scripted outage, no services needed
+	$(GO) run ./cmd/worker --embedded
+
+fuzz: ## run each fuzz target briefly
+	$(GO) test -run '^$$' -fuzz FuzzParseSpec -fuzztime 20s ./tasks
+	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime 20s ./retry
+
+clean: ## remove build output
+	rm -rf $(BIN)

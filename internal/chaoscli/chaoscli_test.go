@@ -1,0 +1,62 @@
+package chaoscli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaoscli"
+)
+
+func TestServesScenarioUntilCanceled(t *testing.T) {
+	sc := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(sc, []byte("phases:\n  - fault: { status: 503 }\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	var out bytes.Buffer
+	cmd := chaoscli.Command(&out, &bytes.Buffer{}, func(a string) { addrc <- a })
+	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--scenario", sc})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("exited: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not listening within 10s")
+	}
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("status %d, want the scenario's 503", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if !strings.Contains(out.String(), "chaosllm listening on http://"+addr+" (1 phases)") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+func TestBadScenarioIsUsageError(t *testing.T) {
+	sc := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(sc, []byte("phases:\n  - { endpoint: nope }\n"), 0o600)
+	cmd := chaoscli.Command(&bytes.Buffer{}, &bytes.Buffer{}, nil)
+	cmd.SetArgs([]string{"--scenario", sc})
+	err := cmd.ExecuteContext(context.Background())
+	if !errors.Is(err, chaoscli.ErrUsage) || !strings.Contains(err.Error(), `phases[0].endpoint: "nope"`) {
+		t.Fatalf("err = %v", err)
+	}
+}

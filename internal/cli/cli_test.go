@@ -1,0 +1,237 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+type result struct {
+	code     int
+	out, err string
+}
+
+func run(t *testing.T, mk func(cli.Env) *cobra.Command, vars map[string]string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	code := cli.Run(mk(env), env, args)
+	return result{code, out.String(), errOut.String()}
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// envFor points the commands at a test environment's Redis and chaosllm.
+func envFor(t *testing.T, e *testenv.Env) (map[string]string, string) {
+	vars := map[string]string{"CHAOS": e.URL, "K1": testenv.Keys[0], "K2": testenv.Keys[1],
+		"AGENTQ_REDIS_ADDR": e.DB.Addr, "AGENTQ_REDIS_DB": strconv.Itoa(e.DB.DB)}
+	return vars, writeFile(t, "agentq.yaml", testenv.ConfigYAML)
+}
+
+const hello = `name: hello
+steps:
+  - id: greet
+    route: solo
+    prompt: "Say hello to {{ .Input.who }}"
+`
+
+func TestEnqueueWaitStatusResultListEndToEnd(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "hello.yaml", hello)
+
+	r := run(t, cli.Enqueue, vars, spec, "--config", cfg, "--input", "who=Grace", "--wait")
+	if r.code != 0 {
+		t.Fatalf("enqueue --wait: exit %d, stderr %q", r.code, r.err)
+	}
+	if !strings.Contains(r.out, "): succeeded") || !strings.Contains(r.out, "chaosllm answer") {
+		t.Fatalf("enqueue --wait printed %q", r.out)
+	}
+	id := strings.Fields(r.out)[1]
+
+	r = run(t, cli.Enqueue, vars, "status", id, "--config", cfg, "--json")
+	var wf map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &wf) != nil {
+		t.Fatalf("status --json: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	for _, k := range []string{"id", "name", "state", "steps", "created_at", "finished_at"} {
+		if _, ok := wf[k]; !ok {
+			t.Errorf("status --json lacks %q: %s", k, r.out)
+		}
+	}
+	step := wf["steps"].([]any)[0].(map[string]any)
+	for _, k := range []string{"id", "state", "attempts", "output", "degraded", "error", "target", "usage"} {
+		if _, ok := step[k]; !ok {
+			t.Errorf("step JSON lacks %q: %v", k, step)
+		}
+	}
+
+	r = run(t, cli.Enqueue, vars, "result", id, "--config", cfg)
+	if r.code != 0 || !strings.HasPrefix(r.out, "chaosllm answer") || strings.Count(r.out, "\n") != 1 {
+		t.Fatalf("result: exit %d, %q", r.code, r.out)
+	}
+	r = run(t, cli.Enqueue, vars, "list", "--config", cfg, "--state", "succeeded")
+	if r.code != 0 || !strings.Contains(r.out, id) {
+		t.Fatalf("list: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	// submit without --wait prints the id; --json the document
+	r = run(t, cli.Enqueue, vars, spec, "--config", cfg, "--json")
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &wf) != nil || wf["state"] != "pending" {
+		t.Fatalf("submit --json: exit %d, %q", r.code, r.out)
+	}
+}
+
+func TestEnqueueWaitOnDeadLetterExitsOne(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "flaky.yaml", "name: f\nsteps:\n  - { id: s, route: flaky, prompt: hi, max_retries: 0 }\n")
+	r := run(t, cli.Enqueue, vars, spec, "--config", cfg, "--wait")
+	if r.code != 1 || !strings.Contains(r.out, "blocked") || !strings.Contains(r.out, "s error: network") {
+		t.Fatalf("exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	r := run(t, cli.Enqueue, vars, writeFile(t, "h.yaml", hello), "--config", cfg)
+	id := strings.TrimSpace(r.out)
+	r = run(t, cli.Enqueue, vars, "cancel", id, "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.out, "canceled") {
+		t.Fatalf("cancel: %d %q %q", r.code, r.out, r.err)
+	}
+	wf, _ := e.Store.Get(context.Background(), id)
+	if wf.State != store.StateCanceled {
+		t.Fatalf("state %s", wf.State)
+	}
+	r = run(t, cli.Enqueue, vars, "status", "wf_nope", "--config", cfg)
+	if r.code != 1 || !strings.Contains(r.err, "not found") {
+		t.Fatalf("status of a missing id: %d %q", r.code, r.err)
+	}
+}
+
+func TestBadInputExitsTwoAndWritesNothing(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	badSpec := writeFile(t, "bad.yaml", strings.Replace(hello, "route: solo", "route: nope", 1))
+	cases := []struct {
+		name string
+		args []string
+		vars map[string]string
+		want string
+	}{
+		{"unknown route", []string{badSpec, "--config", cfg}, vars, `steps[0] (greet).route: unknown route "nope"`},
+		{"missing spec file", []string{"/nonexistent.yaml", "--config", cfg}, vars, "cannot read spec"},
+		{"bad --input", []string{writeFile(t, "h.yaml", hello), "--config", cfg, "--input", "novalue"}, vars, `--input "novalue": want key=value`},
+		{"config: unknown field", []string{badSpec, "--config", writeFile(t, "c.yaml", "redis: { adr: x }\n")}, vars, `c.yaml:1: unknown field "adr"`},
+		{"config: missing variable", []string{badSpec, "--config", cfg}, map[string]string{"CHAOS": "http://x", "K1": "k"}, "environment variable K2 is not set"},
+		{"config: bad env override", []string{badSpec, "--config", cfg}, merge(vars, map[string]string{"AGENTQ_RETENTION": "forever"}), `AGENTQ_RETENTION: retention: bad duration "forever"`},
+		{"unknown flag", []string{badSpec, "--frobnicate"}, vars, "unknown flag"},
+		{"no args", []string{}, vars, "accepts 1 arg"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, cli.Enqueue, c.vars, c.args...)
+			lines := strings.Split(strings.TrimSpace(r.err), "\n")
+			if r.code != 2 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and one line containing %q", r.code, r.err, c.want)
+			}
+		})
+	}
+	if n := e.Redis.DBSize(context.Background()).Val(); n != 0 {
+		t.Fatalf("bad input wrote %d keys to Redis", n)
+	}
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func TestRedisUnreachableExitsThree(t *testing.T) {
+	vars := map[string]string{"AGENTQ_REDIS_ADDR": "127.0.0.1:1"}
+	spec := writeFile(t, "h.yaml", strings.Replace(hello, "route: solo", "route: any", 1))
+	r := run(t, cli.Enqueue, vars, spec)
+	if r.code != 3 || !strings.Contains(r.err, "cannot reach Redis at 127.0.0.1:1") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	r = run(t, cli.Enqueue, vars, "status", "wf_x")
+	if r.code != 3 {
+		t.Fatalf("status: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+func TestWorkerConfigErrors(t *testing.T) {
+	r := run(t, cli.Worker, nil, "--config", writeFile(t, "c.yaml", "providers:\n  - { name: p, kind: openai, timeout: 10 }\n"))
+	if r.code != 2 || !strings.Contains(r.err, `c.yaml:2: bad duration "10"`) {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	r = run(t, cli.Worker, nil, "--serve")
+	if r.code != 2 || !strings.Contains(r.err, "--serve only goes with --embedded") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+func TestEmbeddedDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo takes a few seconds")
+	}
+	r := run(t, cli.Worker, map[string]string{}, "--embedded")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	}
+	for _, want := range []string{"(sales-report): succeeded", "attempt 1 failed (server)", "summary  degraded", "done via backup/claude-demo", "result (report):"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, r.out)
+		}
+	}
+	if strings.Contains(r.out, "demo-key-primary") || strings.Contains(r.err, "demo-key-primary") {
+		t.Error("the demo printed an API key")
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for name, mk := range map[string]func(cli.Env) *cobra.Command{"worker": cli.Worker, "enqueue": cli.Enqueue, "dashboard": cli.Dashboard} {
+		var out bytes.Buffer
+		cmd := mk(cli.Env{Out: &out, Err: &out})
+		var walk func(*cobra.Command)
+		walk = func(c *cobra.Command) {
+			if c.Example == "" {
+				t.Errorf("%s: command %q has no example", name, c.CommandPath())
+			}
+			for _, sub := range c.Commands() {
+				if sub.Name() != "help" && sub.Name() != "completion" {
+					walk(sub)
+				}
+			}
+		}
+		walk(cmd)
+	}
+}

@@ -32,8 +32,10 @@ func TestServesScenarioUntilCanceled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not listening within 10s")
 	}
-	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer any-key")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

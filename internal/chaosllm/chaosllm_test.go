@@ -132,7 +132,9 @@ func TestAdminReplacesScenarioAndResets(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(b), "phases[0].fault.status") {
 		t.Fatalf("invalid scenario accepted: %d %s", resp.StatusCode, b)
 	}
-	resp, _ = http.Post(hs.URL+"/admin/reset", "", nil)
+	if resp, err := http.Post(hs.URL+"/admin/reset", "", nil); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("reset: %v %v", resp, err)
+	}
 	resp, _ = http.Get(hs.URL + "/stats")
 	var st Stats
 	json.NewDecoder(resp.Body).Decode(&st)

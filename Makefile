@@ -16,6 +16,7 @@ build: ## build every binary into bin/
 
 test: vet staticcheck ## vet, staticcheck, and all tests (with -race when cgo is available)
 	@[ -n "$(RACE)" ] || echo "note: no C compiler for cgo; running the tests without -race"
+	@command -v redis-server >/dev/null 2>&1 || [ -n "$$AGENTQ_TEST_REDIS" ] || echo "note: no redis-server on PATH; the tests fall back to in-process miniredis (install redis-server to test against real Redis)"
 	$(GO) test $(RACE) -timeout $(TEST_TIMEOUT) ./...
 
 test-race: ## all tests with the race detector (needs cgo)

@@ -78,9 +78,6 @@ func New(tb testing.TB) (DB, *redis.Client) {
 		nextDB = 1
 	}
 	mu.Unlock()
-	if kind == "miniredis" {
-		db = 0 // miniredis shares one process; tests in it flush db 0
-	}
 	d := DB{Addr: addr, DB: db, Kind: kind}
 	c := redis.NewClient(d.Options())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

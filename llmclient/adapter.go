@@ -77,10 +77,10 @@ func (b *base) keyIndex(ctx context.Context) int {
 
 // sdkError is what an adapter learned from its SDK's error value.
 type sdkError struct {
-	status              int
-	code, typ, message  string
-	requestID, rawBody  string
-	inStream            bool
+	status             int
+	code, typ, message string
+	requestID, rawBody string
+	inStream           bool
 }
 
 // toError builds the common *Error from an SDK error plus the captured

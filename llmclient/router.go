@@ -148,19 +148,17 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 			}
 			return resp, nil
 		}
-		switch ClassOf(err) {
+		switch class := ClassOf(err); class {
 		case retry.Canceled, retry.BadRequest:
 			return nil, rerr
-		case retry.ContextLength:
-			if fb := rt.ContextWindowFallback; fb != nil {
-				if resp, err := r.callTarget(ctx, route, *fb, req, rerr); err == nil {
-					r.obs.Fallback(route, t.String(), fb.String())
-					return resp, nil
-				}
+		case retry.ContextLength, retry.ContentFilter:
+			// the request, not the target, is the problem: only the route's
+			// fallback for this class can help
+			fb := rt.ContextWindowFallback
+			if class == retry.ContentFilter {
+				fb = rt.ContentFallback
 			}
-			return nil, rerr
-		case retry.ContentFilter:
-			if fb := rt.ContentFallback; fb != nil {
+			if fb != nil {
 				if resp, err := r.callTarget(ctx, route, *fb, req, rerr); err == nil {
 					r.obs.Fallback(route, t.String(), fb.String())
 					return resp, nil
@@ -244,4 +242,4 @@ func inputLen(req Request) int {
 type nopObserver struct{}
 
 func (nopObserver) Call(string, Target, string, retry.Class, time.Duration, Usage) {}
-func (nopObserver) Fallback(string, string, string)                               {}
+func (nopObserver) Fallback(string, string, string)                                {}

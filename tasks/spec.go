@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/internal/problem"
 )
 
 // Spec is a workflow as a user writes it (DESIGN §2).
@@ -114,23 +116,7 @@ type SpecError struct {
 	Msg    string
 }
 
-func (e *SpecError) Error() string {
-	var b strings.Builder
-	if e.Source != "" {
-		b.WriteString(e.Source)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, ":%d", e.Line)
-		}
-		b.WriteString(": ")
-	} else if e.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", e.Line)
-	}
-	if e.Where != "" {
-		b.WriteString(e.Where + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+func (e *SpecError) Error() string { return problem.Format(e.Source, e.Line, e.Where, e.Msg) }
 
 // ErrInvalidSpec is wrapped by every spec problem.
 var ErrInvalidSpec = errors.New("invalid workflow spec")
@@ -179,7 +165,7 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 	}
 	if err := s.validate(routes, lim); err != nil {
 		var out []error
-		for _, e := range unjoin(err) {
+		for _, e := range problem.Split(err) {
 			var se *SpecError
 			if errors.As(e, &se) {
 				se.Source = source
@@ -239,22 +225,6 @@ func yamlErr(source string, err error) error {
 		out = append(out, se)
 	}
 	return errors.Join(out...)
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-// Problems splits a ParseSpec error into single-line problems.
-func Problems(err error) []string {
-	var out []string
-	for _, e := range unjoin(err) {
-		out = append(out, strings.ReplaceAll(e.Error(), "\n", " "))
-	}
-	return out
 }
 
 func (s *Spec) validate(routes map[string]bool, lim Limits) error {

@@ -3,6 +3,8 @@ package tasks
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentq/agentq/internal/problem"
 )
 
 const salesReport = `name: sales-report
@@ -82,7 +84,7 @@ func TestSpecErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			lines := Problems(err)
+			lines := problem.Lines(err)
 			if len(lines) != 1 {
 				t.Fatalf("want one problem, got %q", lines)
 			}
@@ -119,7 +121,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec("fuzz", data, routes, Limits{})
 		if err != nil {
-			if len(Problems(err)) == 0 {
+			if len(problem.Lines(err)) == 0 {
 				t.Fatal("error without a problem line")
 			}
 			return

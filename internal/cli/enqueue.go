@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
@@ -212,13 +211,26 @@ func printResult(w io.Writer, wf *store.Workflow, specJSON []byte) {
 	}
 }
 
-func connect(cmd *cobra.Command, c *common) (*app.Clients, config.Config, error) {
+func connect(cmd *cobra.Command, c *common) (*app.Clients, error) {
 	cfg, err := c.load(cmd)
 	if err != nil {
-		return nil, cfg, err
+		return nil, err
 	}
-	cl, err := app.Connect(cmd.Context(), cfg)
-	return cl, cfg, err
+	return app.Connect(cmd.Context(), cfg)
+}
+
+// getWorkflow connects and reads one workflow; the caller closes the clients.
+func getWorkflow(cmd *cobra.Command, c *common, id string) (*app.Clients, *store.Workflow, error) {
+	cl, err := connect(cmd, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	wf, err := cl.Store.Get(cmd.Context(), id)
+	if err != nil {
+		cl.Close()
+		return nil, nil, notFound(err, id)
+	}
+	return cl, wf, nil
 }
 
 func statusCmd(c *common) *cobra.Command {
@@ -227,15 +239,11 @@ func statusCmd(c *common) *cobra.Command {
 		Use: "status ID", Short: "Print a workflow's state and its steps", Args: cobra.ExactArgs(1),
 		Example: "  enqueue status wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := connect(cmd, c)
+			cl, wf, err := getWorkflow(cmd, c, args[0])
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			wf, err := cl.Store.Get(cmd.Context(), args[0])
-			if err != nil {
-				return notFound(err, args[0])
-			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), wf)
 			}
@@ -253,15 +261,11 @@ func resultCmd(c *common) *cobra.Command {
 		Use: "result ID", Short: "Print a finished workflow's result (the outputs of its last steps)", Args: cobra.ExactArgs(1),
 		Example: "  enqueue result wf_abc123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := connect(cmd, c)
+			cl, wf, err := getWorkflow(cmd, c, args[0])
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			wf, err := cl.Store.Get(cmd.Context(), args[0])
-			if err != nil {
-				return notFound(err, args[0])
-			}
 			if asJSON {
 				if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
 					return err
@@ -285,7 +289,7 @@ func cancelCmd(c *common) *cobra.Command {
 		Use: "cancel ID", Short: "Cancel a workflow: steps not yet started will not run", Args: cobra.ExactArgs(1),
 		Example: "  enqueue cancel wf_abc123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := connect(cmd, c)
+			cl, err := connect(cmd, c)
 			if err != nil {
 				return err
 			}
@@ -315,7 +319,7 @@ func listCmd(c *common) *cobra.Command {
 			default:
 				return usageErr("--state %q: want pending, running, blocked, succeeded, failed or canceled", state)
 			}
-			cl, _, err := connect(cmd, c)
+			cl, err := connect(cmd, c)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -105,14 +106,7 @@ func problems(err error) []string {
 	if errors.As(err, &ee) {
 		err = ee.Err
 	}
-	var out []string
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			out = append(out, problems(e)...)
-		}
-		return out
-	}
-	return []string{strings.ReplaceAll(err.Error(), "\n", " ")}
+	return problem.Lines(err)
 }
 
 func isCobraUsage(err error) bool {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/internal/problem"
 )
 
 // Config is the whole configuration. The zero value of every field means
@@ -347,22 +349,7 @@ type FieldError struct {
 	Msg    string
 }
 
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	if e.Source != "" {
-		b.WriteString(e.Source)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, ":%d", e.Line)
-		}
-		b.WriteString(": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+func (e *FieldError) Error() string { return problem.Format(e.Source, e.Line, e.Field, e.Msg) }
 
 // redactURL hides a URL's password.
 func redactURL(s string) string {

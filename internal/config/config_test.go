@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/problem"
 )
 
 const good = `
@@ -111,7 +112,7 @@ func TestBadInputs(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			lines := config.Problems(err)
+			lines := problem.Lines(err)
 			if len(lines) != 1 {
 				t.Fatalf("want one problem, got %d: %q", len(lines), lines)
 			}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/internal/problem"
 )
 
 // MaxFileBytes bounds the size of a configuration file.
@@ -269,7 +271,7 @@ func (c *Config) applyDefaults() {
 // withSource stamps the file name on validation errors.
 func withSource(err error, source string) error {
 	var out []error
-	for _, e := range unjoin(err) {
+	for _, e := range problem.Split(err) {
 		var fe *FieldError
 		if errors.As(e, &fe) && fe.Source == "" {
 			fe.Source = source
@@ -277,22 +279,6 @@ func withSource(err error, source string) error {
 		out = append(out, e)
 	}
 	return errors.Join(out...)
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-// Problems splits a Load error into its single-line problems.
-func Problems(err error) []string {
-	var out []string
-	for _, e := range unjoin(err) {
-		out = append(out, strings.ReplaceAll(e.Error(), "\n", " "))
-	}
-	return out
 }
 
 func goTypeName(t string) string {

@@ -71,7 +71,9 @@ return out
 // yet (the safety net for attempts asynq gave up on).
 // KEYS: wf, step, settled, failed, dependent step keys...
 // ARGV: step, outcome (done|dead|dead_if_open), optional (0|1), now, ttl, nfields,
-//       field/value pairs..., then per dependent: ndeps, deps...
+//
+//	field/value pairs..., then per dependent: ndeps, deps...
+//
 // Returns: {workflow state, ready dependent index (1-based into dependents)...}
 var settleScript = redis.NewScript(`
 local wfstate = redis.call('HGET', KEYS[1], 'state')
@@ -137,7 +139,7 @@ return out
 `)
 
 // cancelScript marks a workflow canceled unless it already ended.
-// KEYS: wf. ARGV: now. Returns the state after the call, or '' if gone.
+// KEYS: wf. ARGV: now. Returns the state after the call, or ” if gone.
 var cancelScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s then return '' end

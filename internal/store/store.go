@@ -198,17 +198,17 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 
 // Outcome is how a step ended.
 type Outcome struct {
-	Done      bool // false: dead-lettered
+	Done bool // false: dead-lettered
 	// OnlyIfOpen, with Done false, settles the step dead only if it has
 	// not been settled already.
 	OnlyIfOpen bool
-	Optional  bool
-	Output    string
-	Degraded  bool
-	Error     string
-	Target    string
-	Usage     Usage
-	InputHash string
+	Optional   bool
+	Output     string
+	Degraded   bool
+	Error      string
+	Target     string
+	Usage      Usage
+	InputHash  string
 }
 
 // Dependent is a step that may become ready, with its dependencies.

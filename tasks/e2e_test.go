@@ -44,7 +44,7 @@ input: { who: "Ada" }
 func TestSingleStepEndToEnd(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	id := e.Submit(t, e.Spec(oneStep))
-	wf := e.Wait(t, id, 10*time.Second, store.StateSucceeded)
+	wf := e.Wait(t, id, 10*time.Second, store.StateCompleted)
 	s := wf.Steps[0]
 	if want := chaosllm.Reply("Say hello to Ada\n"); s.Output != want {
 		t.Fatalf("output %q, want %q", s.Output, want)
@@ -79,7 +79,7 @@ steps:
 		}
 	}
 	e.StartWorker(t, false)
-	wf := e.Wait(t, id, 15*time.Second, store.StateSucceeded)
+	wf := e.Wait(t, id, 15*time.Second, store.StateCompleted)
 	// let any straggling duplicate finish before counting
 	waitQueueEmpty(t, e)
 	st := e.Chaos.Snapshot()
@@ -109,7 +109,7 @@ func waitQueueEmpty(t *testing.T, e *testenv.Env) {
 func TestRedeliveredStepUsesCheckpoint(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	id := e.Submit(t, e.Spec(oneStep))
-	e.Wait(t, id, 10*time.Second, store.StateSucceeded)
+	e.Wait(t, id, 10*time.Second, store.StateCompleted)
 	before := e.Chaos.Snapshot().Total
 	payload, _ := json.Marshal(tasks.Payload{Workflow: id, Step: "greet"})
 	if _, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeStep, payload, asynq.TaskID(id+":greet:again"))); err != nil {
@@ -120,7 +120,7 @@ func TestRedeliveredStepUsesCheckpoint(t *testing.T) {
 		t.Fatalf("redelivery called the LLM again: %d calls before, %d after", before, after)
 	}
 	wf, _ := e.Store.Get(context.Background(), id)
-	if wf.State != store.StateSucceeded || wf.Steps[0].Attempts != 1 {
+	if wf.State != store.StateCompleted || wf.Steps[0].Attempts != 1 {
 		t.Fatalf("workflow after redelivery: %+v", wf)
 	}
 }
@@ -129,7 +129,7 @@ func TestServerErrorsRetryThenSucceed(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "down", Requests: 2, Fault: &chaosllm.Fault{Status: 503}}, {Name: "up"}}}})
 	id := e.Submit(t, e.Spec(oneStep))
-	wf := e.Wait(t, id, 15*time.Second, store.StateSucceeded)
+	wf := e.Wait(t, id, 15*time.Second, store.StateCompleted)
 	if s := wf.Steps[0]; s.Attempts != 3 || s.State != store.StepDone {
 		t.Fatalf("step = %+v, want done after 3 attempts", s)
 	}
@@ -139,7 +139,7 @@ func TestFailoverToNextTargetWithinOneAttempt(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Endpoint: "openai", Fault: &chaosllm.Fault{Status: 500}}}}})
 	id := e.Submit(t, e.Spec(strings.Replace(oneStep, "route: solo", "route: main", 1)))
-	wf := e.Wait(t, id, 10*time.Second, store.StateSucceeded)
+	wf := e.Wait(t, id, 10*time.Second, store.StateCompleted)
 	if s := wf.Steps[0]; s.Attempts != 1 || s.Target != "an/m-an" {
 		t.Fatalf("step = %+v, want answered by the second target on attempt 1", s)
 	}
@@ -149,7 +149,7 @@ func TestRateLimitedKeyRotatesToBackupKey(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(30 * time.Second)}}, {}}}})
 	id := e.Submit(t, e.Spec(oneStep))
-	wf := e.Wait(t, id, 10*time.Second, store.StateSucceeded)
+	wf := e.Wait(t, id, 10*time.Second, store.StateCompleted)
 	st := e.Chaos.Snapshot()
 	if wf.Steps[0].Attempts != 1 || st.Count("openai", chaosllm.KeyID(testenv.Keys[0]), "status_429") != 1 ||
 		st.Count("openai", chaosllm.KeyID(testenv.Keys[1]), "ok") != 1 {
@@ -192,7 +192,7 @@ steps:
     depends_on: [news, soft]
     prompt: "news missing={{ .Steps.news.Missing }} soft={{ .Steps.soft.Output }} degraded={{ .Steps.soft.Degraded }}"
 `))
-	wf := e.Wait(t, id, 15*time.Second, store.StateSucceeded)
+	wf := e.Wait(t, id, 15*time.Second, store.StateCompleted)
 	news, soft, report := wf.Steps[0], wf.Steps[1], wf.Steps[2]
 	if news.State != store.StepDead || !strings.HasPrefix(news.Error, "network") {
 		t.Errorf("news = %+v", news)
@@ -255,5 +255,5 @@ func TestGarbagePayloadIsDeadLettered(t *testing.T) {
 	}
 	// the worker keeps working
 	id := e.Submit(t, e.Spec(oneStep))
-	e.Wait(t, id, 10*time.Second, store.StateSucceeded)
+	e.Wait(t, id, 10*time.Second, store.StateCompleted)
 }

@@ -65,7 +65,7 @@ func TestEnqueueWaitStatusResultListEndToEnd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("enqueue --wait: exit %d, stderr %q", r.code, r.err)
 	}
-	if !strings.Contains(r.out, "): succeeded") || !strings.Contains(r.out, "chaosllm answer") {
+	if !strings.Contains(r.out, "): completed") || !strings.Contains(r.out, "chaosllm answer") {
 		t.Fatalf("enqueue --wait printed %q", r.out)
 	}
 	id := strings.Fields(r.out)[1]
@@ -91,7 +91,7 @@ func TestEnqueueWaitStatusResultListEndToEnd(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.out, "chaosllm answer") || strings.Count(r.out, "\n") != 1 {
 		t.Fatalf("result: exit %d, %q", r.code, r.out)
 	}
-	r = run(t, cli.Enqueue, vars, "list", "--config", cfg, "--state", "succeeded")
+	r = run(t, cli.Enqueue, vars, "list", "--config", cfg, "--state", "completed")
 	if r.code != 0 || !strings.Contains(r.out, id) {
 		t.Fatalf("list: exit %d, %q %q", r.code, r.out, r.err)
 	}
@@ -207,7 +207,7 @@ func TestEmbeddedDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
 	}
-	for _, want := range []string{"(sales-report): succeeded", "attempt 1 failed (server)", "summary  degraded", "done via backup/claude-demo", "result (report):"} {
+	for _, want := range []string{"(sales-report): completed", "attempt 1 failed (server)", "summary  degraded", "done via backup/claude-demo", "result (report):"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, r.out)
 		}

@@ -119,7 +119,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 	mu.Lock()
 	fmt.Fprintln(out)
 	printWorkflow(out, wf)
-	if wf.State == store.StateSucceeded {
+	if wf.State == store.StateCompleted {
 		fmt.Fprintln(out, "\nresult (report):")
 		raw, _ := st.Spec(ctx, id)
 		printResult(out, wf, raw)
@@ -134,7 +134,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 	if err := <-done; err != nil {
 		return err
 	}
-	if wf.State != store.StateSucceeded {
+	if wf.State != store.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("demo workflow %s ended %s", id, wf.State)}
 	}
 	return nil

@@ -156,12 +156,12 @@ func waitAndPrint(cmd *cobra.Command, st *store.Store, id string, limit time.Dur
 		}
 	} else {
 		printWorkflow(out, wf)
-		if wf.State == store.StateSucceeded {
+		if wf.State == store.StateCompleted {
 			spec, _ := st.Spec(ctx, id)
 			printResult(out, wf, spec)
 		}
 	}
-	if wf.State != store.StateSucceeded {
+	if wf.State != store.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s ended %s", id, wf.State)}
 	}
 	return nil
@@ -270,11 +270,11 @@ func resultCmd(c *common) *cobra.Command {
 				if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
 					return err
 				}
-			} else if wf.State == store.StateSucceeded {
+			} else if wf.State == store.StateCompleted {
 				spec, _ := cl.Store.Spec(cmd.Context(), args[0])
 				printResult(cmd.OutOrStdout(), wf, spec)
 			}
-			if wf.State != store.StateSucceeded {
+			if wf.State != store.StateCompleted {
 				return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s has no result: it is %s", wf.ID, wf.State)}
 			}
 			return nil
@@ -315,9 +315,9 @@ func listCmd(c *common) *cobra.Command {
 		Example: "  enqueue list --state running",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch state {
-			case "", store.StatePending, store.StateRunning, store.StateBlocked, store.StateSucceeded, store.StateFailed, store.StateCanceled:
+			case "", store.StatePending, store.StateRunning, store.StateBlocked, store.StateCompleted, store.StateFailed, store.StateCanceled:
 			default:
-				return usageErr("--state %q: want pending, running, blocked, succeeded, failed or canceled", state)
+				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
 			}
 			cl, err := connect(cmd, c)
 			if err != nil {

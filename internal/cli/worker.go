@@ -22,7 +22,7 @@ steps and lets running ones finish within --shutdown-timeout.
 --embedded needs no services at all: it starts an in-process Redis and an
 in-process chaosllm (a fake provider with a scripted outage), runs the demo
 workflow through the outage, prints what happened and exits (0 if the
-workflow succeeded). With --serve it keeps running afterwards.`,
+workflow completed). With --serve it keeps running afterwards.`,
 		Example: `  worker --config agentq.yaml --concurrency 50 --queues critical=6,default=3,low=1
   worker --embedded
   AGENTQ_REDIS_URL=rediss://:secret@redis:6380/0 worker --metrics-addr :9091`,

@@ -65,7 +65,7 @@ return out
 
 // settleScript records a step's final outcome, idempotently (set
 // membership, not counters), and returns the dependents whose inputs are
-// now all settled. A step that is done, or dead but optional, is settled; a
+// now all settled (none once the workflow is canceled). A step that is done, or dead but optional, is settled; a
 // dead step that is not optional blocks the workflow.
 // Outcome "dead_if_open" settles the step dead only if it is not settled
 // yet (the safety net for attempts asynq gave up on).
@@ -113,7 +113,7 @@ for k = 5, #KEYS do
   end
   i = i + nd
   local ds = redis.call('HGET', KEYS[k], 'state')
-  if ready and (ds == 'pending' or ds == 'queued') then
+  if ready and wfstate ~= 'canceled' and (ds == 'pending' or ds == 'queued') then
     redis.call('HSET', KEYS[k], 'state', 'queued')
     out[#out + 1] = k - 4
   end
@@ -122,7 +122,7 @@ end
 if wfstate ~= 'canceled' then
   local total = tonumber(redis.call('HGET', KEYS[1], 'nsteps'))
   if redis.call('SCARD', KEYS[3]) >= total then
-    wfstate = 'succeeded'
+    wfstate = 'completed'
     if not redis.call('HGET', KEYS[1], 'finished_at') then
       redis.call('HSET', KEYS[1], 'finished_at', now)
     end
@@ -143,7 +143,7 @@ return out
 var cancelScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s then return '' end
-if s == 'succeeded' or s == 'failed' or s == 'canceled' then return s end
+if s == 'completed' or s == 'failed' or s == 'canceled' then return s end
 redis.call('HSET', KEYS[1], 'state', 'canceled', 'finished_at', ARGV[1])
 return 'canceled'
 `)

@@ -16,7 +16,7 @@ const (
 	StatePending   = "pending"
 	StateRunning   = "running"
 	StateBlocked   = "blocked" // a step was dead-lettered; dependents wait for a requeue
-	StateSucceeded = "succeeded"
+	StateCompleted = "completed"
 	StateFailed    = "failed"
 	StateCanceled  = "canceled"
 )
@@ -34,7 +34,7 @@ const (
 // Blocked is not final (a requeue resumes it) but callers waiting for an
 // outcome treat it as one.
 func Terminal(state string) bool {
-	return state == StateSucceeded || state == StateFailed || state == StateCanceled
+	return state == StateCompleted || state == StateFailed || state == StateCanceled
 }
 
 // ErrNotFound is returned for a workflow id that does not exist (or expired).

@@ -90,7 +90,7 @@ func TestFanInNeverLostAndNotReadyAgainOnceStarted(t *testing.T) {
 			t.Fatalf("round %d: after d started, a late duplicate made %v ready (%v)", round, ready, err)
 		}
 		state, _, err := s.Settle(ctx, id, "d", store.Outcome{Done: true, Output: "done"}, nil)
-		if err != nil || state != store.StateSucceeded {
+		if err != nil || state != store.StateCompleted {
 			t.Fatalf("round %d: final state %q, %v", round, state, err)
 		}
 	}

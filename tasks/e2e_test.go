@@ -222,7 +222,7 @@ steps:
 func TestCanceledWorkflowDoesNotRun(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	id := e.Submit(t, e.Spec(oneStep))
-	if _, err := e.Store.Cancel(context.Background(), id); err != nil {
+	if _, err := e.Client.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	e.StartWorker(t, false)

@@ -10,12 +10,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/tasks"
 )
 
 // ErrRedisUnreachable wraps every failure to reach Redis at start.
@@ -96,30 +95,31 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, logger *
 	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs})
 }
 
-// Clients are the Redis-backed parts every command uses.
+// Clients are the Redis-backed parts the producer commands use.
 type Clients struct {
 	Redis  redis.UniversalClient
-	Store  *store.Store
-	Asynq  *asynq.Client
-	Routes map[string]bool
+	Client *tasks.Client
 }
 
-// Connect opens Redis and builds the store and asynq client on it.
+// Connect opens Redis and builds the producer client on it, checking specs
+// against the configured routes (all routes are accepted when none are
+// configured: the worker's configuration is the one that counts).
 func Connect(ctx context.Context, cfg config.Config) (*Clients, error) {
 	rdb, err := Redis(ctx, cfg.Redis)
 	if err != nil {
 		return nil, err
 	}
-	routes := map[string]bool{}
-	for n := range cfg.Routes {
-		routes[n] = true
+	return &Clients{Redis: rdb, Client: tasks.NewClient(rdb, ClientOptions(cfg))}, nil
+}
+
+// ClientOptions are the producer client's options from a configuration.
+func ClientOptions(cfg config.Config) tasks.ClientOptions {
+	o := tasks.ClientOptions{Retention: cfg.Retention.D(),
+		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes}}
+	if len(cfg.Routes) > 0 {
+		o.Routes = cfg.RouteNames()
 	}
-	return &Clients{
-		Redis:  rdb,
-		Store:  store.New(rdb, cfg.Retention.D(), nil),
-		Asynq:  asynq.NewClientFromRedisClient(rdb),
-		Routes: routes,
-	}, nil
+	return o
 }
 
 // Close releases the clients.

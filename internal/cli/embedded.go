@@ -14,13 +14,12 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli/demo"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/tasks"
 )
@@ -71,7 +70,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	st := store.New(rdb, cfg.Retention.D(), nil)
+	client := tasks.NewClient(rdb, app.ClientOptions(cfg))
 
 	fmt.Fprintf(out, "agentq embedded demo: in-process Redis at %s, chaosllm at %s\n", mr.Addr(), chaosURL)
 	fmt.Fprintln(out, "scripted outage: the first 4 LLM calls get 503 everywhere; then the primary returns 500 for 3s; the news provider refuses connections throughout")
@@ -97,32 +96,30 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 		return fmt.Errorf("embedded worker: %w", err)
 	}
 
-	routes := map[string]bool{}
-	for n := range cfg.Routes {
-		routes[n] = true
-	}
-	spec, err := tasks.ParseSpec("embedded sales-report.yaml", demo.Workflow, routes, tasks.Limits{})
+	spec, err := client.Parse("embedded sales-report.yaml", demo.Workflow)
 	if err != nil {
 		return err
 	}
-	id, err := tasks.NewSubmitter(st, asynq.NewClientFromRedisClient(rdb), nil).Submit(ctx, spec)
+	id, err := client.Submit(ctx, spec)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "submitted workflow %s (%s, %d steps: sql → clean → report, with summary fanned in)\n", id, spec.Name, len(spec.Steps))
 	wctxWait, cancelWait := context.WithTimeout(ctx, demoTimeout)
 	defer cancelWait()
-	wf, err := waitWorkflow(wctxWait, st, id, 100*time.Millisecond)
+	wf, err := client.Wait(wctxWait, id, 100*time.Millisecond, nil)
 	if err != nil {
 		return err
 	}
 	mu.Lock()
 	fmt.Fprintln(out)
 	printWorkflow(out, wf)
-	if wf.State == store.StateCompleted {
+	if wf.State == tasks.StateCompleted {
 		fmt.Fprintln(out, "\nresult (report):")
-		raw, _ := st.Spec(ctx, id)
-		printResult(out, wf, raw)
+		if err := printResult(ctx, out, client, id, false); err != nil {
+			mu.Unlock()
+			return err
+		}
 	}
 	fmt.Fprintf(out, "\nchaosllm saw %s\n", summarize(chaos.Snapshot()))
 	mu.Unlock()
@@ -134,7 +131,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 	if err := <-done; err != nil {
 		return err
 	}
-	if wf.State != store.StateCompleted {
+	if wf.State != tasks.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("demo workflow %s ended %s", id, wf.State)}
 	}
 	return nil
@@ -146,7 +143,7 @@ func describe(e tasks.StepEvent) string {
 		return fmt.Sprintf("attempt %d failed (%s): every target of route %s failed; asynq retries it with backoff", e.Attempt, e.Class, e.Route)
 	case e.Degraded:
 		return fmt.Sprintf("degraded: every target of route %s failed (%s); answered with the route's fallback text", e.Route, e.Class)
-	case e.State == store.StepDone:
+	case e.State == "done":
 		return fmt.Sprintf("done via %s (attempt %d)", e.Target, e.Attempt)
 	default:
 		return fmt.Sprintf("%s (%s): %v", e.State, e.Class, e.Err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -30,8 +28,10 @@ func Enqueue(env Env) *cobra.Command {
 		Use:   "enqueue FILE",
 		Short: "Submit a workflow spec and inspect workflows",
 		Long: `enqueue submits a workflow spec (YAML or JSON; "-" reads stdin) and prints
-its id, or with --wait the finished workflow. Subcommands inspect and cancel
-workflows. A file whose name is also a subcommand must be given as ./NAME.
+its id, or with --wait the finished workflow (progress goes to stderr: a bar
+on a terminal, one line per change otherwise). Subcommands inspect and
+cancel workflows. A file whose name is also a subcommand must be given as
+./NAME.
 
 Exit codes: 0 done; 1 the workflow failed, was canceled or is blocked on a
 dead-lettered step (with --wait); 2 bad usage or invalid spec; 3 cannot
@@ -59,14 +59,8 @@ reach Redis.`,
 		if err != nil {
 			return err
 		}
-		var routes map[string]bool
-		if len(cfg.Routes) > 0 {
-			routes = map[string]bool{}
-			for n := range cfg.Routes {
-				routes[n] = true
-			}
-		}
-		spec, err := tasks.ParseSpec(source, data, routes, tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes})
+		// validate before connecting: bad input never touches Redis
+		spec, err := tasks.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), app.ClientOptions(cfg).Limits)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
@@ -81,25 +75,68 @@ reach Redis.`,
 			return err
 		}
 		defer cl.Close()
-		id, err := tasks.NewSubmitter(cl.Store, cl.Asynq, nil).Submit(cmd.Context(), spec)
+		id, err := cl.Client.Submit(cmd.Context(), spec)
 		if err != nil {
 			return fmt.Errorf("submit %s: %w", source, err)
 		}
+		out := cmd.OutOrStdout()
 		if !wait {
 			if !asJSON {
-				fmt.Fprintln(cmd.OutOrStdout(), id)
+				fmt.Fprintln(out, id)
 				return nil
 			}
-			wf, err := cl.Store.Get(cmd.Context(), id)
+			wf, err := cl.Client.Status(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), wf)
+			return printJSON(out, wf)
 		}
-		return waitAndPrint(cmd, cl.Store, id, waitFor, asJSON)
+		ctx := cmd.Context()
+		if waitFor > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, waitFor)
+			defer cancel()
+		}
+		p := newProgress(cmd.ErrOrStderr())
+		wf, err := cl.Client.Wait(ctx, id, 200*time.Millisecond, p.update)
+		p.done()
+		if err != nil {
+			return notFound(err, id)
+		}
+		if asJSON {
+			err = printJSON(out, wf)
+		} else {
+			printWorkflow(out, wf)
+			if wf.State == tasks.StateCompleted {
+				err = printResult(ctx, out, cl.Client, id, false)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return endState(wf)
 	}
 	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c))
 	return cmd
+}
+
+func routeSet(names []string) map[string]bool {
+	if names == nil {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// endState is the exit of a command that waited for wf.
+func endState(wf *tasks.Workflow) error {
+	if wf.State != tasks.StateCompleted {
+		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s is %s", wf.ID, wf.State)}
+	}
+	return nil
 }
 
 func readSpec(arg string, stdin io.Reader, limit int) ([]byte, string, error) {
@@ -136,79 +173,30 @@ func applyInputs(spec *tasks.Spec, inputs []string) error {
 	return nil
 }
 
-// waitAndPrint polls the workflow until it ends (or is blocked), prints it
-// and sets the exit code.
-func waitAndPrint(cmd *cobra.Command, st *store.Store, id string, limit time.Duration, asJSON bool) error {
-	ctx := cmd.Context()
-	if limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	wf, err := waitWorkflow(ctx, st, id, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	out := cmd.OutOrStdout()
-	if asJSON {
-		if err := printJSON(out, wf); err != nil {
-			return err
-		}
-	} else {
-		printWorkflow(out, wf)
-		if wf.State == store.StateCompleted {
-			spec, _ := st.Spec(ctx, id)
-			printResult(out, wf, spec)
-		}
-	}
-	if wf.State != store.StateCompleted {
-		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s ended %s", id, wf.State)}
-	}
-	return nil
-}
-
-// waitWorkflow polls until the workflow is terminal or blocked.
-func waitWorkflow(ctx context.Context, st *store.Store, id string, every time.Duration) (*store.Workflow, error) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		wf, err := st.Get(ctx, id)
-		if err != nil {
-			return nil, notFound(err, id)
-		}
-		if store.Terminal(wf.State) || wf.State == store.StateBlocked {
-			return wf, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("gave up waiting for workflow %s (state %s): %w", id, wf.State, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
 func notFound(err error, id string) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, tasks.ErrNotFound) {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s not found (wrong id, or expired after its retention)", id)}
 	}
 	return err
 }
 
-// printResult prints the outputs of the steps nothing depends on.
-func printResult(w io.Writer, wf *store.Workflow, specJSON []byte) {
-	var spec tasks.Spec
-	_ = json.Unmarshal(specJSON, &spec)
-	deps := map[string][]string{}
-	for _, s := range spec.Steps {
-		deps[s.ID] = s.DependsOn
+// printResult prints the final steps' outputs, or every step's with all.
+func printResult(ctx context.Context, w io.Writer, cl *tasks.Client, id string, all bool) error {
+	r, err := cl.Result(ctx, id)
+	if err != nil {
+		return notFound(err, id)
 	}
-	out := sinks(wf, deps)
-	for _, s := range out {
-		if len(out) > 1 {
+	steps := r.Final
+	if all {
+		steps = r.Workflow.Steps
+	}
+	for _, s := range steps {
+		if len(steps) > 1 {
 			fmt.Fprintf(w, "== %s ==\n", s.ID)
 		}
 		fmt.Fprintln(w, s.Output)
 	}
+	return nil
 }
 
 func connect(cmd *cobra.Command, c *common) (*app.Clients, error) {
@@ -219,36 +207,33 @@ func connect(cmd *cobra.Command, c *common) (*app.Clients, error) {
 	return app.Connect(cmd.Context(), cfg)
 }
 
-// getWorkflow connects and reads one workflow; the caller closes the clients.
-func getWorkflow(cmd *cobra.Command, c *common, id string) (*app.Clients, *store.Workflow, error) {
+// withClient connects, runs f and closes.
+func withClient(cmd *cobra.Command, c *common, f func(*tasks.Client) error) error {
 	cl, err := connect(cmd, c)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	wf, err := cl.Store.Get(cmd.Context(), id)
-	if err != nil {
-		cl.Close()
-		return nil, nil, notFound(err, id)
-	}
-	return cl, wf, nil
+	defer cl.Close()
+	return f(cl.Client)
 }
 
 func statusCmd(c *common) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use: "status ID", Short: "Print a workflow's state and its steps", Args: cobra.ExactArgs(1),
-		Example: "  enqueue status wf_abc123 --json",
+		Use: "status ID", Short: "Print a workflow's state and its steps (a table)", Args: cobra.ExactArgs(1),
+		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, wf, err := getWorkflow(cmd, c, args[0])
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), wf)
-			}
-			printWorkflow(cmd.OutOrStdout(), wf)
-			return nil
+			return withClient(cmd, c, func(cl *tasks.Client) error {
+				wf, err := cl.Status(cmd.Context(), args[0])
+				if err != nil {
+					return notFound(err, args[0])
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), wf)
+				}
+				printWorkflow(cmd.OutOrStdout(), wf)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
@@ -256,50 +241,53 @@ func statusCmd(c *common) *cobra.Command {
 }
 
 func resultCmd(c *common) *cobra.Command {
-	var asJSON bool
+	var asJSON, all bool
 	cmd := &cobra.Command{
-		Use: "result ID", Short: "Print a finished workflow's result (the outputs of its last steps)", Args: cobra.ExactArgs(1),
-		Example: "  enqueue result wf_abc123",
+		Use:   "result ID",
+		Short: "Print a completed workflow's result: the outputs of its final steps (--all: every step)",
+		Long: `result prints the outputs of the steps nothing depends on (a chord's body,
+a chain's last step); --all prints every step's output under its id. It
+exits 1 if the workflow has not completed.`,
+		Args:    cobra.ExactArgs(1),
+		Example: "  enqueue result wf_abc123\n  enqueue result wf_abc123 --all\n  enqueue result wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, wf, err := getWorkflow(cmd, c, args[0])
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
-					return err
+			return withClient(cmd, c, func(cl *tasks.Client) error {
+				wf, err := cl.Status(cmd.Context(), args[0])
+				if err != nil {
+					return notFound(err, args[0])
 				}
-			} else if wf.State == store.StateCompleted {
-				spec, _ := cl.Store.Spec(cmd.Context(), args[0])
-				printResult(cmd.OutOrStdout(), wf, spec)
-			}
-			if wf.State != store.StateCompleted {
-				return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s has no result: it is %s", wf.ID, wf.State)}
-			}
-			return nil
+				if asJSON {
+					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
+						return err
+					}
+				} else if wf.State == tasks.StateCompleted {
+					if err := printResult(cmd.Context(), cmd.OutOrStdout(), cl, args[0], all); err != nil {
+						return err
+					}
+				}
+				return endState(wf)
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the workflow as one JSON document")
+	cmd.Flags().BoolVar(&all, "all", false, "print every step's output")
 	return cmd
 }
 
 func cancelCmd(c *common) *cobra.Command {
 	return &cobra.Command{
-		Use: "cancel ID", Short: "Cancel a workflow: steps not yet started will not run", Args: cobra.ExactArgs(1),
-		Example: "  enqueue cancel wf_abc123",
+		Use:   "cancel ID",
+		Short: "Cancel a workflow: queued steps are deleted, running ones are interrupted, nothing further runs",
+		Args:  cobra.ExactArgs(1), Example: "  enqueue cancel wf_abc123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := connect(cmd, c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			st, err := cl.Store.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return notFound(err, args[0])
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s: %s\n", args[0], st)
-			return nil
+			return withClient(cmd, c, func(cl *tasks.Client) error {
+				st, err := cl.Cancel(cmd.Context(), args[0])
+				if err != nil {
+					return notFound(err, args[0])
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "workflow %s: %s\n", args[0], st)
+				return nil
+			})
 		},
 	}
 }
@@ -315,29 +303,26 @@ func listCmd(c *common) *cobra.Command {
 		Example: "  enqueue list --state running",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch state {
-			case "", store.StatePending, store.StateRunning, store.StateBlocked, store.StateCompleted, store.StateFailed, store.StateCanceled:
+			case "", tasks.StatePending, tasks.StateRunning, tasks.StateBlocked, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled:
 			default:
 				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
 			}
-			cl, err := connect(cmd, c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			wfs, err := cl.Store.List(cmd.Context(), state, limit)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if wfs == nil {
-					wfs = []*store.Workflow{}
+			return withClient(cmd, c, func(cl *tasks.Client) error {
+				wfs, err := cl.List(cmd.Context(), state, limit)
+				if err != nil {
+					return err
 				}
-				return printJSON(cmd.OutOrStdout(), wfs)
-			}
-			for _, wf := range wfs {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", wf.ID, wf.State, wf.Name, wf.CreatedAt.Format(time.RFC3339))
-			}
-			return nil
+				if asJSON {
+					if wfs == nil {
+						wfs = []*tasks.Workflow{}
+					}
+					return printJSON(cmd.OutOrStdout(), wfs)
+				}
+				for _, wf := range wfs {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", wf.ID, wf.State, wf.Name, wf.CreatedAt.Format(time.RFC3339))
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only workflows in this state")

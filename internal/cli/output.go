@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/tasks"
 )
 
 // printJSON writes v as one indented JSON document.
@@ -20,7 +20,7 @@ func printJSON(w io.Writer, v any) error {
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *store.Workflow) {
+func printWorkflow(w io.Writer, wf *tasks.Workflow) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
@@ -41,27 +41,10 @@ func printWorkflow(w io.Writer, wf *store.Workflow) {
 	}
 	tw.Flush()
 	for _, s := range wf.Steps {
-		if s.Error != "" && s.State != store.StepDone {
+		if s.Error != "" && s.State != "done" {
 			fmt.Fprintf(w, "  %s error: %s\n", s.ID, oneLine(s.Error, 300))
 		}
 	}
-}
-
-// sinks are the steps nothing depends on: a workflow's results.
-func sinks(wf *store.Workflow, dependsOn map[string][]string) []store.StepRecord {
-	used := map[string]bool{}
-	for _, deps := range dependsOn {
-		for _, d := range deps {
-			used[d] = true
-		}
-	}
-	var out []store.StepRecord
-	for _, s := range wf.Steps {
-		if !used[s.ID] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func oneLine(s string, n int) string {

@@ -23,11 +23,12 @@ const (
 
 // Step states.
 const (
-	StepPending = "pending"
-	StepQueued  = "queued"
-	StepRunning = "running"
-	StepDone    = "done"
-	StepDead    = "dead" // dead-lettered: retries exhausted or not retryable
+	StepPending  = "pending"
+	StepQueued   = "queued"
+	StepRunning  = "running"
+	StepDone     = "done"
+	StepDead     = "dead" // dead-lettered: retries exhausted or not retryable
+	StepCanceled = "canceled"
 )
 
 // Terminal reports whether a workflow state is final for a waiting caller.
@@ -266,10 +267,14 @@ func (s *Store) RecordError(ctx context.Context, wf, step, msg string) error {
 	return s.rdb.HSet(ctx, stepKey(wf, step), "error", msg).Err()
 }
 
-// Cancel marks a workflow canceled; its steps stop at their next start.
-// It returns the state after the call.
-func (s *Store) Cancel(ctx context.Context, wf string) (string, error) {
-	st, err := cancelScript.Run(ctx, s.rdb, []string{wfKey(wf)}, ts(s.now())).Text()
+// Cancel marks a workflow and its unsettled steps canceled; steps stop at
+// their next start. It returns the workflow's state after the call.
+func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, error) {
+	keys := []string{wfKey(wf)}
+	for _, st := range steps {
+		keys = append(keys, stepKey(wf, st))
+	}
+	st, err := cancelScript.Run(ctx, s.rdb, keys, ts(s.now())).Text()
 	if err != nil {
 		return "", fmt.Errorf("store: cancel %s: %w", wf, err)
 	}

@@ -197,14 +197,14 @@ func TestCancelAndList(t *testing.T) {
 	ctx := context.Background()
 	create(t, s, "w1")
 	create(t, s, "w2")
-	if st, err := s.Cancel(ctx, "w1"); err != nil || st != store.StateCanceled {
+	if st, err := s.Cancel(ctx, "w1", []string{"a", "b", "c", "d"}); err != nil || st != store.StateCanceled {
 		t.Fatalf("cancel: %q %v", st, err)
 	}
 	a, _ := s.Begin(ctx, "w1", "a", "t-a", time.Minute, nil)
 	if a.WorkflowState != store.StateCanceled || a.Step.Attempts != 0 {
 		t.Fatalf("begin on canceled: %+v", a)
 	}
-	if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Cancel(ctx, "nope", nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("cancel missing: %v", err)
 	}
 	all, _ := s.List(ctx, "", 10)

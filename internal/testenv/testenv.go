@@ -33,6 +33,7 @@ type Env struct {
 	URL     string // chaosllm base URL
 	Config  config.Config
 	Store   *store.Store
+	Client  *tasks.Client
 	Asynq   *asynq.Client
 	Events  chan tasks.StepEvent
 	Spec    func(yaml string) *tasks.Spec
@@ -89,14 +90,11 @@ func Start(t *testing.T, o Options) *Env {
 	cfg.Redis.Addr, cfg.Redis.DB = db.Addr, db.DB
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: hs.URL, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
+		Client: tasks.NewClient(rdb, tasks.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()}),
 		Events: make(chan tasks.StepEvent, 1024)}
-	routes := map[string]bool{}
-	for n := range cfg.Routes {
-		routes[n] = true
-	}
 	e.Spec = func(y string) *tasks.Spec {
 		t.Helper()
-		s, err := tasks.ParseSpec("test.yaml", []byte(y), routes, tasks.Limits{})
+		s, err := e.Client.Parse("test.yaml", []byte(y))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +159,7 @@ func (e *Env) StopWorker(t *testing.T) {
 // Submit submits a spec and returns the workflow id.
 func (e *Env) Submit(t *testing.T, spec *tasks.Spec) string {
 	t.Helper()
-	id, err := tasks.NewSubmitter(e.Store, e.Asynq, nil).Submit(context.Background(), spec)
+	id, err := e.Client.Submit(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}

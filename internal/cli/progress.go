@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// progress shows a waiting workflow: a bar redrawn in place on a terminal,
+// one line per step change otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+	seen  map[string]string // step id -> "state/attempts" last shown
+	drawn bool
+}
+
+func newProgress(w io.Writer) *progress {
+	return &progress{w: w, tty: isTerminal(w), start: time.Now(), seen: map[string]string{}}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progress) update(wf *tasks.Workflow) {
+	if p.tty {
+		p.bar(wf)
+		return
+	}
+	for _, s := range wf.Steps {
+		key := fmt.Sprintf("%s/%d", s.State, s.Attempts)
+		if p.seen[s.ID] == key {
+			continue
+		}
+		p.seen[s.ID] = key
+		line := fmt.Sprintf("%s %s: %s", elapsed(p.start), s.ID, s.State)
+		if s.Attempts > 1 {
+			line += fmt.Sprintf(" (attempt %d)", s.Attempts)
+		}
+		if s.Degraded {
+			line += " degraded"
+		}
+		if s.Error != "" && s.State != "done" {
+			line += ": " + oneLine(s.Error, 160)
+		}
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) bar(wf *tasks.Workflow) {
+	const width = 24
+	done, failed := 0, 0
+	var running []string
+	for _, s := range wf.Steps {
+		switch s.State {
+		case "done":
+			done++
+		case "dead":
+			failed++
+		case "running":
+			running = append(running, s.ID)
+		}
+	}
+	n := max(1, len(wf.Steps))
+	fill := width * (done + failed) / n
+	line := fmt.Sprintf("\r[%s%s] %d/%d done", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, len(wf.Steps))
+	if failed > 0 {
+		line += fmt.Sprintf(", %d dead", failed)
+	}
+	if len(running) > 0 {
+		line += " · running " + oneLine(strings.Join(running, ", "), 40)
+	}
+	line += " · " + elapsed(p.start)
+	fmt.Fprintf(p.w, "%-100s", line)
+	p.drawn = true
+}
+
+// done ends the bar's line.
+func (p *progress) done() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func elapsed(since time.Time) string {
+	return fmt.Sprintf("%5.1fs", time.Since(since).Seconds())
+}

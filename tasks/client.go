@@ -1,0 +1,263 @@
+package tasks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// Workflow is a workflow's state and steps as Status returns them; its
+// JSON shape is stable (DESIGN §2).
+type Workflow = store.Workflow
+
+// StepRecord is one step of a Workflow.
+type StepRecord = store.StepRecord
+
+// Workflow states.
+const (
+	StatePending   = store.StatePending
+	StateRunning   = store.StateRunning
+	StateBlocked   = store.StateBlocked
+	StateCompleted = store.StateCompleted
+	StateFailed    = store.StateFailed
+	StateCanceled  = store.StateCanceled
+)
+
+// ErrNotFound is returned for a workflow id that does not exist or expired.
+var ErrNotFound = store.ErrNotFound
+
+// ClientOptions configures a Client. The zero value works: 24h retention,
+// no route check, default limits, random ids.
+type ClientOptions struct {
+	// Retention is how long records and finished tasks are kept; 0: 24h.
+	Retention time.Duration
+	// Routes, when not nil, are the routes a spec may name.
+	Routes []string
+	Limits Limits
+	// NewID makes workflow ids; nil: random "wf_…" ids.
+	NewID func() string
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Client is the producer API: parse, submit, follow and cancel workflows.
+// The enqueue command is built on it.
+type Client struct {
+	o      ClientOptions
+	store  *store.Store
+	asynq  *asynq.Client
+	insp   *asynq.Inspector
+	routes map[string]bool
+}
+
+// NewClient returns a client on rdb. It does not close rdb.
+func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
+	if o.Retention <= 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.NewID == nil {
+		o.NewID = NewID
+	}
+	c := &Client{o: o, store: store.New(rdb, o.Retention, o.Now),
+		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
+	if o.Routes != nil {
+		c.routes = map[string]bool{}
+		for _, r := range o.Routes {
+			c.routes[r] = true
+		}
+	}
+	return c
+}
+
+// NewID returns a random workflow id: "wf_" and 20 base32 characters.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "wf_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// Parse reads and validates a spec against the client's routes and limits.
+func (c *Client) Parse(source string, data []byte) (*Spec, error) {
+	return ParseSpec(source, data, c.routes, c.o.Limits)
+}
+
+// Submit writes the workflow record (before anything is enqueued) and
+// enqueues the steps that depend on nothing. spec must come from Parse or
+// ParseSpec.
+func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
+	id := c.o.NewID()
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("encode spec: %w", err)
+	}
+	ids := make([]string, len(spec.Steps))
+	for i, st := range spec.Steps {
+		ids[i] = st.ID
+	}
+	if err := c.store.Create(ctx, store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids}); err != nil {
+		return "", err
+	}
+	for _, root := range spec.Roots() {
+		if err := enqueueStep(ctx, c.asynq, id, spec, root, c.o.Retention); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// Status returns the workflow with all its steps.
+func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
+	return c.store.Get(ctx, id)
+}
+
+// Result is a workflow's outputs.
+type Result struct {
+	Workflow *Workflow
+	// Final are the steps nothing depends on (a chord's body, a chain's
+	// end), in spec order: the workflow's answer.
+	Final []StepRecord
+}
+
+// Result returns the workflow and its final steps. It does not wait.
+func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
+	wf, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := c.spec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, st := range spec.Steps {
+		for _, d := range st.DependsOn {
+			used[d] = true
+		}
+	}
+	r := &Result{Workflow: wf}
+	for _, s := range wf.Steps {
+		if !used[s.ID] {
+			r.Final = append(r.Final, s)
+		}
+	}
+	return r, nil
+}
+
+func (c *Client) spec(ctx context.Context, id string) (*Spec, error) {
+	raw, err := c.store.Spec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var s Spec
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("workflow %s: stored spec is unreadable: %w", id, err)
+	}
+	return &s, nil
+}
+
+// Settled reports whether a waiting caller is done with a workflow in this
+// state: it ended, or it is blocked on a dead-lettered step.
+func Settled(state string) bool {
+	return store.Terminal(state) || state == StateBlocked
+}
+
+// Wait polls the workflow every poll (0: 200ms) until it is Settled or ctx
+// ends. onChange, if not nil, is called with each new version.
+func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*Workflow)) (*Workflow, error) {
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	last := ""
+	for {
+		wf, err := c.store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if sig := signature(wf); sig != last && onChange != nil {
+			onChange(wf)
+			last = sig
+		}
+		if Settled(wf.State) {
+			return wf, nil
+		}
+		select {
+		case <-ctx.Done():
+			return wf, fmt.Errorf("gave up waiting for workflow %s (state %s): %w", id, wf.State, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func signature(wf *Workflow) string {
+	var b strings.Builder
+	b.WriteString(wf.State)
+	for _, s := range wf.Steps {
+		fmt.Fprintf(&b, "|%s:%d", s.State, s.Attempts)
+	}
+	return b.String()
+}
+
+// Cancel stops a workflow: it is marked canceled (no further step is
+// enqueued), its queued tasks are deleted and its running steps see their
+// context canceled. It returns the workflow's state after the call (a
+// workflow that already ended keeps its state).
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
+	spec, err := c.spec(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	ids := make([]string, len(spec.Steps))
+	for i, st := range spec.Steps {
+		ids[i] = st.ID
+	}
+	state, err := c.store.Cancel(ctx, id, ids)
+	if err != nil || state != StateCanceled {
+		return state, err
+	}
+	var errs []error
+	for i := range spec.Steps {
+		st := &spec.Steps[i]
+		tid, queue := TaskID(id, st.ID), spec.resolve(st).Queue
+		info, err := c.insp.GetTaskInfo(queue, tid)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch info.State {
+		case asynq.TaskStateActive:
+			err = c.insp.CancelProcessing(tid)
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+			err = c.insp.DeleteTask(queue, tid)
+			if errors.Is(err, asynq.ErrTaskNotFound) {
+				err = nil // it started or finished meanwhile; the canceled state stops it
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
+		}
+	}
+	if len(errs) > 0 {
+		return state, fmt.Errorf("workflow %s canceled, but some of its tasks could not be stopped (they will stop at their next start): %w", id, errors.Join(errs...))
+	}
+	return state, nil
+}
+
+// List returns recent workflows, newest first, optionally in one state.
+func (c *Client) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
+	return c.store.List(ctx, state, limit)
+}

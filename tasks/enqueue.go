@@ -1,0 +1,26 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// enqueueStep enqueues one step; an existing task with its id is success.
+func enqueueStep(ctx context.Context, c *asynq.Client, wf string, spec *Spec, step string, retention time.Duration) error {
+	st, ok := spec.Step(step)
+	if !ok {
+		return fmt.Errorf("workflow %s has no step %q", wf, step)
+	}
+	t, err := newStepTask(wf, spec, st, retention)
+	if err != nil {
+		return err
+	}
+	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("enqueue %s: %w", TaskID(wf, step), err)
+	}
+	return nil
+}

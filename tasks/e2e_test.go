@@ -20,6 +20,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(crashEnv) != "" {
+		crashChild()
+		return
+	}
 	code := redistest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
@@ -78,7 +82,7 @@ steps:
 			}
 		}
 	}
-	e.StartWorker(t, false)
+	e.StartWorker(t)
 	wf := e.Wait(t, id, 15*time.Second, store.StateCompleted)
 	// let any straggling duplicate finish before counting
 	waitQueueEmpty(t, e)
@@ -225,7 +229,7 @@ func TestCanceledWorkflowDoesNotRun(t *testing.T) {
 	if _, err := e.Client.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	e.StartWorker(t, false)
+	e.StartWorker(t)
 	waitQueueEmpty(t, e)
 	if n := e.Chaos.Snapshot().Total; n != 0 {
 		t.Fatalf("canceled workflow made %d calls", n)

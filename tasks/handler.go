@@ -32,6 +32,10 @@ type HandlerOptions struct {
 	MaxOutputBytes int
 	// Events, when set, hears each settled step (metrics, demo output).
 	Events func(StepEvent)
+	// BeforeEnqueue, when set, is called after a step settled and before
+	// the dependents it made ready are enqueued. Crash drills use it to
+	// stop a worker at the worst moment.
+	BeforeEnqueue func(wf, step string, ready []string)
 }
 
 // StepEvent reports a settled step, or (State "retrying") a failed attempt
@@ -240,6 +244,9 @@ func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	}
 	if err != nil {
 		return err
+	}
+	if h.o.BeforeEnqueue != nil {
+		h.o.BeforeEnqueue(p.Workflow, st.ID, ready)
 	}
 	for _, d := range ready {
 		if err := enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention()); err != nil {

@@ -138,12 +138,20 @@ out[1] = wfstate
 return out
 `)
 
-// cancelScript marks a workflow canceled unless it already ended.
-// KEYS: wf. ARGV: now. Returns the state after the call, or ” if gone.
+// cancelScript marks a workflow canceled unless it already ended, and each
+// of its steps that has not settled.
+// KEYS: wf, step keys... ARGV: now. Returns the state after the call, or ''
+// if gone.
 var cancelScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s then return '' end
 if s == 'completed' or s == 'failed' or s == 'canceled' then return s end
 redis.call('HSET', KEYS[1], 'state', 'canceled', 'finished_at', ARGV[1])
+for k = 2, #KEYS do
+  local st = redis.call('HGET', KEYS[k], 'state')
+  if st and st ~= 'done' and st ~= 'dead' then
+    redis.call('HSET', KEYS[k], 'state', 'canceled')
+  end
+end
 return 'canceled'
 `)

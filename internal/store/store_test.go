@@ -200,6 +200,9 @@ func TestCancelAndList(t *testing.T) {
 	if st, err := s.Cancel(ctx, "w1", []string{"a", "b", "c", "d"}); err != nil || st != store.StateCanceled {
 		t.Fatalf("cancel: %q %v", st, err)
 	}
+	if wf, _ := s.Get(ctx, "w1"); wf.Steps[0].State != store.StepCanceled || wf.Steps[3].State != store.StepCanceled {
+		t.Fatalf("steps after cancel: %+v", wf.Steps)
+	}
 	a, _ := s.Begin(ctx, "w1", "a", "t-a", time.Minute, nil)
 	if a.WorkflowState != store.StateCanceled || a.Step.Attempts != 0 {
 		t.Fatalf("begin on canceled: %+v", a)

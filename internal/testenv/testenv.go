@@ -39,6 +39,7 @@ type Env struct {
 	Spec    func(yaml string) *tasks.Spec
 	stopped chan error
 	cancel  context.CancelFunc
+	opts    Options
 }
 
 // ConfigYAML is the test configuration; ${CHAOS} is chaosllm's URL.
@@ -61,11 +62,22 @@ worker:
 retention: 1h
 `
 
+// Config is the test configuration for a chaosllm URL and a database.
+func Config(chaosURL string, db redistest.DB) (config.Config, error) {
+	vars := map[string]string{"CHAOS": chaosURL, "K1": Keys[0], "K2": Keys[1]}
+	cfg, err := config.Load(config.Input{Path: "testenv.yaml", Data: []byte(ConfigYAML),
+		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }})
+	cfg.Redis.Addr, cfg.Redis.DB = db.Addr, db.DB
+	return cfg, err
+}
+
 // Options tune Start.
 type Options struct {
 	Scenario  chaosllm.Scenario
 	NoWorker  bool // start everything but the worker
 	LogOutput bool // send worker logs to stderr (debugging)
+	// Middleware wraps the worker's step handler (fault injection).
+	Middleware func(asynq.Handler) asynq.Handler
 }
 
 // Start builds the environment.
@@ -81,13 +93,10 @@ func Start(t *testing.T, o Options) *Env {
 	}
 	hs := httptest.NewServer(chaos)
 	t.Cleanup(hs.Close)
-	vars := map[string]string{"CHAOS": hs.URL, "K1": Keys[0], "K2": Keys[1]}
-	cfg, err := config.Load(config.Input{Path: "testenv.yaml", Data: []byte(ConfigYAML),
-		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }})
+	cfg, err := Config(hs.URL, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Redis.Addr, cfg.Redis.DB = db.Addr, db.DB
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: hs.URL, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		Client: tasks.NewClient(rdb, tasks.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()}),
@@ -100,35 +109,42 @@ func Start(t *testing.T, o Options) *Env {
 		}
 		return s
 	}
+	e.opts = o
 	if !o.NoWorker {
-		e.StartWorker(t, o.LogOutput)
+		e.StartWorker(t)
 	}
 	return e
 }
 
+// WorkerOptions are the options StartWorker runs a worker with; a test
+// that runs a worker in another process uses them too.
+func (e *Env) WorkerOptions(log *slog.Logger) worker.Options {
+	return worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
+		Random:            func() float64 { return 0 },
+		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
+		Middleware: e.opts.Middleware}
+}
+
 // StartWorker runs a worker until the test ends.
-func (e *Env) StartWorker(t *testing.T, logs bool) {
+func (e *Env) StartWorker(t *testing.T) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	if logs {
+	if e.opts.LogOutput {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	e.stopped = make(chan error, 1)
 	e.cancel = cancel
-	go func() {
-		e.stopped <- worker.Run(ctx, worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
-			Events: func(ev tasks.StepEvent) {
-				select {
-				case e.Events <- ev:
-				default:
-				}
-			},
-			Random:            func() float64 { return 0 },
-			TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-			Ready: func() { close(ready) }})
-	}()
+	o := e.WorkerOptions(log)
+	o.Events = func(ev tasks.StepEvent) {
+		select {
+		case e.Events <- ev:
+		default:
+		}
+	}
+	o.Ready = func() { close(ready) }
+	go func() { e.stopped <- worker.Run(ctx, o) }()
 	select {
 	case <-ready:
 	case err := <-e.stopped:

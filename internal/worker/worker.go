@@ -41,6 +41,10 @@ type Options struct {
 	DelayedTaskCheckInterval time.Duration
 	// Ready is called once the server takes tasks; may be nil.
 	Ready func()
+	// Middleware wraps the step handler; may be nil (tests inject faults).
+	Middleware func(asynq.Handler) asynq.Handler
+	// BeforeEnqueue is passed to the handler (crash drills); may be nil.
+	BeforeEnqueue func(wf, step string, ready []string)
 }
 
 // Run serves until ctx is done, then shuts down gracefully: running steps
@@ -70,7 +74,7 @@ func Run(ctx context.Context, o Options) error {
 	st := store.New(rdb, cfg.Retention.D(), nil)
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Store: st, Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: o.Events})
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: o.Events, BeforeEnqueue: o.BeforeEnqueue})
 	if err != nil {
 		return err
 	}
@@ -93,7 +97,11 @@ func Run(ctx context.Context, o Options) error {
 		LogLevel:                 asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
-	mux.Handle(tasks.TypeStep, h)
+	var sh asynq.Handler = h
+	if o.Middleware != nil {
+		sh = o.Middleware(sh)
+	}
+	mux.Handle(tasks.TypeStep, sh)
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

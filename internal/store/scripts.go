@@ -140,7 +140,7 @@ return out
 
 // cancelScript marks a workflow canceled unless it already ended, and each
 // of its steps that has not settled.
-// KEYS: wf, step keys... ARGV: now. Returns the state after the call, or ''
+// KEYS: wf, step keys... ARGV: now. Returns the state after the call, or ”
 // if gone.
 var cancelScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 'state')

@@ -67,9 +67,20 @@ func (d DB) URL() string { return fmt.Sprintf("redis://%s/%d", d.Addr, d.DB) }
 // end of the test.
 func New(tb testing.TB) (DB, *redis.Client) {
 	tb.Helper()
+	d, c, err := Open()
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return d, c
+}
+
+// Open is New for code without a testing.TB (Example functions): the
+// caller closes the client.
+func Open() (DB, *redis.Client, error) {
 	once.Do(start)
 	if initErr != nil {
-		tb.Fatalf("redistest: %v", initErr)
+		return DB{}, nil, initErr
 	}
 	mu.Lock()
 	db := nextDB
@@ -83,10 +94,10 @@ func New(tb testing.TB) (DB, *redis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.FlushDB(ctx).Err(); err != nil {
-		tb.Fatalf("redistest: flush db %d at %s: %v", db, addr, err)
+		c.Close()
+		return DB{}, nil, fmt.Errorf("flush db %d at %s: %w", db, addr, err)
 	}
-	tb.Cleanup(func() { c.Close() })
-	return d, c
+	return d, c, nil
 }
 
 func start() {

@@ -136,10 +136,10 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	for id, d := range a.Deps {
 		views[id] = StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}
 	}
-	system, err := render(st.ID+".system", st.System, spec.Input, views)
+	system, err := render(st.systemT, spec.Input, views)
 	var prompt string
 	if err == nil {
-		prompt, err = render(st.ID+".prompt", st.Prompt, spec.Input, views)
+		prompt, err = render(st.promptT, spec.Input, views)
 	}
 	if err != nil {
 		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, a.Step.Attempts)
@@ -339,7 +339,9 @@ func (c *specCache) get(ctx context.Context, st *store.Store, wf string) (*Spec,
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("workflow %s: stored spec is unreadable: %v: %w", wf, err, asynq.SkipRetry)
 	}
-	s.prepare()
+	if err := s.prepare(); err != nil {
+		return nil, fmt.Errorf("workflow %s: stored spec: %v: %w", wf, err, asynq.SkipRetry)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {

@@ -24,19 +24,24 @@ type promptData struct {
 // maxRenderedBytes bounds a rendered prompt.
 const maxRenderedBytes = 4 << 20
 
-// render executes a prompt template. The template was checked at submit
-// time to read only .Input and the step's ancestors.
-func render(name, text string, input map[string]any, steps map[string]StepView) (string, error) {
+// parseTemplate parses a prompt template (nil for an empty one).
+func parseTemplate(name, text string) (*template.Template, error) {
 	if text == "" {
-		return "", nil
+		return nil, nil
 	}
-	t, err := template.New(name).Option("missingkey=zero").Parse(text)
-	if err != nil {
-		return "", fmt.Errorf("template %s: %w", name, err)
+	return template.New(name).Option("missingkey=zero").Parse(text)
+}
+
+// render executes a parsed prompt template (nil renders as ""). The
+// template was checked at submit time to read only .Input and the step's
+// ancestors.
+func render(t *template.Template, input map[string]any, steps map[string]StepView) (string, error) {
+	if t == nil {
+		return "", nil
 	}
 	var b limitedBuilder
 	if err := t.Execute(&b, promptData{Input: input, Steps: steps}); err != nil {
-		return "", fmt.Errorf("template %s: %w", name, err)
+		return "", fmt.Errorf("template %s: %w", t.Name(), err)
 	}
 	return b.String(), nil
 }

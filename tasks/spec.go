@@ -54,6 +54,8 @@ type Step struct {
 	MaxTokens  int      `yaml:"max_tokens" json:"max_tokens,omitempty"`
 	line       int
 	inputs     []string // direct dependencies and every step its templates read
+	promptT    *template.Template
+	systemT    *template.Template
 }
 
 // Duration is a step timeout such as "60s".
@@ -174,7 +176,9 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 		}
 		return nil, errors.Join(out...)
 	}
-	s.prepare()
+	if err := s.prepare(); err != nil {
+		return nil, &SpecError{Source: source, Msg: err.Error()}
+	}
 	return &s, nil
 }
 
@@ -338,11 +342,19 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	return errors.Join(errs...)
 }
 
-// prepare computes what each step reads (its inputs); specs loaded from the
-// store are prepared once per worker by the spec cache.
-func (s *Spec) prepare() {
+// prepare computes what each step reads (its inputs) and parses its
+// templates; specs loaded from the store are prepared once per worker by
+// the spec cache. It returns the first template that does not parse.
+func (s *Spec) prepare() error {
 	for i := range s.Steps {
 		st := &s.Steps[i]
+		var err error
+		if st.promptT, err = parseTemplate(st.ID+".prompt", st.Prompt); err != nil {
+			return err
+		}
+		if st.systemT, err = parseTemplate(st.ID+".system", st.System); err != nil {
+			return err
+		}
 		seen := map[string]bool{}
 		st.inputs = nil
 		add := func(id string) {
@@ -354,13 +366,14 @@ func (s *Spec) prepare() {
 		for _, d := range st.DependsOn {
 			add(d)
 		}
-		for _, text := range []string{st.Prompt, st.System} {
-			refs, _ := templateRefs(st.ID, text)
+		for _, t := range []*template.Template{st.promptT, st.systemT} {
+			refs, _ := parsedRefs(t)
 			for _, r := range refs {
 				add(r)
 			}
 		}
 	}
+	return nil
 }
 
 // Step returns the step with the given id.
@@ -458,9 +471,17 @@ func (s *Spec) findCycle() []string {
 // templateRefs parses a prompt template and returns the step ids it reads
 // through .Steps.<id>. Only .Input and .Steps are allowed at the top level.
 func templateRefs(name, text string) ([]string, error) {
-	t, err := template.New(name).Option("missingkey=zero").Parse(text)
+	t, err := parseTemplate(name, text)
 	if err != nil {
 		return nil, fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: "))
+	}
+	return parsedRefs(t)
+}
+
+// parsedRefs walks a parsed template (nil has none) for .Steps.<id>.
+func parsedRefs(t *template.Template) ([]string, error) {
+	if t == nil {
+		return nil, nil
 	}
 	var refs []string
 	var problem error

@@ -108,7 +108,8 @@ func TestTooManySteps(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
-	out, err := render("p", "Q: {{ .Input.q }} A: {{ .Steps.a.Output }} missing={{ .Steps.b.Missing }}",
+	tmpl, _ := parseTemplate("p", "Q: {{ .Input.q }} A: {{ .Steps.a.Output }} missing={{ .Steps.b.Missing }}")
+	out, err := render(tmpl,
 		map[string]any{"q": "why"}, map[string]StepView{"a": {Output: "because"}, "b": {Missing: true}})
 	if err != nil || out != "Q: why A: because missing=true" {
 		t.Fatalf("render = %q, %v", out, err)

@@ -44,10 +44,18 @@ var (
 // Use it from TestMain: os.Exit(redistest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	Stop()
+	return code
+}
+
+// Stop stops the server this package started, if any.
+func Stop() {
+	mu.Lock()
+	defer mu.Unlock()
 	if stop != nil {
 		stop()
+		stop = nil
 	}
-	return code
 }
 
 // DB is one test's database on the package's server.

@@ -133,19 +133,20 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 		keys = append(keys, stepKey(w.ID, st))
 	}
 	args := append([]any{s.ttl(), len(fields) / 2}, fields...)
-	n, err := createScript.Run(ctx, s.rdb, keys, args...).Int()
-	if err != nil {
-		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
-	}
-	// the index is in another slot: a separate write, trimmed as it goes
+	// One round trip: the record script and the index entry (another slot,
+	// so a separate command; a cluster client splits the pipeline by slot).
+	// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and Redis
+	// caches the compiled script either way. An index entry for an id that
+	// turns out to be taken points at the existing workflow: harmless.
 	pipe := s.rdb.Pipeline()
+	created := createScript.Eval(ctx, pipe, keys, args...)
 	pipe.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
 	pipe.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("store: index workflow %s: %w", w.ID, err)
+		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
+	}
+	if n, _ := created.Int(); n == 0 {
+		return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ BIN           := bin
 RACE          := $(shell $(GO) env CGO_ENABLED 2>/dev/null | grep -q 1 && command -v gcc >/dev/null 2>&1 && echo -race)
 TEST_TIMEOUT  ?= 15m
 
-.PHONY: help build test test-race lint vet staticcheck demo fuzz clean
+.PHONY: help build test test-race lint vet staticcheck demo fuzz clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -39,3 +39,7 @@ fuzz: ## run each fuzz target briefly
 
 clean: ## remove build output
 	rm -rf $(BIN)
+
+bench: ## the orchestration benchmark (not part of make test; see bench/README.md)
+	$(GO) run ./bench -chords 1000 -members 10
+	$(GO) run ./bench -chords 300 -members 10 -latency 20ms

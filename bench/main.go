@@ -150,7 +150,7 @@ func run(ctx context.Context, p params, out io.Writer) error {
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {
 	var sc chaosllm.Scenario
 	if latency > 0 {
-		sc.Phases = []chaosllm.Phase{{Name: "steady", Latency: chaosllm.Duration(latency)}}
+		sc.Phases = []chaosllm.Phase{{Name: "steady", Latency: chaosllm.Fixed(latency)}}
 	}
 	srv, err := chaosllm.New(sc, chaosllm.Options{})
 	if err != nil {

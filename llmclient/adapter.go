@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -103,6 +105,11 @@ func (b *base) toError(ctx context.Context, model string, key int, c *capture, e
 	}
 	if e.Code == "" && e.Type == "" && body != "" {
 		e.Code, e.Type, e.Message = parseErrorBody([]byte(body))
+	}
+	var syn *json.SyntaxError
+	if status >= 200 && status < 300 && e.Type == "" && (errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "unexpected end of JSON input") || strings.Contains(err.Error(), "no choices")) {
+		e.Type = TypeMalformed // a 200 whose body is not a usable answer
 	}
 	if header != nil {
 		e.RetryAfter = ParseRetryAfter(header, b.now())

@@ -114,7 +114,7 @@ func TestChatStream(t *testing.T) {
 func TestStreamStall(t *testing.T) {
 	// The whole answer waits 2s before its first byte; a 100ms stall limit
 	// must fail the stream as a timeout long before that.
-	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Duration(2 * time.Second)}}})
+	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(2 * time.Second)}}})
 	for ep, p := range f.providers() {
 		t.Run(ep, func(t *testing.T) {
 			req := ask("hello")
@@ -204,7 +204,7 @@ func TestBadKeyIsNamedByFingerprint(t *testing.T) {
 }
 
 func TestTransportErrors(t *testing.T) {
-	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Duration(5 * time.Second)}}})
+	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(5 * time.Second)}}})
 	for ep, p := range f.providers() {
 		t.Run(ep+" deadline", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

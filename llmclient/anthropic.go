@@ -68,6 +68,19 @@ func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, a.toError(ctx, req.Model, k, c, err, parseAnthropicError)
 	}
+	if msg.Type != "message" {
+		// a 200 that carries an error document (or something else entirely)
+		raw := msg.RawJSON()
+		e := a.toError(ctx, req.Model, k, c, errors.New("200 answer is not a message"), parseAnthropicError)
+		e.InStream = true
+		if code, typ, m := parseErrorBody([]byte(raw)); typ != "" {
+			e.Code, e.Type, e.Message = code, typ, a.scr.scrub(m)
+		} else {
+			e.Type = TypeMalformed
+		}
+		e.Body = a.scr.scrub(truncate(raw, bodyExcerptLimit))
+		return nil, e
+	}
 	var text strings.Builder
 	for _, b := range msg.Content {
 		if b.Type == "text" {

@@ -36,6 +36,10 @@ type Error struct {
 	Err      error
 }
 
+// TypeMalformed is the Error.Type of a 200 answer whose body could not be
+// read as one (the classifier counts it as a server failure).
+const TypeMalformed = "malformed_response"
+
 // ErrStreamTruncated marks a stream that ended without its final event.
 var ErrStreamTruncated = errors.New("stream ended before its final event")
 

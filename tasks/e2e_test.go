@@ -211,7 +211,7 @@ steps:
 
 func TestStepTimeoutIsATimeout(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
-		{Latency: chaosllm.Duration(5 * time.Second)}}}})
+		{Latency: chaosllm.Fixed(5 * time.Second)}}}})
 	id := e.Submit(t, e.Spec(`
 name: slow
 steps:

@@ -221,7 +221,7 @@ steps:
 
 func TestCancelStopsARunningWorkflow(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
-		{Latency: chaosllm.Duration(3 * time.Second)}}}})
+		{Latency: chaosllm.Fixed(3 * time.Second)}}}})
 	id := e.Submit(t, e.Spec(`
 name: chain
 defaults: { route: solo }

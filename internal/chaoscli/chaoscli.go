@@ -3,15 +3,12 @@
 package chaoscli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -55,25 +52,18 @@ restarts the timeline and the counters. See docs/chaosllm.md.`,
 			if err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
+			var listening net.Addr
+			err = chaosllm.Serve(cmd.Context(), addr, srv, func(a net.Addr) {
+				listening = a
+				fmt.Fprintf(out, "chaosllm listening on http://%s (%d timelines)\n", a, len(sc.Timelines)+1)
+				if ready != nil {
+					ready(a.String())
+				}
+			})
+			if err != nil && listening == nil {
 				return fmt.Errorf("%w: --addr %s: %v", ErrUsage, addr, err)
 			}
-			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-			fmt.Fprintf(out, "chaosllm listening on http://%s (%d phases)\n", ln.Addr(), len(sc.Phases))
-			if ready != nil {
-				ready(ln.Addr().String())
-			}
-			errc := make(chan error, 1)
-			go func() { errc <- hs.Serve(ln) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-cmd.Context().Done():
-			}
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Second)
-			defer cancel()
-			return hs.Shutdown(ctx)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8081", "listen address")

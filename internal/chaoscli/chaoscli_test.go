@@ -47,7 +47,7 @@ func TestServesScenarioUntilCanceled(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if !strings.Contains(out.String(), "chaosllm listening on http://"+addr+" (1 phases)") {
+	if !strings.Contains(out.String(), "chaosllm listening on http://"+addr+" (1 timelines)") {
 		t.Fatalf("output %q", out.String())
 	}
 }

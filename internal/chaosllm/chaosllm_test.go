@@ -73,7 +73,7 @@ phases:
 		t.Fatalf("after the second phase's 10s: %d", code)
 	}
 	st := srv.Snapshot()
-	if st.Phase != "last" || st.Count("openai", "", "status_503") != 2 || st.Count("openai", "", "status_429") != 1 || st.Count("", KeyID("k"), "ok") != 2 {
+	if st.Phases["default"] != "last" || st.Count("openai", "", "status_503") != 2 || st.Count("openai", "", "status_429") != 1 || st.Count("", KeyID("k"), "ok") != 2 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
@@ -178,4 +178,122 @@ func TestParseScenarioErrors(t *testing.T) {
 	if sc, err := ParseScenario(nil); err != nil || len(sc.Phases) != 0 {
 		t.Errorf("empty scenario: %v", err)
 	}
+}
+
+func TestTimelinesPerKeyAndEndpoint(t *testing.T) {
+	sc, err := ParseScenario([]byte(`
+keys: [good, other]
+timelines:
+  - name: good key limited
+    endpoint: openai
+    key: good
+    phases:
+      - { requests: 1, fault: { status: 429, retry_after: 2s } }
+      - {}
+phases:
+  - { fault: { kind: empty } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := New(sc, Options{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	oa := hs.URL + "/v1/chat/completions"
+	if code, _, _ := post(t, oa, "good", oaBody); code != 429 {
+		t.Fatalf("good key, first call: %d", code)
+	}
+	if code, _, _ := post(t, oa, "good", oaBody); code != 200 {
+		t.Fatalf("good key, second call: %d", code)
+	}
+	if code, _, body := post(t, oa, "other", oaBody); code != 500 || body != "" {
+		t.Fatalf("other key (default timeline): %d %q", code, body)
+	}
+	if code, _, _ := post(t, hs.URL+"/v1/messages", "good", anBody); code != 500 {
+		t.Fatalf("good key on anthropic (default timeline): %d", code)
+	}
+	st := srv.Snapshot()
+	if st.Phases["good key limited"] != "" || st.Count("openai", KeyID("good"), "status_429") != 1 || st.Count("", "", "empty_500") != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestRandomFaultMixIsSeededAndBounded(t *testing.T) {
+	spec := `
+seed: 7
+phases:
+  - faults:
+      - { status: 429, rate: 0.3 }
+      - { kind: html, rate: 0.2 }
+    latency: { min: 1ms, max: 3ms }
+`
+	counts := func() map[int]int {
+		sc, err := ParseScenario([]byte(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, _ := New(sc, Options{})
+		hs := httptest.NewServer(srv)
+		defer hs.Close()
+		m := map[int]int{}
+		for i := 0; i < 200; i++ {
+			code, _, _ := post(t, hs.URL+"/v1/messages", "k", anBody)
+			m[code]++
+		}
+		return m
+	}
+	a, b := counts(), counts()
+	if a[429] != b[429] || a[502] != b[502] {
+		t.Fatalf("same seed, different draws: %v vs %v", a, b)
+	}
+	if a[429] < 40 || a[429] > 80 || a[502] < 20 || a[502] > 60 || a[200]+a[429]+a[502] != 200 {
+		t.Fatalf("draws %v far from 30%% / 20%%", a)
+	}
+}
+
+func TestHiddenAuthFailuresAndProbe(t *testing.T) {
+	srv, _ := New(Scenario{Keys: []string{"good"}, HideAuthFailures: true}, Options{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	if code, _, body := post(t, hs.URL+"/v1/chat/completions", "revoked", oaBody); code != 500 || body != "" {
+		t.Fatalf("hidden auth failure: %d %q", code, body)
+	}
+	for key, want := range map[string]int{"revoked": 401, "good": 200} {
+		req, _ := http.NewRequest("GET", hs.URL+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("probe with %s: %v %v, want %d", key, resp, err, want)
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestScenarioValidation(t *testing.T) {
+	for in, want := range map[string]string{
+		"phases:\n  - { fault: { kind: refuse } }\n":                                        "a refuse phase needs a duration",
+		"phases:\n  - { fault: { kind: reset, status: 500 } }\n":                            "kind reset takes no status",
+		"phases:\n  - { fault: { kind: teleport } }\n":                                      `"teleport" is not status`,
+		"phases:\n  - faults: [ { status: 500, rate: 0.7 }, { status: 502, rate: 0.5 } ]\n": "rates add up to 1.2",
+		"timelines:\n  - { endpoint: gemini }\n":                                            `timelines[0].endpoint: "gemini"`,
+		"phases:\n  - { latency: { min: 2s, max: 1s } }\n":                                  "latency max is under min",
+	} {
+		if _, err := ParseScenario([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want %q", in, err, want)
+		}
+	}
+}
+
+func FuzzParseScenario(f *testing.F) {
+	f.Add([]byte("phases:\n  - { requests: 2, fault: { status: 503 } }\n"))
+	f.Add([]byte("timelines:\n  - { key: k, phases: [ { faults: [ { kind: html, rate: 0.5 } ] } ] }\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := ParseScenario(data)
+		if err != nil {
+			return
+		}
+		if _, err := New(sc, Options{}); err != nil {
+			t.Fatalf("a parsed scenario was refused by New: %v", err)
+		}
+	})
 }

@@ -1,6 +1,6 @@
 // Package chaosllm is a fake LLM provider with scripted faults. It speaks
 // the OpenAI chat completions and Anthropic messages wire formats, answers
-// deterministically from the prompt, and follows a scenario: a timeline of
+// deterministically from the prompt, and follows a scenario: timelines of
 // phases, each with its latency and its faults.
 //
 // It shares no code with the clients it tests (llmclient, retry, tasks): a
@@ -17,42 +17,83 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Scenario is what the server does, phase after phase. The zero value
-// accepts any non-empty key and answers every request at once.
+// Scenario is what the server does. The zero value accepts any non-empty
+// key and answers every request at once.
 type Scenario struct {
 	// Keys are the accepted API keys; empty accepts any non-empty key.
 	Keys []string `yaml:"keys" json:"keys"`
-	// Phases run in order. A phase ends after Requests matching requests or
-	// after Duration, whichever comes first; the last phase never ends.
-	// With no phases every request is answered normally.
+	// HideAuthFailures makes a rejected key get a 500 with an empty body on
+	// the chat endpoints, as some providers and proxies do; GET /v1/models
+	// still answers 401, so a client can probe.
+	HideAuthFailures bool `yaml:"hide_auth_failures" json:"hide_auth_failures"`
+	// Seed feeds latency ranges and fault rates drawn at random; 0 means 1.
+	Seed uint64 `yaml:"seed" json:"seed"`
+	// Phases is the default timeline: it applies to requests that no entry
+	// of Timelines matches.
+	Phases []Phase `yaml:"phases" json:"phases"`
+	// Timelines apply to the requests they match (endpoint and key), each
+	// advancing on its own; the first match wins.
+	Timelines []Timeline `yaml:"timelines" json:"timelines"`
+}
+
+// Timeline is a sequence of phases for some requests.
+type Timeline struct {
+	Name string `yaml:"name" json:"name"`
+	// Endpoint is "openai", "anthropic" or empty (both).
+	Endpoint string `yaml:"endpoint" json:"endpoint"`
+	// Key is the key (its text or its KeyID) the timeline is for; empty: any.
+	Key    string  `yaml:"key" json:"key"`
 	Phases []Phase `yaml:"phases" json:"phases"`
 }
 
-// Phase is one stretch of the timeline.
+// Phase is one stretch of a timeline. It ends after Requests matching
+// requests or after Duration, whichever comes first; the last phase of a
+// timeline never ends.
 type Phase struct {
 	Name     string   `yaml:"name" json:"name"`
 	Requests int      `yaml:"requests" json:"requests"` // 0: not bounded by count
 	Duration Duration `yaml:"duration" json:"duration"` // 0: not bounded by time
-	// Endpoint limits the phase's faults to "openai" or "anthropic"; empty
-	// means both. Requests to other endpoints are answered normally and do
-	// not count towards Requests.
-	Endpoint string   `yaml:"endpoint" json:"endpoint"`
-	Latency  Duration `yaml:"latency" json:"latency"` // added before answering
-	Fault    *Fault   `yaml:"fault" json:"fault"`
+	// Endpoint limits the phase to "openai" or "anthropic"; requests to
+	// the other endpoint are answered normally and do not count.
+	Endpoint string `yaml:"endpoint" json:"endpoint"`
+	// Latency is added before answering: "200ms", or {min: 50ms, max: 2s}
+	// drawn uniformly.
+	Latency Latency `yaml:"latency" json:"latency"`
+	// Fault hits every 1/rate-th request, deterministically.
+	Fault *Fault `yaml:"fault" json:"fault"`
+	// Faults are drawn at random (seeded), each with its own rate; at most
+	// one applies to a request. For mixes such as 10% 429 and 5% 500.
+	Faults []Fault `yaml:"faults" json:"faults"`
 }
+
+// Fault kinds.
+const (
+	KindStatus      = "status"       // an error status with the provider's error body (default)
+	KindEmpty       = "empty"        // an error status with an empty body (default 500)
+	KindHTML        = "html"         // an error status with an HTML page (default 502), as a proxy sends
+	KindMalformed   = "malformed"    // 200 with a body that is not valid JSON
+	KindReset       = "reset"        // the connection is closed without an answer (mid-body for streams)
+	KindHang        = "hang"         // the request is accepted and never answered
+	KindStreamError = "stream_error" // a 200 stream that carries an error event after a few chunks
+	KindRefuse      = "refuse"       // the listener is closed: connections are refused (timeline-wide)
+)
 
 // Fault is what a request in a phase gets instead of an answer.
 type Fault struct {
-	// Status is the HTTP status to answer with (429, 500, 503, 529, ...).
+	Kind string `yaml:"kind" json:"kind"`
+	// Status is the HTTP status (kinds status, empty, html).
 	Status int `yaml:"status" json:"status"`
 	// Rate is the share of requests that get the fault, 0 < Rate <= 1;
-	// 0 means 1. The choice is deterministic: every 1/Rate-th request.
+	// 0 means 1.
 	Rate float64 `yaml:"rate" json:"rate"`
 	// Type and Code override the error body's type and code (for example
-	// code insufficient_quota on a 429).
+	// code insufficient_quota on a 429, type overloaded_error in a stream).
 	Type string `yaml:"type" json:"type"`
 	Code string `yaml:"code" json:"code"`
-	// RetryAfter is sent as Retry-After (whole seconds) and retry-after-ms.
+	// Message overrides the error message (e.g. "maximum context length").
+	Message string `yaml:"message" json:"message"`
+	// RetryAfter is sent as Retry-After (whole seconds, rounded up) and
+	// retry-after-ms.
 	RetryAfter Duration `yaml:"retry_after" json:"retry_after"`
 }
 
@@ -62,12 +103,43 @@ type Duration time.Duration
 // UnmarshalYAML reads "250ms", "2s" and so on.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
-	if err != nil {
+	if err != nil || v < 0 {
 		return fmt.Errorf("line %d: bad duration %q", n.Line, n.Value)
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// Latency is a fixed delay or a uniform range.
+type Latency struct {
+	Min Duration `yaml:"min" json:"min"`
+	Max Duration `yaml:"max" json:"max"`
+}
+
+// UnmarshalYAML reads "200ms" or {min: 50ms, max: 2s}.
+func (l *Latency) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var d Duration
+		if err := d.UnmarshalYAML(n); err != nil {
+			return err
+		}
+		*l = Latency{Min: d, Max: d}
+		return nil
+	}
+	type plain Latency
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*l = Latency(p)
+	if l.Max < l.Min {
+		return fmt.Errorf("line %d: latency max is under min", n.Line)
+	}
+	return nil
+}
+
+// Fixed is a fixed latency.
+func Fixed(d time.Duration) Latency { return Latency{Min: Duration(d), Max: Duration(d)} }
 
 // ParseScenario reads a scenario (YAML or JSON) and checks it.
 func ParseScenario(data []byte) (Scenario, error) {
@@ -80,28 +152,110 @@ func ParseScenario(data []byte) (Scenario, error) {
 	return s, s.validate()
 }
 
+// timelines returns the scenario's timelines, the default one last.
+func (s Scenario) timelines() []Timeline {
+	out := append([]Timeline(nil), s.Timelines...)
+	return append(out, Timeline{Name: "default", Phases: s.Phases})
+}
+
 func (s Scenario) validate() error {
-	for i, p := range s.Phases {
-		where := fmt.Sprintf("scenario: phases[%d]", i)
-		if p.Name != "" {
-			where += " (" + p.Name + ")"
-		}
-		switch p.Endpoint {
-		case "", "openai", "anthropic":
-		default:
-			return fmt.Errorf("%s.endpoint: %q is not openai or anthropic", where, p.Endpoint)
-		}
-		if p.Requests < 0 || p.Duration < 0 || p.Latency < 0 {
-			return fmt.Errorf("%s: requests, duration and latency cannot be negative", where)
-		}
-		if f := p.Fault; f != nil {
-			if f.Status < 400 || f.Status > 599 {
-				return fmt.Errorf("%s.fault.status: %d is not an HTTP error status", where, f.Status)
+	for ti, tl := range s.timelines() {
+		base := "scenario: "
+		if ti < len(s.Timelines) {
+			base += fmt.Sprintf("timelines[%d].", ti)
+			if tl.Endpoint != "" && tl.Endpoint != "openai" && tl.Endpoint != "anthropic" {
+				return fmt.Errorf("%sendpoint: %q is not openai or anthropic", base, tl.Endpoint)
 			}
-			if f.Rate < 0 || f.Rate > 1 {
-				return fmt.Errorf("%s.fault.rate: %v is not in (0, 1]", where, f.Rate)
+		}
+		for i, p := range tl.Phases {
+			where := fmt.Sprintf("%sphases[%d]", base, i)
+			if p.Name != "" {
+				where += " (" + p.Name + ")"
+			}
+			if err := p.validate(where); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+func (p Phase) validate(where string) error {
+	switch p.Endpoint {
+	case "", "openai", "anthropic":
+	default:
+		return fmt.Errorf("%s.endpoint: %q is not openai or anthropic", where, p.Endpoint)
+	}
+	if p.Requests < 0 {
+		return fmt.Errorf("%s.requests: cannot be negative", where)
+	}
+	faults := p.Faults
+	if p.Fault != nil {
+		faults = append([]Fault{*p.Fault}, faults...)
+	}
+	total := 0.0
+	for i, f := range faults {
+		fw := fmt.Sprintf("%s.faults[%d]", where, i)
+		if p.Fault != nil && i == 0 {
+			fw = where + ".fault"
+		} else if p.Fault != nil {
+			fw = fmt.Sprintf("%s.faults[%d]", where, i-1)
+		}
+		if err := f.validate(fw); err != nil {
+			return err
+		}
+		if f.Kind == KindRefuse && (p.Requests > 0 || p.Duration == 0 || p.Endpoint != "") {
+			return fmt.Errorf("%s: a refuse phase needs a duration, no request count and no endpoint (no request reaches a closed listener)", fw)
+		}
+		if i > 0 || p.Fault == nil {
+			total += f.rate()
+		}
+	}
+	if total > 1.0001 {
+		return fmt.Errorf("%s.faults: rates add up to %v, over 1", where, total)
+	}
+	return nil
+}
+
+func (f Fault) rate() float64 {
+	if f.Rate == 0 {
+		return 1
+	}
+	return f.Rate
+}
+
+func (f Fault) validate(where string) error {
+	switch f.Kind {
+	case "", KindStatus:
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("%s.status: %d is not an HTTP error status", where, f.Status)
+		}
+	case KindEmpty, KindHTML:
+		if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
+			return fmt.Errorf("%s.status: %d is not an HTTP error status", where, f.Status)
+		}
+	case KindMalformed, KindReset, KindHang, KindStreamError, KindRefuse:
+		if f.Status != 0 {
+			return fmt.Errorf("%s.status: kind %s takes no status", where, f.Kind)
+		}
+	default:
+		return fmt.Errorf("%s.kind: %q is not status, empty, html, malformed, reset, hang, stream_error or refuse", where, f.Kind)
+	}
+	if f.Rate < 0 || f.Rate > 1 {
+		return fmt.Errorf("%s.rate: %v is not in (0, 1]", where, f.Rate)
+	}
+	return nil
+}
+
+// statusOf is the status a fault answers with.
+func (f Fault) statusOf() int {
+	switch {
+	case f.Status != 0:
+		return f.Status
+	case f.Kind == KindEmpty:
+		return 500
+	case f.Kind == KindHTML:
+		return 502
+	}
+	return 200
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
@@ -21,13 +22,19 @@ type Server struct {
 	logger *slog.Logger
 	mux    *http.ServeMux
 
-	mu         sync.Mutex
-	scenario   Scenario
+	mu       sync.Mutex
+	scenario Scenario
+	lines    []*timelineState
+	rng      *rand.Rand
+	stats    map[statKey]int
+	seq      int
+}
+
+type timelineState struct {
+	Timeline
 	phase      int       // index of the current phase
 	phaseStart time.Time // when the current phase began
 	phaseReqs  int       // matching requests seen in the current phase
-	stats      map[statKey]int
-	seq        int
 }
 
 type statKey struct{ endpoint, key, outcome string }
@@ -47,13 +54,14 @@ func New(sc Scenario, o Options) (*Server, error) {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}}
 	s.setScenario(sc)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.openAI)
 	s.mux.HandleFunc("POST /v1/messages", s.anthropic)
+	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("GET /stats", s.getStats)
 	s.mux.HandleFunc("PUT /admin/scenario", s.putScenario)
 	s.mux.HandleFunc("POST /admin/reset", s.reset)
@@ -67,7 +75,20 @@ func (s *Server) setScenario(sc Scenario) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scenario = sc
-	s.phase, s.phaseStart, s.phaseReqs = 0, s.now(), 0
+	s.restartLocked()
+}
+
+func (s *Server) restartLocked() {
+	seed := s.scenario.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	s.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s.lines = nil
+	now := s.now()
+	for _, tl := range s.scenario.timelines() {
+		s.lines = append(s.lines, &timelineState{Timeline: tl, phaseStart: now})
+	}
 }
 
 // KeyID is how /stats names a key: the start of its SHA-256, never the key.
@@ -86,44 +107,88 @@ type decision struct {
 	fault   *Fault
 }
 
-// decide advances the timeline and picks the fault for one request.
-func (s *Server) decide(endpoint string) decision {
+// advance moves a timeline past the phases that have ended by now.
+func (t *timelineState) advance(now time.Time) {
+	for t.phase < len(t.Phases)-1 {
+		p := t.Phases[t.phase]
+		overTime := p.Duration > 0 && now.Sub(t.phaseStart) >= time.Duration(p.Duration)
+		overCount := p.Requests > 0 && t.phaseReqs >= p.Requests
+		if !overTime && !overCount {
+			return
+		}
+		t.phase++
+		t.phaseReqs = 0
+		t.phaseStart = now
+	}
+}
+
+func (t *timelineState) matches(endpoint, key string) bool {
+	return (t.Endpoint == "" || t.Endpoint == endpoint) && (t.Key == "" || t.Key == key || t.Key == KeyID(key))
+}
+
+// decide advances the matching timeline and picks the fault for a request.
+func (s *Server) decide(endpoint, key string) decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	ph := s.scenario.Phases
-	for s.phase < len(ph)-1 {
-		p := ph[s.phase]
-		overTime := p.Duration > 0 && now.Sub(s.phaseStart) >= time.Duration(p.Duration)
-		overCount := p.Requests > 0 && s.phaseReqs >= p.Requests
-		if !overTime && !overCount {
+	var t *timelineState
+	for _, l := range s.lines {
+		if l.matches(endpoint, key) {
+			t = l
 			break
 		}
-		s.phase++
-		s.phaseReqs = 0
-		s.phaseStart = now
 	}
-	if len(ph) == 0 {
+	if t == nil || len(t.Phases) == 0 {
 		return decision{}
 	}
-	p := ph[s.phase]
+	t.advance(now)
+	p := t.Phases[t.phase]
 	if p.Endpoint != "" && p.Endpoint != endpoint {
 		return decision{}
 	}
-	s.phaseReqs++
-	d := decision{phase: p.Name, latency: time.Duration(p.Latency)}
+	t.phaseReqs++
+	d := decision{phase: p.Name, latency: time.Duration(p.Latency.Min)}
+	if p.Latency.Max > p.Latency.Min {
+		d.latency += time.Duration(s.rng.Int64N(int64(p.Latency.Max - p.Latency.Min)))
+	}
 	if f := p.Fault; f != nil {
-		rate := f.Rate
-		if rate == 0 {
-			rate = 1
-		}
 		// every 1/rate-th request: request n faults when floor(n*rate) grows
-		n := s.phaseReqs
+		n, rate := t.phaseReqs, f.rate()
 		if int(float64(n)*rate) > int(float64(n-1)*rate) {
 			d.fault = f
+			return d
+		}
+	}
+	if len(p.Faults) > 0 {
+		x := s.rng.Float64()
+		for i := range p.Faults {
+			if x < p.Faults[i].rate() {
+				d.fault = &p.Faults[i]
+				break
+			}
+			x -= p.Faults[i].rate()
 		}
 	}
 	return d
+}
+
+// Refusing reports whether a timeline is in a refuse phase now: the
+// listener (see Listen) closes while it is.
+func (s *Server) Refusing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, t := range s.lines {
+		if len(t.Phases) == 0 {
+			continue
+		}
+		t.advance(now)
+		p := t.Phases[t.phase]
+		if p.Fault != nil && p.Fault.Kind == KindRefuse {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) count(endpoint, key, outcome string) {
@@ -134,16 +199,16 @@ func (s *Server) count(endpoint, key, outcome string) {
 
 // Stats is the document GET /stats returns.
 type Stats struct {
-	Phase string      `json:"phase"`
-	Total int         `json:"total"`
-	Calls []StatsLine `json:"calls"`
+	Phases map[string]string `json:"phases"` // timeline name -> current phase name
+	Total  int               `json:"total"`
+	Calls  []StatsLine       `json:"calls"`
 }
 
 // StatsLine counts calls to one endpoint with one key that ended one way.
 type StatsLine struct {
 	Endpoint string `json:"endpoint"`
 	Key      string `json:"key"`     // KeyID of the key
-	Outcome  string `json:"outcome"` // "ok", "unauthorized", "status_503", ...
+	Outcome  string `json:"outcome"` // "ok", "unauthorized", "status_503", "reset", ...
 	Count    int    `json:"count"`
 }
 
@@ -151,9 +216,15 @@ type StatsLine struct {
 func (s *Server) Snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Calls: []StatsLine{}}
-	if len(s.scenario.Phases) > 0 {
-		st.Phase = s.scenario.Phases[s.phase].Name
+	st := Stats{Calls: []StatsLine{}, Phases: map[string]string{}}
+	for i, t := range s.lines {
+		name := t.Name
+		if name == "" {
+			name = fmt.Sprintf("timeline %d", i)
+		}
+		if len(t.Phases) > 0 {
+			st.Phases[name] = t.Phases[t.phase].Name
+		}
 	}
 	for k, n := range s.stats {
 		st.Calls = append(st.Calls, StatsLine{k.endpoint, k.key, k.outcome, n})
@@ -200,14 +271,23 @@ func (s *Server) putScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setScenario(sc)
-	s.logger.Info("scenario replaced", "phases", len(sc.Phases))
+	s.logger.Info("scenario replaced", "timelines", len(sc.Timelines), "phases", len(sc.Phases))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// SetScenario replaces the scenario and restarts its timelines.
+func (s *Server) SetScenario(sc Scenario) error {
+	if err := sc.validate(); err != nil {
+		return err
+	}
+	s.setScenario(sc)
+	return nil
 }
 
 func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	s.stats = map[statKey]int{}
-	s.phase, s.phaseStart, s.phaseReqs = 0, s.now(), 0
+	s.restartLocked()
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -239,6 +319,24 @@ func (s *Server) keyAccepted(key string) bool {
 		}
 	}
 	return false
+}
+
+func (s *Server) hideAuth() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scenario.HideAuthFailures
+}
+
+// models answers GET /v1/models: the cheap call clients use to probe a key.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	key := keyOf(r)
+	if !s.keyAccepted(key) {
+		s.count("models", key, "unauthorized")
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "invalid api key", "type": "authentication_error", "code": "invalid_api_key"}})
+		return
+	}
+	s.count("models", key, "ok")
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]string{"id": "chaos-model", "object": "model"}}})
 }
 
 // wait sleeps for the phase's latency unless the client goes away first.

@@ -1,0 +1,208 @@
+package chaosllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// dialect is what differs between the two wire formats.
+type dialect struct {
+	name string
+	// parse reads a request: model, prompt text, stream flag, or an error.
+	parse func(body []byte) (model, prompt string, stream bool, err error)
+	// errorBody is the JSON error document for a status.
+	errorBody func(status int, typ, code, msg string) any
+	// kinds is the error type and code the provider sends with a status.
+	kinds func(status int, code string) (typ, outCode string)
+	// answer writes a whole answer.
+	answer func(w http.ResponseWriter, id, model, text string, in, out int)
+	// stream writes the start of a stream and returns a function per chunk
+	// and one that ends the stream.
+	stream func(w http.ResponseWriter, id, model string, in int) (chunk func(string), end func(out int))
+	// streamError writes an error event into a started stream.
+	streamError func(w http.ResponseWriter, typ, msg string)
+	// authStatus is what a rejected key gets.
+	authError func() (status int, body any)
+}
+
+func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
+	ep := d.name
+	key := keyOf(r)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	var model, prompt string
+	var stream bool
+	if err == nil {
+		model, prompt, stream, err = d.parse(body)
+	}
+	if err != nil {
+		s.count(ep, key, "bad_request")
+		writeJSON(w, http.StatusBadRequest, d.errorBody(400, "invalid_request_error", "", err.Error()))
+		return
+	}
+	if !s.keyAccepted(key) {
+		if s.hideAuth() {
+			s.count(ep, key, "empty_500")
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		s.count(ep, key, "unauthorized")
+		status, b := d.authError()
+		writeJSON(w, status, b)
+		return
+	}
+	dec := s.decide(ep, key)
+	if !wait(r, dec.latency) {
+		s.count(ep, key, "client_gone")
+		return
+	}
+	id := s.nextID(ep)
+	w.Header().Set("x-request-id", id)
+	w.Header().Set("request-id", id)
+	text := Reply(prompt)
+	in, out := tokens(prompt), tokens(text)
+	if f := dec.fault; f != nil {
+		s.applyFault(d, w, r, f, dec.phase, key, id, model, text, in, stream)
+		return
+	}
+	s.count(ep, key, "ok")
+	if !stream {
+		d.answer(w, id, model, text, in, out)
+		return
+	}
+	chunk, end := d.stream(w, id, model, in)
+	for _, c := range chunks(text) {
+		chunk(c)
+	}
+	end(out)
+}
+
+func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, f *Fault, phase, key, id, model, text string, in int, stream bool) {
+	ep := d.name
+	msg := f.Message
+	if msg == "" {
+		msg = fmt.Sprintf("chaosllm: scripted %s in phase %q", faultName(f), phase)
+	}
+	switch f.Kind {
+	case "", KindStatus:
+		s.count(ep, key, fmt.Sprintf("status_%d", f.Status))
+		setRetryAfter(w, f.RetryAfter)
+		typ, code := f.Type, f.Code
+		if typ == "" {
+			typ, code = d.kinds(f.Status, code)
+		}
+		writeJSON(w, f.Status, d.errorBody(f.Status, typ, code, msg))
+	case KindEmpty:
+		s.count(ep, key, fmt.Sprintf("empty_%d", f.statusOf()))
+		w.WriteHeader(f.statusOf())
+	case KindHTML:
+		st := f.statusOf()
+		s.count(ep, key, fmt.Sprintf("html_%d", st))
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(st)
+		fmt.Fprintf(w, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
+			st, http.StatusText(st), st, http.StatusText(st))
+	case KindMalformed:
+		s.count(ep, key, "malformed")
+		broken := `{"id": "` + id + `", "choices": [{"index": 0, "message": {"role": "assistant", "content": "trunc`
+		if stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, "event: message_start\ndata: "+broken+"\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, broken)
+	case KindReset, KindRefuse:
+		outcome := "reset"
+		if f.Kind == KindRefuse {
+			outcome = "refused"
+		}
+		s.count(ep, key, outcome)
+		if stream && f.Kind == KindReset {
+			chunk, _ := d.stream(w, id, model, in)
+			for _, c := range firstChunks(text, 2) {
+				chunk(c)
+			}
+		}
+		abort(w)
+	case KindHang:
+		s.count(ep, key, "hang")
+		<-r.Context().Done()
+	case KindStreamError:
+		s.count(ep, key, "stream_error")
+		typ := f.Type
+		if typ == "" {
+			typ, _ = d.kinds(529, "")
+		}
+		if !stream {
+			writeJSON(w, http.StatusOK, d.errorBody(529, typ, f.Code, msg))
+			return
+		}
+		chunk, _ := d.stream(w, id, model, in)
+		for _, c := range firstChunks(text, 2) {
+			chunk(c)
+		}
+		d.streamError(w, typ, msg)
+	}
+}
+
+func faultName(f *Fault) string {
+	if f.Kind == "" || f.Kind == KindStatus {
+		return fmt.Sprint(f.Status)
+	}
+	return f.Kind
+}
+
+func firstChunks(text string, n int) []string {
+	c := chunks(text)
+	if len(c) > n {
+		c = c[:n]
+	}
+	return c
+}
+
+// abort closes the connection under a response without finishing it; with
+// SO_LINGER 0 the peer sees a reset.
+func abort(w http.ResponseWriter) {
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return // HTTP/2: the response just ends early
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// sse writes one server-sent event and flushes it.
+func sse(w http.ResponseWriter, event string, v any) {
+	b, _ := json.Marshal(v)
+	if event != "" {
+		fmt.Fprintf(w, "event: %s\n", event)
+	}
+	fmt.Fprintf(w, "data: %s\n\n", b)
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func promptOf(parts []string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p)
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -36,6 +36,7 @@ demo: ## the embedded demo: a workflow through a scripted outage, no services ne
 fuzz: ## run each fuzz target briefly
 	$(GO) test -run '^$$' -fuzz FuzzParseSpec -fuzztime 20s ./tasks
 	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime 20s ./retry
+	$(GO) test -run '^$$' -fuzz FuzzParseScenario -fuzztime 20s ./internal/chaosllm
 
 clean: ## remove build output
 	rm -rf $(BIN)

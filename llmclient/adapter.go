@@ -48,6 +48,7 @@ func WithKey(ctx context.Context, idx int) context.Context {
 type base struct {
 	name string
 	fps  []string
+	ids  []string
 	scr  scrubber
 	now  func() time.Time
 }
@@ -59,6 +60,7 @@ func newBase(o Options) base {
 	}
 	for i, k := range o.Keys {
 		b.fps = append(b.fps, Fingerprint(o.Name, i, k))
+		b.ids = append(b.ids, KeyID(k))
 	}
 	b.scr = scrubber{keys: o.Keys, fps: b.fps}
 	return b
@@ -68,6 +70,9 @@ func (b *base) Name() string { return b.name }
 
 // KeyFingerprints names the provider's keys in order.
 func (b *base) KeyFingerprints() []string { return append([]string(nil), b.fps...) }
+
+// KeyIDs identifies the provider's keys in shared state, in order.
+func (b *base) KeyIDs() []string { return append([]string(nil), b.ids...) }
 
 func (b *base) keyIndex(ctx context.Context) int {
 	i, _ := ctx.Value(keyCtx{}).(int)

@@ -140,6 +140,17 @@ func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error
 	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
 }
 
+// Probe makes the cheapest authenticated call (list models) with the key
+// chosen by ctx (WithKey): it tells a rejected key from a failing server.
+func (a *Anthropic) Probe(ctx context.Context) error {
+	k := a.keyIndex(ctx)
+	cctx, c := withCapture(ctx)
+	if _, err := a.clients[k].Models.List(cctx, anthropic.ModelListParams{}); err != nil {
+		return a.toError(ctx, "models", k, c, err, parseAnthropicError)
+	}
+	return nil
+}
+
 // streamErrorPrefix is how the SDK reports an error event it could not turn
 // into an *anthropic.Error.
 const streamErrorPrefix = "received error while streaming: "

@@ -112,8 +112,9 @@ func ClassOf(err error) retry.Class {
 	if err == nil {
 		return retry.OK
 	}
-	if e, ok := AsError(err); ok {
-		return e.Class()
+	var c interface{ Class() retry.Class }
+	if errors.As(err, &c) {
+		return c.Class()
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

@@ -123,6 +123,17 @@ func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
 }
 
+// Probe makes the cheapest authenticated call (list models) with the key
+// chosen by ctx (WithKey): it tells a rejected key from a failing server.
+func (a *OpenAI) Probe(ctx context.Context) error {
+	k := a.keyIndex(ctx)
+	cctx, c := withCapture(ctx)
+	if _, err := a.clients[k].ListModels(cctx); err != nil {
+		return a.toError(ctx, "models", k, c, err, parseOpenAIError)
+	}
+	return nil
+}
+
 func parseOpenAIError(err error) sdkError {
 	var s sdkError
 	var ae *openai.APIError

@@ -2,6 +2,7 @@ package llmclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -38,11 +39,18 @@ type Observer interface {
 	Fallback(route, from, to string)
 }
 
-// RouterOptions configures a Router.
+// RouterOptions configures a Router. The zero value works.
 type RouterOptions struct {
 	Logger   *slog.Logger     // nil: discard
 	Observer Observer         // nil: none
 	Now      func() time.Time // nil: time.Now
+	// Keys holds key cooldowns and disables; nil: a local-only pool.
+	Keys *KeyPools
+	// DefaultCooldown cools a rate-limited key that sent no Retry-After;
+	// 0 means 10s.
+	DefaultCooldown time.Duration
+	// MaxCooldown caps any key cooldown; 0 means 60s.
+	MaxCooldown time.Duration
 }
 
 // Router sends a request along a route: the first target that answers
@@ -53,6 +61,8 @@ type Router struct {
 	log    *slog.Logger
 	obs    Observer
 	now    func() time.Time
+	keys   *KeyPools
+	defCool, maxCool time.Duration
 }
 
 // NewRouter builds a router over routes.
@@ -66,6 +76,16 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 	}
 	if r.now == nil {
 		r.now = time.Now
+	}
+	r.keys, r.defCool, r.maxCool = o.Keys, o.DefaultCooldown, o.MaxCooldown
+	if r.keys == nil {
+		r.keys = NewKeyPools(nil, r.now, r.log)
+	}
+	if r.defCool <= 0 {
+		r.defCool = 10 * time.Second
+	}
+	if r.maxCool <= 0 {
+		r.maxCool = time.Minute
 	}
 	for _, rt := range routes {
 		if len(rt.Targets) == 0 {
@@ -121,16 +141,60 @@ func (e *RouteError) Class() retry.Class {
 	return last
 }
 
-// RetryAfter is the earliest wait a provider asked for, or zero.
-func (e *RouteError) RetryAfter() time.Duration {
+// RetryAfter is the earliest a retry can expect a key to be usable: the
+// shortest Retry-After a provider sent, or the earliest end of a key
+// cooldown that kept a target from being called; zero if neither.
+func (e *RouteError) RetryAfter(now time.Time) time.Duration {
 	var d time.Duration
+	take := func(x time.Duration) {
+		if x > 0 && (d == 0 || x < d) {
+			d = x
+		}
+	}
 	for _, a := range e.Attempts {
-		if pe, ok := AsError(a); ok && pe.RetryAfter > 0 && (d == 0 || pe.RetryAfter < d) {
-			d = pe.RetryAfter
+		var ku *KeysUnavailableError
+		if errors.As(a, &ku) && !ku.Until.IsZero() {
+			take(ku.Until.Sub(now))
+		} else if pe, ok := AsError(a); ok {
+			take(pe.RetryAfter)
 		}
 	}
 	return d
 }
+
+// KeysUnavailableError is a target that was not called because every key
+// of its provider is cooling or disabled.
+type KeysUnavailableError struct {
+	Provider    string
+	Until       time.Time // the earliest end of a cooldown; zero if all are disabled
+	AllDisabled bool
+}
+
+func (e *KeysUnavailableError) Error() string {
+	if e.AllDisabled {
+		return fmt.Sprintf("%s: every key is disabled (auth or quota); re-enable with `enqueue keys enable`", e.Provider)
+	}
+	return fmt.Sprintf("%s: every key is cooling down until %s", e.Provider, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Class is rate_limited while a key will come back by itself, auth when
+// every key needs a person.
+func (e *KeysUnavailableError) Class() retry.Class {
+	if e.AllDisabled {
+		return retry.Auth
+	}
+	return retry.RateLimited
+}
+
+// AuthProbeError is a failure (a 500 with an empty body) that an auth
+// probe showed to be a rejected key.
+type AuthProbeError struct{ Err error }
+
+func (e *AuthProbeError) Error() string {
+	return e.Err.Error() + " (an auth probe confirmed the key is rejected)"
+}
+func (e *AuthProbeError) Unwrap() error      { return e.Err }
+func (e *AuthProbeError) Class() retry.Class { return retry.Auth }
 
 // Chat sends req along the named route. req.Model is set per target.
 func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response, error) {
@@ -173,29 +237,86 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 	return nil, rerr
 }
 
-// callTarget calls one target, moving to the provider's next key on a
-// key-level failure (rate limit, quota, auth) until every key was tried.
+// callTarget calls one target with the provider's usable keys in turn:
+// on a key-level failure it cools (rate limit) or disables (quota, auth)
+// the key for every worker and tries the next key at once.
 func (r *Router) callTarget(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
-	keys := 1
-	if k, ok := t.Provider.(interface{ KeyFingerprints() []string }); ok {
-		keys = max(1, len(k.KeyFingerprints()))
-	}
 	req.Model = t.Model
+	name := t.Provider.Name()
+	kp, ok := t.Provider.(interface{ KeyIDs() []string })
+	if !ok {
+		resp, err := r.call(ctx, route, t, req)
+		if err != nil {
+			rerr.Attempts = append(rerr.Attempts, err)
+		}
+		return resp, err
+	}
+	ids := kp.KeyIDs()
+	usable, earliest, allDisabled := r.keys.usable(name, ids)
+	if len(usable) == 0 {
+		err := &KeysUnavailableError{Provider: name, Until: earliest, AllDisabled: allDisabled}
+		rerr.Attempts = append(rerr.Attempts, err)
+		return nil, err
+	}
 	var err error
-	for k := 0; k < keys; k++ {
+	for _, k := range usable {
+		kctx := WithKey(ctx, k)
 		var resp *Response
-		resp, err = r.call(WithKey(ctx, k), route, t, req)
+		resp, err = r.call(kctx, route, t, req)
 		if err == nil {
 			return resp, nil
 		}
+		err = r.probeEmpty500(kctx, t, err)
 		rerr.Attempts = append(rerr.Attempts, err)
-		switch ClassOf(err) {
-		case retry.RateLimited, retry.Quota, retry.Auth:
-			continue
+		switch class := ClassOf(err); class {
+		case retry.RateLimited:
+			wait := r.defCool
+			if e, ok := AsError(err); ok && e.RetryAfter > 0 {
+				wait = e.RetryAfter
+			}
+			r.keys.Cool(ctx, name, ids[k], r.now().Add(min(wait, r.maxCool)))
+		case retry.Quota, retry.Auth:
+			r.keys.Disable(ctx, name, ids[k], string(class)+": "+oneLine(err.Error(), 200))
+			r.log.Error("API key disabled for every worker until re-enabled", "provider", name,
+				"key", fingerprintOf(t.Provider, k), "class", string(class), "alert", true)
+		default:
+			return nil, err
 		}
-		return nil, err
 	}
 	return nil, err
+}
+
+// probeEmpty500 asks the provider, for a 500 with an empty body, whether
+// the key is rejected: some providers and proxies hide auth failures so.
+func (r *Router) probeEmpty500(ctx context.Context, t Target, err error) error {
+	e, ok := AsError(err)
+	p, canProbe := t.Provider.(interface{ Probe(context.Context) error })
+	if !ok || !canProbe || e.Status != 500 || strings.TrimSpace(e.Body) != "" {
+		return err
+	}
+	perr := p.Probe(ctx)
+	r.log.Info("auth probe after an empty 500", "provider", t.Provider.Name(), "key", e.Key, "probe_class", string(ClassOf(perr)))
+	if ClassOf(perr) == retry.Auth {
+		return &AuthProbeError{Err: err}
+	}
+	return err
+}
+
+func fingerprintOf(p Provider, k int) string {
+	if f, ok := p.(interface{ KeyFingerprints() []string }); ok {
+		if fps := f.KeyFingerprints(); k < len(fps) {
+			return fps[k]
+		}
+	}
+	return ""
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
 }
 
 // call makes one call with min(target timeout, time left) and logs it.

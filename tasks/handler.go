@@ -84,6 +84,7 @@ const busyRecheck = time.Second
 type StepError struct {
 	Class      retry.Class
 	RetryAfter time.Duration // the earliest wait a provider asked for
+	Free       bool          // does not use up one of the step's retries
 	Err        error
 }
 
@@ -194,8 +195,12 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	se := &StepError{Class: class, Err: err}
 	var re *llmclient.RouteError
 	if errors.As(err, &re) {
-		se.RetryAfter = re.RetryAfter()
+		se.RetryAfter = re.RetryAfter(time.Now())
 	}
+	// waiting for rate limits to pass is not the step failing: it uses no
+	// retry, within a bound so that a provider that never lets up still
+	// ends in the dead-letter queue
+	se.Free = class == retry.RateLimited && attempt <= 3*(maxRetry+1)
 	h.o.Logger.Warn("step attempt failed; will retry", "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", err)
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "retrying", Attempt: attempt, Class: class, Err: err, RetryAfter: se.RetryAfter})
 	return se
@@ -307,13 +312,7 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	}
 }
 
-func classOf(err error) retry.Class {
-	var re *llmclient.RouteError
-	if errors.As(err, &re) {
-		return re.Class()
-	}
-	return llmclient.ClassOf(err)
-}
+func classOf(err error) retry.Class { return llmclient.ClassOf(err) }
 
 // specCache keeps parsed specs by workflow id: specs never change, so the
 // hot path reads a spec from Redis once per workflow per worker.

@@ -38,11 +38,11 @@ func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 }
 
 // IsFailure implements asynq's Config.IsFailure: a canceled attempt (worker
-// shutting down) and a duplicate waiting for the step's lease do not use up
-// one of the step's retries.
+// shutting down), a duplicate waiting for the step's lease and a wait for
+// rate-limited keys do not use up one of the step's retries.
 func (RetryPolicy) IsFailure(err error) bool {
 	var se *StepError
-	if errors.As(err, &se) && (se.Class == retry.Canceled || se.Class == classBusy) {
+	if errors.As(err, &se) && (se.Class == retry.Canceled || se.Class == classBusy || se.Free) {
 		return false
 	}
 	return true

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/tasks"
 )
@@ -69,8 +70,29 @@ func Providers(cfg config.Config, transport http.RoundTripper) (map[string]llmcl
 	return out, nil
 }
 
-// Router builds the router over the configured routes.
-func Router(cfg config.Config, providers map[string]llmclient.Provider, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
+// KeyStore adapts the store's shared key state to llmclient's interface.
+type KeyStore struct{ *store.KeyState }
+
+// Load implements llmclient.KeyStateStore.
+func (k KeyStore) Load(ctx context.Context, providers []string) (map[string]map[string]llmclient.KeyStatus, error) {
+	st, err := k.KeyState.Load(ctx, providers)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]llmclient.KeyStatus, len(st))
+	for p, keys := range st {
+		m := make(map[string]llmclient.KeyStatus, len(keys))
+		for id, s := range keys {
+			m[id] = llmclient.KeyStatus{CoolUntil: s.CoolUntil, Disabled: s.Disabled}
+		}
+		out[p] = m
+	}
+	return out, nil
+}
+
+// Router builds the router over the configured routes; keys may be nil
+// (a local-only key pool).
+func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
 	target := func(t config.Target) llmclient.Target {
 		p, _ := cfg.Provider(t.Provider)
 		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D()}
@@ -92,7 +114,8 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, logger *
 		}
 		routes = append(routes, r)
 	}
-	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs})
+	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs, Keys: keys,
+		DefaultCooldown: cfg.Resilience.Keys.DefaultCooldown.D(), MaxCooldown: cfg.Resilience.Keys.MaxCooldown.D()})
 }
 
 // Clients are the Redis-backed parts the producer commands use.

@@ -80,11 +80,19 @@ type Route struct {
 	FallbackText string `yaml:"fallback_text"`
 }
 
-// Resilience tunes retries, breakers and health scoring.
+// Resilience tunes retries, keys, breakers and health scoring.
 type Resilience struct {
 	Retry   Retry   `yaml:"retry"`
+	Keys    Keys    `yaml:"keys"`
 	Breaker Breaker `yaml:"breaker"`
 	Health  Health  `yaml:"health"`
+}
+
+// Keys tunes key cooldowns after a 429. Defaults: 10s when the provider
+// sends no Retry-After, never more than 60s.
+type Keys struct {
+	DefaultCooldown Duration `yaml:"default_cooldown"`
+	MaxCooldown     Duration `yaml:"max_cooldown"`
 }
 
 // Retry is the delayed-retry policy. Defaults: base 1s, factor 2, max_delay
@@ -148,6 +156,7 @@ func Default() Config {
 		Retention: Duration(24 * time.Hour),
 		Resilience: Resilience{
 			Retry:   Retry{Base: Duration(time.Second), Factor: 2, MaxDelay: Duration(5 * time.Minute), Jitter: []float64{0.5, 1.5}, MaxRetries: &twelve},
+			Keys:    Keys{DefaultCooldown: Duration(10 * time.Second), MaxCooldown: Duration(time.Minute)},
 			Breaker: Breaker{ConsecutiveFailures: 5, ErrorRate: 0.5, Window: Duration(10 * time.Second), MinCalls: 10, Cooldown: Duration(30 * time.Second)},
 			Health:  Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
 		},
@@ -303,6 +312,9 @@ func (c *Config) validate() error {
 	}
 	if rt.MaxRetries == nil || *rt.MaxRetries < 0 {
 		bad("resilience.retry.max_retries", "must be 0 or more")
+	}
+	if k := c.Resilience.Keys; k.DefaultCooldown > k.MaxCooldown {
+		bad("resilience.keys.default_cooldown", "%s is over max_cooldown %s", k.DefaultCooldown, k.MaxCooldown)
 	}
 	br := c.Resilience.Breaker
 	if br.ConsecutiveFailures < 1 {

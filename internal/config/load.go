@@ -223,6 +223,13 @@ func (c *Config) applyDefaults() {
 	if r.MaxRetries == nil {
 		r.MaxRetries = dr.MaxRetries
 	}
+	k, dk := &c.Resilience.Keys, d.Resilience.Keys
+	if k.DefaultCooldown == 0 {
+		k.DefaultCooldown = dk.DefaultCooldown
+	}
+	if k.MaxCooldown == 0 {
+		k.MaxCooldown = dk.MaxCooldown
+	}
 	b, db := &c.Resilience.Breaker, d.Resilience.Breaker
 	if b.ConsecutiveFailures == 0 {
 		b.ConsecutiveFailures = db.ConsecutiveFailures

@@ -14,3 +14,10 @@ func stepKey(id, s string) string { return wfTag(id) + ":step:" + s }
 func settledKey(id string) string { return wfTag(id) + ":settled" }
 func failedKey(id string) string  { return wfTag(id) + ":failed" }
 func indexKey() string            { return Prefix + "workflows" }
+
+func provTag(p string) string     { return Prefix + "{prov:" + p + "}" }
+func coolingKey(p string) string  { return provTag(p) + ":cooling" }
+func disabledKey(p string) string { return provTag(p) + ":disabled" }
+
+// KeyChanges is the pub/sub channel on which key state changes are announced.
+const KeyChanges = Prefix + "keys:changed"

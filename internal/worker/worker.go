@@ -18,6 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
@@ -67,7 +68,30 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	router, err := app.Router(cfg, providers, o.Logger, nil)
+	// key state: shared through Redis, read from a local copy refreshed
+	// every second and at once when another worker announces a change
+	keyState := store.NewKeyState(rdb, nil)
+	keys := llmclient.NewKeyPools(app.KeyStore{KeyState: keyState}, nil, o.Logger)
+	names := make([]string, 0, len(providers))
+	for n := range providers {
+		names = append(names, n)
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	poke := make(chan struct{}, 1)
+	if err := keyState.Subscribe(bg, func(string) {
+		select {
+		case poke <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		return err
+	}
+	if err := keys.Refresh(ctx, names); err != nil {
+		return err
+	}
+	go keys.Run(bg, names, time.Second, poke)
+	router, err := app.Router(cfg, providers, keys, o.Logger, nil)
 	if err != nil {
 		return err
 	}

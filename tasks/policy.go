@@ -19,12 +19,14 @@ type RetryPolicy struct {
 }
 
 // RetryDelay implements asynq.RetryDelayFunc: max(backoff(n) × jitter,
-// the provider's Retry-After).
+// the provider's Retry-After or the earliest key cooldown). asynq keeps
+// retry times in whole seconds, rounding down, so a wait for a cooldown
+// gets one more second: the retry must not come before the key is usable.
 func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 	d := p.Backoff.Delay(n, p.Random)
 	var se *StepError
 	if errors.As(err, &se) && se.RetryAfter > d {
-		d = se.RetryAfter
+		d = se.RetryAfter + time.Second
 	}
 	if se != nil {
 		switch se.Class {

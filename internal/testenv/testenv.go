@@ -6,7 +6,7 @@ package testenv
 import (
 	"context"
 	"log/slog"
-	"net/http/httptest"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -54,6 +54,10 @@ routes:
   main:  { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ] }
   solo:  { targets: [ { provider: oa, model: m-solo } ] }
   flaky: { targets: [ { provider: dead, model: m-dead } ], fallback_text: "fallback answer" }
+  fallback:
+    targets: [ { provider: oa, model: m-small } ]
+    context_window_fallback: { provider: an, model: m-long }
+    content_fallback: { provider: an, model: m-safe }
 resilience:
   retry: { base: 1s, factor: 1, max_delay: 1s, jitter: [0.5, 0.6] }
 worker:
@@ -61,6 +65,24 @@ worker:
   queues: { default: 1 }
 retention: 1h
 `
+
+// serveChaos serves chaosllm on a loopback port (closing its listener in
+// refuse phases) until the test ends.
+func serveChaos(t *testing.T, srv *chaosllm.Server) string {
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- chaosllm.Serve(ctx, "127.0.0.1:0", srv, func(a net.Addr) { addrc <- a }) }()
+	select {
+	case a := <-addrc:
+		t.Cleanup(func() { cancel(); <-done })
+		return "http://" + a.String()
+	case err := <-done:
+		cancel()
+		t.Fatalf("chaosllm: %v", err)
+		return ""
+	}
+}
 
 // Config is the test configuration for a chaosllm URL and a database.
 func Config(chaosURL string, db redistest.DB) (config.Config, error) {
@@ -91,13 +113,12 @@ func Start(t *testing.T, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(chaos)
-	t.Cleanup(hs.Close)
-	cfg, err := Config(hs.URL, db)
+	url := serveChaos(t, chaos)
+	cfg, err := Config(url, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: hs.URL, Config: cfg,
+	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		Client: tasks.NewClient(rdb, tasks.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()}),
 		Events: make(chan tasks.StepEvent, 1024)}

@@ -116,7 +116,7 @@ reach Redis.`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c))
+	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c))
 	return cmd
 }
 

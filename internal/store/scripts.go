@@ -155,3 +155,13 @@ for k = 2, #KEYS do
 end
 return 'canceled'
 `)
+
+// failScript ends a blocked workflow as failed (its dead step was
+// discarded). KEYS: wf. ARGV: now. Returns the state after the call.
+var failScript = redis.NewScript(`
+local s = redis.call('HGET', KEYS[1], 'state')
+if not s then return '' end
+if s ~= 'blocked' then return s end
+redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[1])
+return 'failed'
+`)

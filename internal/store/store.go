@@ -285,6 +285,18 @@ func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, 
 	return st, nil
 }
 
+// Fail ends a blocked workflow as failed; other states are left alone.
+func (s *Store) Fail(ctx context.Context, wf string) error {
+	st, err := failScript.Run(ctx, s.rdb, []string{wfKey(wf)}, ts(s.now())).Text()
+	if err != nil {
+		return fmt.Errorf("store: fail %s: %w", wf, err)
+	}
+	if st == "" {
+		return fmt.Errorf("store: fail %s: %w", wf, ErrNotFound)
+	}
+	return nil
+}
+
 // Get reads a workflow with all its steps.
 func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
 	h, err := s.rdb.HGetAll(ctx, wfKey(id)).Result()

@@ -1,0 +1,202 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// DeadLetter is a step that was dead-lettered (archived by asynq) and waits
+// for a person: requeue it once the cause is fixed, or discard it.
+type DeadLetter struct {
+	TaskID   string    `json:"task"`
+	Queue    string    `json:"queue"`
+	Workflow string    `json:"workflow"`
+	Step     string    `json:"step"`
+	Class    string    `json:"class"`  // the error class that ended it, e.g. bad_request
+	Reason   string    `json:"reason"` // the last error, as asynq's archive and asynqmon show it
+	FailedAt time.Time `json:"failed_at"`
+	Attempts int       `json:"attempts"`
+}
+
+// DeadLetterDetail is one dead letter with what a reviewer needs.
+type DeadLetterDetail struct {
+	DeadLetter
+	Route  string `json:"route"`
+	System string `json:"system,omitempty"`
+	Prompt string `json:"prompt"` // as rendered now from the stored inputs
+	// StepError is the step's recorded error: every call of its last
+	// attempt, each with the provider's status, type, code and message.
+	StepError string `json:"step_error"`
+}
+
+// ErrNoDeadLetter is returned for a task that is not in the archive.
+var ErrNoDeadLetter = errors.New("no such dead letter")
+
+// DeadLetters lists dead-lettered steps in every queue, newest first; with
+// class, only those of that class.
+func (c *Client) DeadLetters(ctx context.Context, class string) ([]DeadLetter, error) {
+	queues, err := c.insp.Queues()
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	var out []DeadLetter
+	for _, q := range queues {
+		for page := 1; ; page++ {
+			infos, err := c.insp.ListArchivedTasks(q, asynq.PageSize(500), asynq.Page(page))
+			if err != nil {
+				return nil, fmt.Errorf("list dead letters in %s: %w", q, err)
+			}
+			for _, info := range infos {
+				if d, ok := c.deadLetter(ctx, info); ok && (class == "" || d.Class == class) {
+					out = append(out, d)
+				}
+			}
+			if len(infos) < 500 {
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].FailedAt.After(out[j].FailedAt) })
+	return out, nil
+}
+
+func (c *Client) deadLetter(ctx context.Context, info *asynq.TaskInfo) (DeadLetter, bool) {
+	if info.Type != TypeStep {
+		return DeadLetter{}, false
+	}
+	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: info.LastErr, FailedAt: info.LastFailedAt, Attempts: info.Retried + 1}
+	if cl, _, ok := strings.Cut(info.LastErr, ":"); ok && !strings.ContainsAny(cl, " ") {
+		d.Class = cl
+	}
+	p, err := decodePayload(info.Payload)
+	if err != nil {
+		d.Step = "(unreadable payload)"
+		return d, true
+	}
+	d.Workflow, d.Step = p.Workflow, p.Step
+	if wf, err := c.store.Get(ctx, p.Workflow); err == nil {
+		for _, s := range wf.Steps {
+			if s.ID == p.Step {
+				d.Attempts = s.Attempts
+			}
+		}
+	}
+	return d, true
+}
+
+// findArchived returns the archived task with this id, in whatever queue.
+func (c *Client) findArchived(taskID string) (*asynq.TaskInfo, error) {
+	queues, err := c.insp.Queues()
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	for _, q := range queues {
+		info, err := c.insp.GetTaskInfo(q, taskID)
+		if err == nil && info.State == asynq.TaskStateArchived {
+			return info, nil
+		}
+	}
+	return nil, fmt.Errorf("task %s: %w", taskID, ErrNoDeadLetter)
+}
+
+// DeadLetterDetail returns one dead letter with its rendered prompt and
+// the errors of its last attempt.
+func (c *Client) DeadLetterDetail(ctx context.Context, taskID string) (*DeadLetterDetail, error) {
+	info, err := c.findArchived(taskID)
+	if err != nil {
+		return nil, err
+	}
+	d, _ := c.deadLetter(ctx, info)
+	out := &DeadLetterDetail{DeadLetter: d}
+	if d.Workflow == "" {
+		return out, nil
+	}
+	spec, err := c.spec(ctx, d.Workflow)
+	if err != nil {
+		return out, nil // the workflow expired; the task is all there is
+	}
+	if err := spec.prepare(); err != nil {
+		return out, nil
+	}
+	st, ok := spec.Step(d.Step)
+	if !ok {
+		return out, nil
+	}
+	out.Route = spec.resolve(st).Route
+	wf, err := c.store.Get(ctx, d.Workflow)
+	if err != nil {
+		return out, nil
+	}
+	views := map[string]StepView{}
+	for _, s := range wf.Steps {
+		views[s.ID] = StepView{Output: s.Output, Degraded: s.Degraded, Missing: s.State != store.StepDone}
+		if s.ID == d.Step {
+			out.StepError = s.Error
+		}
+	}
+	if out.System, err = render(st.systemT, spec.Input, views); err != nil {
+		out.System = "(cannot render: " + err.Error() + ")"
+	}
+	if out.Prompt, err = render(st.promptT, spec.Input, views); err != nil {
+		out.Prompt = "(cannot render: " + err.Error() + ")"
+	}
+	return out, nil
+}
+
+// Requeue sends a dead-lettered step back to its queue; its workflow
+// resumes from there.
+func (c *Client) Requeue(ctx context.Context, taskID string) error {
+	info, err := c.findArchived(taskID)
+	if err != nil {
+		return err
+	}
+	if err := c.insp.RunTask(info.Queue, info.ID); err != nil {
+		return fmt.Errorf("requeue %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// RequeueAll requeues every dead letter (of class, if not empty) and
+// returns how many.
+func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
+	dls, err := c.DeadLetters(ctx, class)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range dls {
+		if err := c.insp.RunTask(d.Queue, d.TaskID); err != nil {
+			return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Discard deletes a dead letter for good. Its workflow, blocked on it,
+// becomes failed; an optional step's workflow has already gone on.
+func (c *Client) Discard(ctx context.Context, taskID string) error {
+	info, err := c.findArchived(taskID)
+	if err != nil {
+		return err
+	}
+	if err := c.insp.DeleteTask(info.Queue, info.ID); err != nil {
+		return fmt.Errorf("discard %s: %w", taskID, err)
+	}
+	var p Payload
+	if json.Unmarshal(info.Payload, &p) == nil && p.Workflow != "" {
+		if err := c.store.Fail(ctx, p.Workflow); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}

@@ -57,11 +57,11 @@ type RouterOptions struct {
 // wins; on failure it moves on at once (it never sleeps: delayed retries
 // belong to the task queue). Keys are rotated on key-level failures.
 type Router struct {
-	routes map[string]Route
-	log    *slog.Logger
-	obs    Observer
-	now    func() time.Time
-	keys   *KeyPools
+	routes           map[string]Route
+	log              *slog.Logger
+	obs              Observer
+	now              func() time.Time
+	keys             *KeyPools
 	defCool, maxCool time.Duration
 }
 

@@ -14,10 +14,11 @@ help: ## list the targets
 build: ## build every binary into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: vet staticcheck ## vet, staticcheck, and all tests (with -race when cgo is available)
+test: vet staticcheck ## vet, staticcheck, all tests (with -race when cgo is available), a few seconds of each fuzz target
 	@[ -n "$(RACE)" ] || echo "note: no C compiler for cgo; running the tests without -race"
 	@command -v redis-server >/dev/null 2>&1 || [ -n "$$AGENTQ_TEST_REDIS" ] || echo "note: no redis-server on PATH; the tests fall back to in-process miniredis (install redis-server to test against real Redis)"
 	$(GO) test $(RACE) -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 test-race: ## all tests with the race detector (needs cgo)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
@@ -33,10 +34,11 @@ staticcheck:
 demo: ## the embedded demo: a workflow through a scripted outage, no services needed
 	$(GO) run ./cmd/worker --embedded
 
-fuzz: ## run each fuzz target briefly
-	$(GO) test -run '^$$' -fuzz FuzzParseSpec -fuzztime 20s ./tasks
-	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime 20s ./retry
-	$(GO) test -run '^$$' -fuzz FuzzParseScenario -fuzztime 20s ./internal/chaosllm
+FUZZTIME ?= 20s
+fuzz: ## run each fuzz target for FUZZTIME (default 20s)
+	$(GO) test -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime $(FUZZTIME) ./retry
+	$(GO) test -run '^$$' -fuzz FuzzParseScenario -fuzztime $(FUZZTIME) ./internal/chaosllm
 
 clean: ## remove build output
 	rm -rf $(BIN)

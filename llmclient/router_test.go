@@ -1,0 +1,83 @@
+package llmclient_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/retry"
+)
+
+// One JSON log line per call, naming the key by fingerprint only.
+func TestRouterLogsOneLinePerCall(t *testing.T) {
+	fx := newFixture(t, chaosllm.Scenario{Timelines: []chaosllm.Timeline{
+		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}}, goodKey)
+	var buf bytes.Buffer
+	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Targets: []llmclient.Target{
+		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
+		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
+	}}}, llmclient.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.Chat(context.Background(), "r", ask("hello there"))
+	if err != nil || resp.Provider != "an" {
+		t.Fatalf("chat: %+v %v", resp, err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got %d:\n%s", len(lines), buf.String())
+	}
+	want := []struct{ provider, class string }{{"oa", "server"}, {"an", "ok"}}
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["msg"] != "llm_call" || m["provider"] != want[i].provider || m["class"] != want[i].class ||
+			m["input_len"] != float64(len("hello there")) || m["key"] != llmclient.Fingerprint(want[i].provider, 0, goodKey) {
+			t.Errorf("line %d: %v", i, m)
+		}
+		for _, k := range []string{"model", "timeout", "dur", "route"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("line %d lacks %q: %s", i, k, l)
+			}
+		}
+	}
+	if strings.Contains(buf.String(), goodKey) {
+		t.Fatal("a log line contains the API key")
+	}
+}
+
+// A key that cools on one router is skipped by another sharing the pools.
+func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
+	fx := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(time.Minute)}}, {}}}, goodKey)
+	pools := llmclient.NewKeyPools(nil, nil, nil)
+	route := []llmclient.Route{{Name: "r", Targets: []llmclient.Target{{Provider: fx.openai, Model: "m"}}}}
+	r1, _ := llmclient.NewRouter(route, llmclient.RouterOptions{Keys: pools})
+	_, err := r1.Chat(context.Background(), "r", ask("x"))
+	var re *llmclient.RouteError
+	if llmclient.ClassOf(err) != retry.RateLimited || !errors.As(err, &re) {
+		t.Fatalf("first call: %v", err)
+	}
+	if d := re.RetryAfter(time.Now()); d < 59*time.Second || d > time.Minute {
+		t.Fatalf("retry after %s, want the capped cooldown", d)
+	}
+	r2, _ := llmclient.NewRouter(route, llmclient.RouterOptions{Keys: pools})
+	_, err = r2.Chat(context.Background(), "r", ask("x"))
+	var ku *llmclient.KeysUnavailableError
+	if !errors.As(err, &ku) || ku.AllDisabled {
+		t.Fatalf("second router: %v, want keys unavailable", err)
+	}
+	if n := fx.srv.Snapshot().Total; n != 1 {
+		t.Fatalf("%d calls, want 1: the cooling key must not be called", n)
+	}
+}

@@ -51,6 +51,9 @@ type RouterOptions struct {
 	DefaultCooldown time.Duration
 	// MaxCooldown caps any key cooldown; 0 means 60s.
 	MaxCooldown time.Duration
+	// Breakers holds the targets' circuit breakers; nil: local-only
+	// breakers with retry.DefaultBreakerConfig.
+	Breakers *Breakers
 }
 
 // Router sends a request along a route: the first target that answers
@@ -62,6 +65,7 @@ type Router struct {
 	obs              Observer
 	now              func() time.Time
 	keys             *KeyPools
+	breakers         *Breakers
 	defCool, maxCool time.Duration
 }
 
@@ -77,9 +81,12 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	r.keys, r.defCool, r.maxCool = o.Keys, o.DefaultCooldown, o.MaxCooldown
+	r.keys, r.defCool, r.maxCool, r.breakers = o.Keys, o.DefaultCooldown, o.MaxCooldown, o.Breakers
 	if r.keys == nil {
 		r.keys = NewKeyPools(nil, r.now, r.log)
+	}
+	if r.breakers == nil {
+		r.breakers = NewBreakers(nil, retry.DefaultBreakerConfig, r.now, nil, r.log)
 	}
 	if r.defCool <= 0 {
 		r.defCool = 10 * time.Second
@@ -153,8 +160,11 @@ func (e *RouteError) RetryAfter(now time.Time) time.Duration {
 	}
 	for _, a := range e.Attempts {
 		var ku *KeysUnavailableError
+		var bo *BreakerOpenError
 		if errors.As(a, &ku) && !ku.Until.IsZero() {
 			take(ku.Until.Sub(now))
+		} else if errors.As(a, &bo) {
+			take(bo.Until.Sub(now))
 		} else if pe, ok := AsError(a); ok {
 			take(pe.RetryAfter)
 		}
@@ -185,6 +195,20 @@ func (e *KeysUnavailableError) Class() retry.Class {
 	}
 	return retry.RateLimited
 }
+
+// BreakerOpenError is a target that was not called because its circuit
+// breaker is open (or another worker holds its half-open probe).
+type BreakerOpenError struct {
+	Target string
+	Until  time.Time // when a probe may go
+}
+
+func (e *BreakerOpenError) Error() string {
+	return fmt.Sprintf("%s: circuit open until %s; not called", e.Target, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Class is server: the target is failing.
+func (e *BreakerOpenError) Class() retry.Class { return retry.Server }
 
 // AuthProbeError is a failure (a 500 with an empty body) that an auth
 // probe showed to be a rejected key.
@@ -243,9 +267,15 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 func (r *Router) callTarget(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
 	req.Model = t.Model
 	name := t.Provider.Name()
+	allowed, probe := r.breakers.allow(ctx, name, t.Model)
+	if !allowed {
+		err := &BreakerOpenError{Target: t.String(), Until: r.breakers.Get(name, t.Model).OpenUntil}
+		rerr.Attempts = append(rerr.Attempts, err)
+		return nil, err
+	}
 	kp, ok := t.Provider.(interface{ KeyIDs() []string })
 	if !ok {
-		resp, err := r.call(ctx, route, t, req)
+		resp, err := r.call(ctx, route, t, req, probe)
 		if err != nil {
 			rerr.Attempts = append(rerr.Attempts, err)
 		}
@@ -262,7 +292,7 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 	for _, k := range usable {
 		kctx := WithKey(ctx, k)
 		var resp *Response
-		resp, err = r.call(kctx, route, t, req)
+		resp, err = r.call(kctx, route, t, req, probe)
 		if err == nil {
 			return resp, nil
 		}
@@ -319,8 +349,9 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// call makes one call with min(target timeout, time left) and logs it.
-func (r *Router) call(ctx context.Context, route string, t Target, req Request) (*Response, error) {
+// call makes one call with min(target timeout, time left), records it in
+// the target's breaker and logs it.
+func (r *Router) call(ctx context.Context, route string, t Target, req Request, probe bool) (*Response, error) {
 	timeout := t.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(r.now()); timeout == 0 || left < timeout {
@@ -344,6 +375,7 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request) 
 	} else {
 		key, usage = resp.Key, resp.Usage
 	}
+	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.obs.Call(route, t, key, class, dur, usage)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "llm_call",
 		slog.String("route", route), slog.String("provider", t.Provider.Name()), slog.String("model", t.Model),

@@ -92,7 +92,7 @@ func (k KeyStore) Load(ctx context.Context, providers []string) (map[string]map[
 
 // Router builds the router over the configured routes; keys may be nil
 // (a local-only key pool).
-func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
+func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, breakers *llmclient.Breakers, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
 	target := func(t config.Target) llmclient.Target {
 		p, _ := cfg.Provider(t.Provider)
 		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D()}
@@ -114,7 +114,7 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *ll
 		}
 		routes = append(routes, r)
 	}
-	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs, Keys: keys,
+	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs, Keys: keys, Breakers: breakers,
 		DefaultCooldown: cfg.Resilience.Keys.DefaultCooldown.D(), MaxCooldown: cfg.Resilience.Keys.MaxCooldown.D()})
 }
 

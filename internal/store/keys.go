@@ -18,6 +18,7 @@ func indexKey() string            { return Prefix + "workflows" }
 func provTag(p string) string     { return Prefix + "{prov:" + p + "}" }
 func coolingKey(p string) string  { return provTag(p) + ":cooling" }
 func disabledKey(p string) string { return provTag(p) + ":disabled" }
+func breakerKey(p string) string  { return provTag(p) + ":breakers" }
 
 // KeyChanges is the pub/sub channel on which key state changes are announced.
 const KeyChanges = Prefix + "keys:changed"

@@ -123,29 +123,3 @@ func (k *KeyState) Load(ctx context.Context, providers []string) (map[string]map
 	}
 	return out, nil
 }
-
-// Subscribe calls changed whenever another worker changes key state, until
-// ctx ends. It returns once the subscription is active.
-func (k *KeyState) Subscribe(ctx context.Context, changed func(provider string)) error {
-	sub := k.rdb.Subscribe(ctx, KeyChanges)
-	if _, err := sub.Receive(ctx); err != nil {
-		sub.Close()
-		return fmt.Errorf("store: subscribe to key changes: %w", err)
-	}
-	go func() {
-		defer sub.Close()
-		ch := sub.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				changed(m.Payload)
-			}
-		}
-	}()
-	return nil
-}

@@ -68,30 +68,45 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	// key state: shared through Redis, read from a local copy refreshed
-	// every second and at once when another worker announces a change
-	keyState := store.NewKeyState(rdb, nil)
-	keys := llmclient.NewKeyPools(app.KeyStore{KeyState: keyState}, nil, o.Logger)
+	// key and breaker state: shared through Redis, read from local copies
+	// refreshed every second and at once when another worker announces a
+	// change
+	keys := llmclient.NewKeyPools(app.KeyStore{KeyState: store.NewKeyState(rdb, nil)}, nil, o.Logger)
+	bc := cfg.Resilience.Breaker
+	breakers := llmclient.NewBreakers(store.NewBreakers(rdb), retry.BreakerConfig{
+		ConsecutiveFailures: bc.ConsecutiveFailures, ErrorRate: bc.ErrorRate, MinCalls: bc.MinCalls, Window: bc.Window.D(),
+		Cooldown: bc.Cooldown.D(), CooldownJitter: 0.2, ProbeTimeout: 2 * maxProviderTimeout(cfg)}, nil, o.Random, o.Logger)
 	names := make([]string, 0, len(providers))
 	for n := range providers {
 		names = append(names, n)
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-	poke := make(chan struct{}, 1)
-	if err := keyState.Subscribe(bg, func(string) {
+	pokeKeys, pokeBreakers := make(chan struct{}, 1), make(chan struct{}, 1)
+	poke := func(ch chan struct{}) {
 		select {
-		case poke <- struct{}{}:
+		case ch <- struct{}{}:
 		default:
 		}
-	}); err != nil {
+	}
+	if err := store.Subscribe(bg, rdb, func(channel, _ string) {
+		if channel == store.KeyChanges {
+			poke(pokeKeys)
+		} else {
+			poke(pokeBreakers)
+		}
+	}, store.KeyChanges, store.BreakerChanges); err != nil {
 		return err
 	}
 	if err := keys.Refresh(ctx, names); err != nil {
 		return err
 	}
-	go keys.Run(bg, names, time.Second, poke)
-	router, err := app.Router(cfg, providers, keys, o.Logger, nil)
+	if err := breakers.Refresh(ctx, names); err != nil {
+		return err
+	}
+	go keys.Run(bg, names, time.Second, pokeKeys)
+	go breakers.Run(bg, names, time.Second, pokeBreakers)
+	router, err := app.Router(cfg, providers, keys, breakers, o.Logger, nil)
 	if err != nil {
 		return err
 	}
@@ -154,6 +169,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	o.Logger.Info("worker stopped")
 	return nil
+}
+
+func maxProviderTimeout(cfg config.Config) time.Duration {
+	d := time.Minute
+	for _, p := range cfg.Providers {
+		d = max(d, p.Timeout.D())
+	}
+	return d
 }
 
 // healthHandler answers /healthz with Redis reachability.

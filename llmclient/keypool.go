@@ -55,30 +55,19 @@ func NewKeyPools(store KeyStateStore, now func() time.Time, log *slog.Logger) *K
 	return &KeyPools{store: store, now: now, log: log, state: map[string]map[string]KeyStatus{}}
 }
 
-// usable returns, in order, the indices of ids that are neither cooling nor
-// disabled, and the earliest end of a cooldown among the others.
-func (k *KeyPools) usable(provider string, ids []string) (usable []int, earliest time.Time, allDisabled bool) {
-	now := k.now()
+// check says whether a key may be used now; if not, until when it cools
+// (zero if it is disabled). It allocates nothing: it is on the call path.
+func (k *KeyPools) check(provider, keyID string, now time.Time) (ok bool, coolUntil time.Time, disabled bool) {
 	k.mu.RLock()
-	defer k.mu.RUnlock()
-	st := k.state[provider]
-	allDisabled = len(ids) > 0
-	for i, id := range ids {
-		s := st[id]
-		switch {
-		case s.Disabled != "":
-			continue
-		case s.CoolUntil.After(now):
-			allDisabled = false
-			if earliest.IsZero() || s.CoolUntil.Before(earliest) {
-				earliest = s.CoolUntil
-			}
-		default:
-			allDisabled = false
-			usable = append(usable, i)
-		}
+	s := k.state[provider][keyID]
+	k.mu.RUnlock()
+	switch {
+	case s.Disabled != "":
+		return false, time.Time{}, true
+	case s.CoolUntil.After(now):
+		return false, s.CoolUntil, false
 	}
-	return usable, earliest, allDisabled
+	return true, time.Time{}, false
 }
 
 // Status returns what is known of a key.

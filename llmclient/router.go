@@ -282,14 +282,22 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 		return resp, err
 	}
 	ids := kp.KeyIDs()
-	usable, earliest, allDisabled := r.keys.usable(name, ids)
-	if len(usable) == 0 {
-		err := &KeysUnavailableError{Provider: name, Until: earliest, AllDisabled: allDisabled}
-		rerr.Attempts = append(rerr.Attempts, err)
-		return nil, err
-	}
-	var err error
-	for _, k := range usable {
+	var (
+		err         error
+		earliest    time.Time
+		allDisabled = true
+		tried       bool
+	)
+	for k, id := range ids {
+		ok, until, disabled := r.keys.check(name, id, r.now())
+		if !ok {
+			allDisabled = allDisabled && disabled
+			if !disabled && (earliest.IsZero() || until.Before(earliest)) {
+				earliest = until
+			}
+			continue
+		}
+		allDisabled, tried = false, true
 		kctx := WithKey(ctx, k)
 		var resp *Response
 		resp, err = r.call(kctx, route, t, req, probe)
@@ -304,14 +312,25 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 			if e, ok := AsError(err); ok && e.RetryAfter > 0 {
 				wait = e.RetryAfter
 			}
-			r.keys.Cool(ctx, name, ids[k], r.now().Add(min(wait, r.maxCool)))
+			until := r.now().Add(min(wait, r.maxCool))
+			r.keys.Cool(ctx, name, id, until)
+			if earliest.IsZero() || until.Before(earliest) {
+				earliest = until
+			}
 		case retry.Quota, retry.Auth:
-			r.keys.Disable(ctx, name, ids[k], string(class)+": "+oneLine(err.Error(), 200))
+			r.keys.Disable(ctx, name, id, string(class)+": "+oneLine(err.Error(), 200))
 			r.log.Error("API key disabled for every worker until re-enabled", "provider", name,
 				"key", fingerprintOf(t.Provider, k), "class", string(class), "alert", true)
 		default:
 			return nil, err
 		}
+	}
+	if !tried {
+		if probe {
+			r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
+		}
+		err = &KeysUnavailableError{Provider: name, Until: earliest, AllDisabled: allDisabled}
+		rerr.Attempts = append(rerr.Attempts, err)
 	}
 	return nil, err
 }

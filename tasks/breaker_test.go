@@ -1,0 +1,126 @@
+package tasks_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/retry"
+)
+
+// testenv's breaker: 3 failures in a row open it for 2s × 0.8 (the worker's
+// random source returns 0, the low end of the ±20% spread).
+const (
+	breakerThreshold = 3
+	breakerCooldown  = 1600 * time.Millisecond
+)
+
+func primaryResets() chaosllm.Scenario {
+	return chaosllm.Scenario{Timelines: []chaosllm.Timeline{
+		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindReset}}}}}}
+}
+
+func TestOpenBreakerStopsCallsUntilOneProbe(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: primaryResets()})
+	runOne := func() string {
+		id := e.Submit(t, e.Spec(step("main", "")))
+		wf := e.Wait(t, id, 10*time.Second, store.StateCompleted)
+		return wf.Steps[0].Target
+	}
+	resets := func() int { return e.Chaos.Snapshot().Count("openai", "", "reset") }
+	// each step fails over to the backup within its attempt; the third
+	// failure in a row opens the primary's breaker
+	for i := 0; i < 10; i++ {
+		if got := runOne(); got != "an/m-an" {
+			t.Fatalf("step %d answered by %s", i, got)
+		}
+	}
+	if n := resets(); n != breakerThreshold {
+		t.Fatalf("the dead primary got %d calls, want %d (the threshold, then none while open)", n, breakerThreshold)
+	}
+	opened := time.Now()
+	// after the cooldown exactly one probe goes (and fails: open again)
+	time.Sleep(time.Until(opened.Add(breakerCooldown + 300*time.Millisecond))) //nolint: waiting out a cooldown, not synchronising
+	for i := 0; i < 5; i++ {
+		runOne()
+	}
+	if n := resets(); n != breakerThreshold+1 {
+		t.Fatalf("after the cooldown the primary got %d calls in all, want %d (one probe)", n, breakerThreshold+1)
+	}
+	// the primary recovers: the next probe closes the breaker and traffic returns
+	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * breakerCooldown)
+	for runOne() != "oa/m-oa" {
+		if time.Now().After(deadline) {
+			t.Fatal("traffic did not return to the recovered primary")
+		}
+		time.Sleep(50 * time.Millisecond) //nolint: pacing requests while the cooldown runs
+	}
+	for i := 0; i < 3; i++ {
+		if got := runOne(); got != "oa/m-oa" {
+			t.Fatalf("after recovery step answered by %s", got)
+		}
+	}
+}
+
+func TestThreeWorkersSendTheDeadPrimaryABoundedNumberOfCalls(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: primaryResets()})
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		o := e.WorkerOptions(slog.New(slog.DiscardHandler))
+		ready, done := make(chan struct{}), make(chan error, 1)
+		o.Ready = func() { close(ready) }
+		go func() { done <- worker.Run(ctx, o) }()
+		<-ready
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	batch := func(n int) time.Duration {
+		start := time.Now()
+		var ids []string
+		for i := 0; i < n; i++ {
+			ids = append(ids, e.Submit(t, e.Spec(step("main", ""))))
+		}
+		for _, id := range ids {
+			e.Wait(t, id, 20*time.Second, store.StateCompleted)
+		}
+		return time.Since(start)
+	}
+	resets := func() int { return e.Chaos.Snapshot().Count("openai", "", "reset") }
+	// Before the first failure comes back nobody knows the primary is dead:
+	// the calls already in flight then (at most one per worker slot, 3 × 8)
+	// fail too. After that the breaker is open for every worker.
+	el1 := batch(60)
+	first := resets()
+	inFlight := 3*e.Config.Worker.Concurrency - 1
+	t.Logf("first 60 steps on 3 workers (%s): the dead primary got %d calls (threshold %d, at most %d more already in flight)", el1, first, breakerThreshold, inFlight)
+	if first > breakerThreshold+inFlight {
+		t.Fatalf("the dead primary got %d calls, want at most %d", first, breakerThreshold+inFlight)
+	}
+	// however many more steps run, it gets one probe per cooldown at most
+	el2 := batch(180)
+	more := resets() - first
+	probes := int((el1+el2)/breakerCooldown) + 1
+	t.Logf("180 more steps (%s): %d more calls (at most %d probes)", el2, more, probes)
+	if more > probes {
+		t.Fatalf("%d more calls reached the dead primary, want at most %d probes", more, probes)
+	}
+	if b := breakerOf(t, e, "oa", "m-oa"); b.State == retry.Closed {
+		t.Fatalf("breaker %+v, want open or half-open", b)
+	}
+}
+
+func breakerOf(t *testing.T, e *testenv.Env, provider, model string) retry.Breaker {
+	t.Helper()
+	st, err := store.NewBreakers(e.Redis).Load(context.Background(), []string{provider})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[provider][model]
+}

@@ -141,4 +141,3 @@ func BenchmarkGobreakerExecute(b *testing.B) {
 		}
 	}
 }
-

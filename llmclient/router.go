@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -30,6 +31,9 @@ type Route struct {
 	ContentFallback       *Target
 	// FallbackText answers steps that accept a degraded answer.
 	FallbackText string
+	// Strategy is "health" (default: best score first, close scores share
+	// traffic) or "ordered" (the configured order).
+	Strategy string
 }
 
 // Observer hears about every call the router makes; metrics hang here.
@@ -54,6 +58,11 @@ type RouterOptions struct {
 	// Breakers holds the targets' circuit breakers; nil: local-only
 	// breakers with retry.DefaultBreakerConfig.
 	Breakers *Breakers
+	// Health scores targets for the "health" strategy; nil: local-only
+	// scoring with the default window and weights.
+	Health *Health
+	// Random feeds the weighted choice among close targets; nil: math/rand/v2.
+	Random func() float64
 }
 
 // Router sends a request along a route: the first target that answers
@@ -66,6 +75,8 @@ type Router struct {
 	now              func() time.Time
 	keys             *KeyPools
 	breakers         *Breakers
+	health           *Health
+	random           func() float64
 	defCool, maxCool time.Duration
 }
 
@@ -87,6 +98,13 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 	}
 	if r.breakers == nil {
 		r.breakers = NewBreakers(nil, retry.DefaultBreakerConfig, r.now, nil, r.log)
+	}
+	r.health, r.random = o.Health, o.Random
+	if r.health == nil {
+		r.health = NewHealth(nil, HealthConfig{}, r.now, r.log)
+	}
+	if r.random == nil {
+		r.random = rand.Float64
 	}
 	if r.defCool <= 0 {
 		r.defCool = 10 * time.Second
@@ -227,12 +245,14 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 		return nil, fmt.Errorf("llmclient: unknown route %q", route)
 	}
 	rerr := &RouteError{Route: route}
-	for i := 0; i < len(rt.Targets); i++ {
+	var buf [8]int
+	order := r.health.order(rt.Targets, rt.Strategy, r.random, buf[:0])
+	for n, i := range order {
 		t := rt.Targets[i]
 		resp, err := r.callTarget(ctx, route, t, req, rerr)
 		if err == nil {
-			if i > 0 {
-				r.obs.Fallback(route, rt.Targets[0].String(), t.String())
+			if n > 0 {
+				r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
 			}
 			return resp, nil
 		}
@@ -395,6 +415,7 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 		key, usage = resp.Key, resp.Usage
 	}
 	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
+	r.health.observe(t.Provider.Name(), t.Model, class, dur)
 	r.obs.Call(route, t, key, class, dur, usage)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "llm_call",
 		slog.String("route", route), slog.String("provider", t.Provider.Name()), slog.String("model", t.Model),

@@ -20,7 +20,7 @@ func TestRouterLogsOneLinePerCall(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}}, goodKey)
 	var buf bytes.Buffer
-	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Targets: []llmclient.Target{
+	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Strategy: "ordered", Targets: []llmclient.Target{
 		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
 		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
 	}}}, llmclient.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})

@@ -90,9 +90,21 @@ func (k KeyStore) Load(ctx context.Context, providers []string) (map[string]map[
 	return out, nil
 }
 
+// HealthStore adapts the store's health counts to llmclient's interface.
+type HealthStore struct{ *store.HealthStats }
+
+// Add implements llmclient.HealthStore.
+func (h HealthStore) Add(ctx context.Context, batches []llmclient.HealthBatch, ttl time.Duration) error {
+	adds := make([]store.HealthAdd, len(batches))
+	for i, b := range batches {
+		adds[i] = store.HealthAdd{Provider: b.Provider, Bucket: b.Bucket, Models: b.Models}
+	}
+	return h.HealthStats.Add(ctx, adds, ttl)
+}
+
 // Router builds the router over the configured routes; keys may be nil
 // (a local-only key pool).
-func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, breakers *llmclient.Breakers, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
+func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, breakers *llmclient.Breakers, health *llmclient.Health, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
 	target := func(t config.Target) llmclient.Target {
 		p, _ := cfg.Provider(t.Provider)
 		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D()}
@@ -100,7 +112,7 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *ll
 	var routes []llmclient.Route
 	for _, name := range cfg.RouteNames() {
 		rc := cfg.Routes[name]
-		r := llmclient.Route{Name: name, FallbackText: rc.FallbackText}
+		r := llmclient.Route{Name: name, FallbackText: rc.FallbackText, Strategy: rc.Strategy}
 		for _, t := range rc.Targets {
 			r.Targets = append(r.Targets, target(t))
 		}
@@ -114,7 +126,7 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *ll
 		}
 		routes = append(routes, r)
 	}
-	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs, Keys: keys, Breakers: breakers,
+	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs, Keys: keys, Breakers: breakers, Health: health,
 		DefaultCooldown: cfg.Resilience.Keys.DefaultCooldown.D(), MaxCooldown: cfg.Resilience.Keys.MaxCooldown.D()})
 }
 

@@ -5,6 +5,8 @@
 // each script touches one slot (Redis Cluster safe).
 package store
 
+import "strconv"
+
 // Prefix is the start of every key agentq writes.
 const Prefix = "agentq:"
 
@@ -19,6 +21,9 @@ func provTag(p string) string     { return Prefix + "{prov:" + p + "}" }
 func coolingKey(p string) string  { return provTag(p) + ":cooling" }
 func disabledKey(p string) string { return provTag(p) + ":disabled" }
 func breakerKey(p string) string  { return provTag(p) + ":breakers" }
+func healthKey(p string, bucket int64) string {
+	return provTag(p) + ":health:" + strconv.FormatInt(bucket, 10)
+}
 
 // KeyChanges is the pub/sub channel on which key state changes are announced.
 const KeyChanges = Prefix + "keys:changed"

@@ -51,7 +51,8 @@ providers:
   - { name: an, kind: anthropic, base_url: "${CHAOS}", keys: ["${K1}"], timeout: 5s }
   - { name: dead, kind: openai, base_url: "http://127.0.0.1:1/v1", keys: ["x"], timeout: 1s }
 routes:
-  main:  { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ] }
+  main:  { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ], strategy: ordered }
+  scored: { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ] }
   solo:  { targets: [ { provider: oa, model: m-solo } ] }
   flaky: { targets: [ { provider: dead, model: m-dead } ], fallback_text: "fallback answer" }
   fallback:
@@ -61,6 +62,7 @@ routes:
 resilience:
   retry: { base: 1s, factor: 1, max_delay: 1s, jitter: [0.5, 0.6] }
   breaker: { consecutive_failures: 3, error_rate: 0.9, min_calls: 20, window: 10s, cooldown: 2s }
+  health: { window: 10s }
 worker:
   concurrency: 8
   queues: { default: 1 }

@@ -104,9 +104,13 @@ func Run(ctx context.Context, o Options) error {
 	if err := breakers.Refresh(ctx, names); err != nil {
 		return err
 	}
+	hc := cfg.Resilience.Health
+	health := llmclient.NewHealth(app.HealthStore{HealthStats: store.NewHealthStats(rdb)}, llmclient.HealthConfig{Window: hc.Window.D(),
+		Weights: llmclient.HealthWeights{Success: hc.Weights.Success, Latency: hc.Weights.Latency, Trend: hc.Weights.Trend}}, nil, o.Logger)
+	go health.Run(bg, names, time.Second)
 	go keys.Run(bg, names, time.Second, pokeKeys)
 	go breakers.Run(bg, names, time.Second, pokeBreakers)
-	router, err := app.Router(cfg, providers, keys, breakers, o.Logger, nil)
+	router, err := app.Router(cfg, providers, keys, breakers, health, o.Logger, nil)
 	if err != nil {
 		return err
 	}

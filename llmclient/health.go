@@ -1,0 +1,386 @@
+package llmclient
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentq/agentq/retry"
+)
+
+// HealthBatch is one worker's counts for one provider's time bucket.
+type HealthBatch struct {
+	Provider string
+	Bucket   int64                       // bucket start, unix seconds
+	Models   map[string]map[string]int64 // model -> counter -> count
+}
+
+// HealthStore aggregates every worker's counts.
+type HealthStore interface {
+	Add(ctx context.Context, batches []HealthBatch, ttl time.Duration) error
+	Load(ctx context.Context, providers []string, buckets []int64) (map[string]map[int64]map[string]map[string]int64, error)
+}
+
+// HealthWeights weigh a score's parts; they sum to 1.
+type HealthWeights struct{ Success, Latency, Trend float64 }
+
+// HealthConfig tunes scoring. Window is split in ten buckets (at least 1s).
+type HealthConfig struct {
+	Window  time.Duration
+	Weights HealthWeights
+	// LatencyRef is the p95 that scores 0.5 on latency; 0 means 2s.
+	LatencyRef time.Duration
+}
+
+// latencyBins are the upper bounds (ms) of the latency histogram; the last
+// bin is open.
+var latencyBins = [...]int64{50, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200}
+
+var binNames = func() []string {
+	out := make([]string, len(latencyBins)+1)
+	for i := range out {
+		out[i] = "l" + strconv.Itoa(i)
+	}
+	return out
+}()
+
+// Health scores targets from the calls of every worker: success rate,
+// p95 latency and error-rate trend over a sliding window (DESIGN §4).
+// Calls are counted locally, added to the shared store once a second, and
+// scores are recomputed from the store's window on the same beat, so the
+// call path only reads a cached score.
+type Health struct {
+	store HealthStore // nil: this process only
+	cfg   HealthConfig
+	now   func() time.Time
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]map[int64]map[string]map[string]int64 // provider -> bucket -> model -> counter
+	local   map[string]map[int64]map[string]map[string]int64 // kept for scoring without a store
+	scores  map[string]map[string]float64
+}
+
+// NewHealth returns a scorer; store, now and log may be nil.
+func NewHealth(store HealthStore, cfg HealthConfig, now func() time.Time, log *slog.Logger) *Health {
+	if cfg.Window <= 0 {
+		cfg.Window = 5 * time.Minute
+	}
+	if cfg.Weights == (HealthWeights{}) {
+		cfg.Weights = HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}
+	}
+	if cfg.LatencyRef <= 0 {
+		cfg.LatencyRef = 2 * time.Second
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Health{store: store, cfg: cfg, now: now, log: log,
+		pending: map[string]map[int64]map[string]map[string]int64{},
+		local:   map[string]map[int64]map[string]map[string]int64{},
+		scores:  map[string]map[string]float64{}}
+}
+
+func (h *Health) bucketSpan() time.Duration { return max(h.cfg.Window/10, time.Second) }
+
+func (h *Health) bucketOf(t time.Time) int64 {
+	span := int64(h.bucketSpan() / time.Second)
+	s := t.Unix()
+	return s - s%span
+}
+
+// observe counts a call: successes (with their latency) and the provider's
+// own failures; other outcomes say nothing about the target's health.
+func (h *Health) observe(provider, model string, class retry.Class, dur time.Duration) {
+	var name string
+	switch {
+	case class == retry.OK:
+		name = binNames[latencyBin(dur)]
+	case class.ProviderFault():
+		name = "fail"
+	default:
+		return
+	}
+	b := h.bucketOf(h.now())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.pending
+	if h.store == nil {
+		m = h.local
+	}
+	add(m, provider, b, model, "calls", 1)
+	add(m, provider, b, model, name, 1)
+}
+
+func add(m map[string]map[int64]map[string]map[string]int64, p string, b int64, model, name string, n int64) {
+	if m[p] == nil {
+		m[p] = map[int64]map[string]map[string]int64{}
+	}
+	if m[p][b] == nil {
+		m[p][b] = map[string]map[string]int64{}
+	}
+	if m[p][b][model] == nil {
+		m[p][b][model] = map[string]int64{}
+	}
+	m[p][b][model][name] += n
+}
+
+func latencyBin(d time.Duration) int {
+	ms := d.Milliseconds()
+	for i, ub := range latencyBins {
+		if ms <= ub {
+			return i
+		}
+	}
+	return len(latencyBins)
+}
+
+// Score is a target's last computed score in [0, 1]; a target with no
+// calls in the window scores 1.
+func (h *Health) Score(provider, model string) float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.scores[provider][model]; ok {
+		return s
+	}
+	return 1
+}
+
+// Sync adds this worker's counts to the store and recomputes the scores of
+// providers from the window.
+func (h *Health) Sync(ctx context.Context, providers []string) error {
+	now := h.now()
+	h.mu.Lock()
+	pending := h.pending
+	h.pending = map[string]map[int64]map[string]map[string]int64{}
+	h.mu.Unlock()
+	var window map[string]map[int64]map[string]map[string]int64
+	buckets := h.windowBuckets(now)
+	if h.store != nil {
+		var batches []HealthBatch
+		for p, bs := range pending {
+			for b, models := range bs {
+				batches = append(batches, HealthBatch{Provider: p, Bucket: b, Models: models})
+			}
+		}
+		if err := h.store.Add(ctx, batches, h.cfg.Window+2*h.bucketSpan()); err != nil {
+			h.mu.Lock()
+			mergeInto(h.pending, pending) // try again on the next beat
+			h.mu.Unlock()
+			return err
+		}
+		var err error
+		if window, err = h.store.Load(ctx, providers, buckets); err != nil {
+			return err
+		}
+	} else {
+		h.mu.Lock()
+		window = copyWindow(h.local, buckets)
+		h.mu.Unlock()
+	}
+	scores := map[string]map[string]float64{}
+	for _, p := range providers {
+		scores[p] = map[string]float64{}
+		for model, st := range aggregate(window[p], buckets) {
+			scores[p][model] = st.score(h.cfg)
+		}
+	}
+	h.mu.Lock()
+	h.scores = scores
+	if h.store == nil {
+		pruneOld(h.local, buckets[0])
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *Health) windowBuckets(now time.Time) []int64 {
+	span := int64(h.bucketSpan() / time.Second)
+	last := h.bucketOf(now)
+	n := int64(h.cfg.Window/time.Second) / span
+	out := make([]int64, 0, n)
+	for b := last - (n-1)*span; b <= last; b += span {
+		out = append(out, b)
+	}
+	return out
+}
+
+// Run syncs every interval until ctx ends.
+func (h *Health) Run(ctx context.Context, providers []string, interval time.Duration) {
+	runRefresh(ctx, interval, nil, func() error { return h.Sync(ctx, providers) }, h.log, "health")
+}
+
+// targetStats is a target's window, split in an older and a recent half.
+type targetStats struct {
+	calls, fails [2]int64
+	bins         [len(latencyBins) + 1]int64
+}
+
+func aggregate(window map[int64]map[string]map[string]int64, buckets []int64) map[string]*targetStats {
+	out := map[string]*targetStats{}
+	for i, b := range buckets {
+		half := 0
+		if i >= len(buckets)/2 {
+			half = 1
+		}
+		for model, c := range window[b] {
+			st := out[model]
+			if st == nil {
+				st = &targetStats{}
+				out[model] = st
+			}
+			st.calls[half] += c["calls"]
+			st.fails[half] += c["fail"]
+			for j, name := range binNames {
+				st.bins[j] += c[name]
+			}
+		}
+	}
+	return out
+}
+
+// score is 0.4 × success rate + 0.3 × latency + 0.3 × trend by default.
+func (st *targetStats) score(c HealthConfig) float64 {
+	calls, fails := st.calls[0]+st.calls[1], st.fails[0]+st.fails[1]
+	if calls == 0 {
+		return 1
+	}
+	success := 1 - float64(fails)/float64(calls)
+	latency := 0.0
+	if p95 := st.p95(); p95 >= 0 {
+		latency = float64(c.LatencyRef) / float64(c.LatencyRef+p95)
+	}
+	trend := 1.0
+	if st.calls[0] > 0 && st.calls[1] > 0 {
+		older := float64(st.fails[0]) / float64(st.calls[0])
+		recent := float64(st.fails[1]) / float64(st.calls[1])
+		trend = 1 - math.Max(0, math.Min(1, recent-older))
+	}
+	w := c.Weights
+	return w.Success*success + w.Latency*latency + w.Trend*trend
+}
+
+// p95 is the upper bound of the bin holding the 95th percentile of
+// successful calls' latency, or -1 without any.
+func (st *targetStats) p95() time.Duration {
+	var total int64
+	for _, n := range st.bins {
+		total += n
+	}
+	if total == 0 {
+		return -1
+	}
+	need := int64(math.Ceil(0.95 * float64(total)))
+	var cum int64
+	for i, n := range st.bins {
+		cum += n
+		if cum >= need {
+			if i < len(latencyBins) {
+				return time.Duration(latencyBins[i]) * time.Millisecond
+			}
+			return 2 * time.Duration(latencyBins[len(latencyBins)-1]) * time.Millisecond
+		}
+	}
+	return -1
+}
+
+func mergeInto(dst, src map[string]map[int64]map[string]map[string]int64) {
+	for p, bs := range src {
+		for b, models := range bs {
+			for m, c := range models {
+				for name, n := range c {
+					add(dst, p, b, m, name, n)
+				}
+			}
+		}
+	}
+}
+
+func copyWindow(m map[string]map[int64]map[string]map[string]int64, buckets []int64) map[string]map[int64]map[string]map[string]int64 {
+	out := map[string]map[int64]map[string]map[string]int64{}
+	for p, bs := range m {
+		out[p] = map[int64]map[string]map[string]int64{}
+		for _, b := range buckets {
+			if models, ok := bs[b]; ok {
+				cp := map[string]map[string]int64{}
+				for model, c := range models {
+					cc := map[string]int64{}
+					for k, v := range c {
+						cc[k] = v
+					}
+					cp[model] = cc
+				}
+				out[p][b] = cp
+			}
+		}
+	}
+	return out
+}
+
+func pruneOld(m map[string]map[int64]map[string]map[string]int64, oldest int64) {
+	for _, bs := range m {
+		for b := range bs {
+			if b < oldest {
+				delete(bs, b)
+			}
+		}
+	}
+}
+
+// order returns the order in which to try targets: "ordered" keeps the
+// configured order; "health" puts the best-scoring first, choosing at
+// random, weighted by score, among those within closeScore of the best,
+// so that close targets share the traffic and a recovering one wins its
+// share back gradually.
+func (h *Health) order(targets []Target, strategy string, random func() float64, out []int) []int {
+	out = out[:0]
+	for i := range targets {
+		out = append(out, i)
+	}
+	if strategy == "ordered" || len(targets) < 2 {
+		return out
+	}
+	var scores [16]float64
+	sc := scores[:0]
+	if len(targets) > len(scores) {
+		sc = make([]float64, 0, len(targets))
+	}
+	for _, t := range targets {
+		sc = append(sc, h.Score(t.Provider.Name(), t.Model))
+	}
+	// insertion sort, best first, stable: no allocation for a few targets
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && sc[out[j]] > sc[out[j-1]]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	best := sc[out[0]]
+	n, sum := 0, 0.0
+	for _, i := range out {
+		if best-sc[i] > closeScore {
+			break
+		}
+		n++
+		sum += sc[i]
+	}
+	if n > 1 && sum > 0 {
+		x := random() * sum
+		for j := 0; j < n; j++ {
+			x -= sc[out[j]]
+			if x < 0 {
+				out[0], out[j] = out[j], out[0]
+				break
+			}
+		}
+	}
+	return out
+}
+
+// closeScore is how near the best score a target must be to share traffic.
+const closeScore = 0.05

@@ -1,0 +1,124 @@
+package llmclient
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
+)
+
+
+type nameOnly string
+
+func (n nameOnly) Name() string                                       { return string(n) }
+func (nameOnly) Chat(context.Context, Request) (*Response, error)     { return nil, nil }
+func (nameOnly) ChatStream(context.Context, Request) (*Stream, error) { return nil, nil }
+
+func TestHealthScore(t *testing.T) {
+	c := HealthConfig{Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}, LatencyRef: 2 * time.Second}
+	cases := []struct {
+		name string
+		st   targetStats
+		want float64
+	}{
+		{"no calls", targetStats{}, 1},
+		// all ok, p95 in the 200ms bin: 0.4 + 0.3 × 2/2.2 + 0.3
+		{"healthy", targetStats{calls: [2]int64{50, 50}, bins: [12]int64{0, 0, 100}}, 0.4 + 0.3*2/2.2 + 0.3},
+		// half fail, getting worse (0 → 100% errors): 0.4 × 0.5 + latency + 0.3 × 0
+		{"failing more", targetStats{calls: [2]int64{50, 50}, fails: [2]int64{0, 50}, bins: [12]int64{0, 0, 50}}, 0.2 + 0.3*2/2.2},
+		// failing less: no trend penalty
+		{"recovering", targetStats{calls: [2]int64{50, 50}, fails: [2]int64{50, 0}, bins: [12]int64{0, 0, 50}}, 0.2 + 0.3*2/2.2 + 0.3},
+		// everything failed: no latency evidence either
+		{"dead", targetStats{calls: [2]int64{10, 10}, fails: [2]int64{10, 10}}, 0.3},
+	}
+	for _, tc := range cases {
+		if got := tc.st.score(c); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: score %.4f, want %.4f", tc.name, got, tc.want)
+		}
+	}
+	slow := targetStats{calls: [2]int64{0, 20}}
+	slow.bins[8] = 20 // the ≤ 12.8s bin
+	if p := slow.p95(); p != 12800*time.Millisecond {
+		t.Errorf("p95 %s", p)
+	}
+}
+
+func TestHealthOrder(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	h := NewHealth(nil, HealthConfig{Window: 10 * time.Second}, func() time.Time { return now }, nil)
+	targets := []Target{{Provider: nameOnly("a"), Model: "m"}, {Provider: nameOnly("b"), Model: "m"}, {Provider: nameOnly("c"), Model: "m"}}
+	// a fails half its calls; b and c are healthy and fast
+	for i := 0; i < 20; i++ {
+		h.observe("a", "m", retry.OK, 100*time.Millisecond)
+		h.observe("a", "m", retry.Server, time.Second)
+		h.observe("b", "m", retry.OK, 100*time.Millisecond)
+		h.observe("c", "m", retry.OK, 100*time.Millisecond)
+		h.observe("c", "m", retry.RateLimited, 0) // not the target's fault: not counted
+	}
+	if err := h.Sync(context.Background(), []string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Score("a", "m") >= h.Score("b", "m") || h.Score("b", "m") != h.Score("c", "m") {
+		t.Fatalf("scores a=%.3f b=%.3f c=%.3f", h.Score("a", "m"), h.Score("b", "m"), h.Score("c", "m"))
+	}
+	firsts := map[int]int{}
+	for _, r := range []float64{0, 0.3, 0.49, 0.51, 0.7, 0.99} {
+		o := h.order(targets, "health", func() float64 { return r }, nil)
+		if o[2] != 0 {
+			t.Fatalf("random %v: order %v, want the failing target last", r, o)
+		}
+		firsts[o[0]]++
+	}
+	if firsts[1] != 3 || firsts[2] != 3 {
+		t.Fatalf("close targets do not share the first place evenly: %v", firsts)
+	}
+	if o := h.order(targets, "ordered", func() float64 { return 0.9 }, nil); o[0] != 0 || o[1] != 1 || o[2] != 2 {
+		t.Fatalf("ordered: %v", o)
+	}
+	// the window slides: old failures age out and a's score returns
+	now = now.Add(11 * time.Second)
+	h.observe("a", "m", retry.OK, 100*time.Millisecond)
+	_ = h.Sync(context.Background(), []string{"a", "b", "c"})
+	if a := h.Score("a", "m"); a < 0.95 {
+		t.Fatalf("after the window a still scores %.3f", a)
+	}
+}
+
+// Two workers' counts meet in Redis: each scores from both.
+func TestHealthSharedThroughRedis(t *testing.T) {
+	_, rdb := redistest.New(t)
+	shared := healthStoreAdapter{store.NewHealthStats(rdb)}
+	now := time.Now()
+	clock := func() time.Time { return now }
+	w1 := NewHealth(shared, HealthConfig{Window: 10 * time.Second}, clock, nil)
+	w2 := NewHealth(shared, HealthConfig{Window: 10 * time.Second}, clock, nil)
+	for i := 0; i < 10; i++ {
+		w1.observe("p", "m", retry.Server, time.Second)
+	}
+	w2.observe("p", "m", retry.OK, 100*time.Millisecond)
+	ctx := context.Background()
+	if err := w1.Sync(ctx, []string{"p"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Sync(ctx, []string{"p"}); err != nil {
+		t.Fatal(err)
+	}
+	// 1 success of 11 calls, seen by the worker that made only the success
+	if s := w2.Score("p", "m"); s > 0.4*(1.0/11)+0.3*(2.0/2.1)+0.3+1e-9 || s < 0.3 {
+		t.Fatalf("worker 2 scores %.3f: it does not see worker 1's failures", s)
+	}
+}
+
+type healthStoreAdapter struct{ *store.HealthStats }
+
+func (h healthStoreAdapter) Add(ctx context.Context, batches []HealthBatch, ttl time.Duration) error {
+	adds := make([]store.HealthAdd, len(batches))
+	for i, b := range batches {
+		adds[i] = store.HealthAdd{Provider: b.Provider, Bucket: b.Bucket, Models: b.Models}
+	}
+	return h.HealthStats.Add(ctx, adds, ttl)
+}

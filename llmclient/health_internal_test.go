@@ -11,7 +11,6 @@ import (
 	"github.com/agentq/agentq/retry"
 )
 
-
 type nameOnly string
 
 func (n nameOnly) Name() string                                       { return string(n) }

@@ -333,11 +333,17 @@ func pruneOld(m map[string]map[int64]map[string]map[string]int64, oldest int64) 
 	}
 }
 
+// minWeight keeps a weak target in the draw: a few percent of first picks,
+// which cost nothing while its breaker is open (it is skipped without a
+// call) and let it prove itself once it recovers.
+const minWeight = 0.05
+
 // order returns the order in which to try targets: "ordered" keeps the
-// configured order; "health" puts the best-scoring first, choosing at
-// random, weighted by score, among those within closeScore of the best,
-// so that close targets share the traffic and a recovering one wins its
-// share back gradually.
+// configured order; "health" picks the first at random, weighted by
+// score⁴ (at least minWeight), and puts the rest best-scoring first. Close
+// scores share the traffic almost evenly; a weak target still gets a few
+// percent, so a recovering target is tried, its score climbs as its
+// successes fill the window, and its share returns gradually.
 func (h *Health) order(targets []Target, strategy string, random func() float64, out []int) []int {
 	out = out[:0]
 	for i := range targets {
@@ -347,40 +353,35 @@ func (h *Health) order(targets []Target, strategy string, random func() float64,
 		return out
 	}
 	var scores [16]float64
-	sc := scores[:0]
+	w := scores[:0]
 	if len(targets) > len(scores) {
-		sc = make([]float64, 0, len(targets))
+		w = make([]float64, 0, len(targets))
 	}
 	for _, t := range targets {
-		sc = append(sc, h.Score(t.Provider.Name(), t.Model))
+		w = append(w, h.Score(t.Provider.Name(), t.Model))
 	}
 	// insertion sort, best first, stable: no allocation for a few targets
 	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && sc[out[j]] > sc[out[j-1]]; j-- {
+		for j := i; j > 0 && w[out[j]] > w[out[j-1]]; j-- {
 			out[j], out[j-1] = out[j-1], out[j]
 		}
 	}
-	best := sc[out[0]]
-	n, sum := 0, 0.0
-	for _, i := range out {
-		if best-sc[i] > closeScore {
-			break
-		}
-		n++
-		sum += sc[i]
+	sum := 0.0
+	for i, s := range w {
+		w[i] = max(s*s*s*s, minWeight)
+		sum += w[i]
 	}
-	if n > 1 && sum > 0 {
-		x := random() * sum
-		for j := 0; j < n; j++ {
-			x -= sc[out[j]]
-			if x < 0 {
-				out[0], out[j] = out[j], out[0]
-				break
-			}
+	if sum <= 0 {
+		return out
+	}
+	x := random() * sum
+	for j, i := range out {
+		x -= w[i]
+		if x < 0 {
+			copy(out[1:j+1], out[:j]) // the pick goes first, the others keep their order
+			out[0] = i
+			break
 		}
 	}
 	return out
 }
-
-// closeScore is how near the best score a target must be to share traffic.
-const closeScore = 0.05

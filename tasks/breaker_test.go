@@ -124,3 +124,51 @@ func breakerOf(t *testing.T, e *testenv.Env, provider, model string) retry.Break
 	}
 	return st[provider][model]
 }
+
+// A failing primary loses its traffic to the backup; once it recovers, its
+// share comes back within the breaker's cooldown and one health window
+// (testenv: 1.6s and 10s), gradually.
+func TestRecoveredPrimaryWinsItsShareBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for a health window")
+	}
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Timelines: []chaosllm.Timeline{
+		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 500}}}}}}})
+	share := func(n int) float64 {
+		primary := 0
+		for i := 0; i < n; i++ {
+			id := e.Submit(t, e.Spec(step("scored", "")))
+			if wf := e.Wait(t, id, 10*time.Second, store.StateCompleted); wf.Steps[0].Target == "oa/m-oa" {
+				primary++
+			}
+		}
+		return float64(primary) / float64(n)
+	}
+	if s := share(20); s != 0 {
+		t.Fatalf("the failing primary answered %.0f%% of steps", 100*s)
+	}
+	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
+		t.Fatal(err)
+	}
+	recovered := time.Now()
+	var shares []float64
+	for time.Since(recovered) < breakerCooldown+10*time.Second {
+		shares = append(shares, share(10))
+		time.Sleep(500 * time.Millisecond) //nolint: pacing traffic over the window
+	}
+	t.Logf("primary's share per 10 steps after recovery: %v", shares)
+	mean := func(xs []float64) float64 {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	first, last := mean(shares[:3]), mean(shares[len(shares)-3:])
+	if last < 0.3 {
+		t.Fatalf("one window after recovery the primary answers %.0f%% of steps, want its share back (≥ 30%%)", 100*last)
+	}
+	if first >= last {
+		t.Errorf("the share did not grow: first %.2f, last %.2f", first, last)
+	}
+}

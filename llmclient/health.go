@@ -35,9 +35,17 @@ type HealthConfig struct {
 	LatencyRef time.Duration
 }
 
-// latencyBins are the upper bounds (ms) of the latency histogram; the last
-// bin is open.
-var latencyBins = [...]int64{50, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200}
+// latencyBins are the upper bounds (ms) of the latency histogram, 25%
+// apart from 10ms to about 2 minutes; the last bin is open.
+var latencyBins = func() [43]int64 {
+	var b [43]int64
+	x := 10.0
+	for i := range b {
+		b[i] = int64(math.Round(x))
+		x *= 1.25
+	}
+	return b
+}()
 
 var binNames = func() []string {
 	out := make([]string, len(latencyBins)+1)
@@ -62,6 +70,7 @@ type Health struct {
 	pending map[string]map[int64]map[string]map[string]int64 // provider -> bucket -> model -> counter
 	local   map[string]map[int64]map[string]map[string]int64 // kept for scoring without a store
 	scores  map[string]map[string]float64
+	pcts    map[string]map[string][2]time.Duration // p95, p99 of successful calls
 }
 
 // NewHealth returns a scorer; store, now and log may be nil.
@@ -152,6 +161,22 @@ func (h *Health) Score(provider, model string) float64 {
 	return 1
 }
 
+// Latency returns a target's p95 (q < 0.99) or p99 latency over the
+// window, and false without successful calls to tell.
+func (h *Health) Latency(provider, model string, q float64) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.pcts[provider][model]
+	i := 0
+	if q >= 0.99 {
+		i = 1
+	}
+	if !ok || p[i] < 0 {
+		return 0, false
+	}
+	return p[i], true
+}
+
 // Sync adds this worker's counts to the store and recomputes the scores of
 // providers from the window.
 func (h *Health) Sync(ctx context.Context, providers []string) error {
@@ -185,14 +210,18 @@ func (h *Health) Sync(ctx context.Context, providers []string) error {
 		h.mu.Unlock()
 	}
 	scores := map[string]map[string]float64{}
+	pcts := map[string]map[string][2]time.Duration{}
 	for _, p := range providers {
 		scores[p] = map[string]float64{}
+		pcts[p] = map[string][2]time.Duration{}
 		for model, st := range aggregate(window[p], buckets) {
 			scores[p][model] = st.score(h.cfg)
+			pcts[p][model] = [2]time.Duration{st.percentile(0.95), st.percentile(0.99)}
 		}
 	}
 	h.mu.Lock()
 	h.scores = scores
+	h.pcts = pcts
 	if h.store == nil {
 		pruneOld(h.local, buckets[0])
 	}
@@ -268,7 +297,11 @@ func (st *targetStats) score(c HealthConfig) float64 {
 
 // p95 is the upper bound of the bin holding the 95th percentile of
 // successful calls' latency, or -1 without any.
-func (st *targetStats) p95() time.Duration {
+func (st *targetStats) p95() time.Duration { return st.percentile(0.95) }
+
+// percentile is the upper bound of the bin holding the q-th quantile of
+// successful calls' latency, or -1 without any.
+func (st *targetStats) percentile(q float64) time.Duration {
 	var total int64
 	for _, n := range st.bins {
 		total += n
@@ -276,7 +309,7 @@ func (st *targetStats) p95() time.Duration {
 	if total == 0 {
 		return -1
 	}
-	need := int64(math.Ceil(0.95 * float64(total)))
+	need := int64(math.Ceil(q * float64(total)))
 	var cum int64
 	for i, n := range st.bins {
 		cum += n

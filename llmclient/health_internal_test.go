@@ -25,12 +25,12 @@ func TestHealthScore(t *testing.T) {
 		want float64
 	}{
 		{"no calls", targetStats{}, 1},
-		// all ok, p95 in the 200ms bin: 0.4 + 0.3 × 2/2.2 + 0.3
-		{"healthy", targetStats{calls: [2]int64{50, 50}, bins: [12]int64{0, 0, 100}}, 0.4 + 0.3*2/2.2 + 0.3},
+		// all ok, p95 in the ≤ 16ms bin: 0.4 + 0.3 × 2/2.016 + 0.3
+		{"healthy", targetStats{calls: [2]int64{50, 50}, bins: [44]int64{0, 0, 100}}, 0.4 + 0.3*2/2.016 + 0.3},
 		// half fail, getting worse (0 → 100% errors): 0.4 × 0.5 + latency + 0.3 × 0
-		{"failing more", targetStats{calls: [2]int64{50, 50}, fails: [2]int64{0, 50}, bins: [12]int64{0, 0, 50}}, 0.2 + 0.3*2/2.2},
+		{"failing more", targetStats{calls: [2]int64{50, 50}, fails: [2]int64{0, 50}, bins: [44]int64{0, 0, 50}}, 0.2 + 0.3*2/2.016},
 		// failing less: no trend penalty
-		{"recovering", targetStats{calls: [2]int64{50, 50}, fails: [2]int64{50, 0}, bins: [12]int64{0, 0, 50}}, 0.2 + 0.3*2/2.2 + 0.3},
+		{"recovering", targetStats{calls: [2]int64{50, 50}, fails: [2]int64{50, 0}, bins: [44]int64{0, 0, 50}}, 0.2 + 0.3*2/2.016 + 0.3},
 		// everything failed: no latency evidence either
 		{"dead", targetStats{calls: [2]int64{10, 10}, fails: [2]int64{10, 10}}, 0.3},
 	}
@@ -40,8 +40,8 @@ func TestHealthScore(t *testing.T) {
 		}
 	}
 	slow := targetStats{calls: [2]int64{0, 20}}
-	slow.bins[8] = 20 // the ≤ 12.8s bin
-	if p := slow.p95(); p != 12800*time.Millisecond {
+	slow.bins[30] = 20 // the bin up to 10ms × 1.25³⁰
+	if p := slow.p95(); p != time.Duration(latencyBins[30])*time.Millisecond || p < 8*time.Second || p > 9*time.Second {
 		t.Errorf("p95 %s", p)
 	}
 }
@@ -109,7 +109,7 @@ func TestHealthSharedThroughRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 success of 11 calls, seen by the worker that made only the success
-	if s := w2.Score("p", "m"); s > 0.4*(1.0/11)+0.3*(2.0/2.1)+0.3+1e-9 || s < 0.3 {
+	if s := w2.Score("p", "m"); s > 0.4*(1.0/11)+0.3+0.3+1e-9 || s < 0.3 {
 		t.Fatalf("worker 2 scores %.3f: it does not see worker 1's failures", s)
 	}
 }

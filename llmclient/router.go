@@ -34,6 +34,23 @@ type Route struct {
 	// Strategy is "health" (default: best score first, close scores share
 	// traffic) or "ordered" (the configured order).
 	Strategy string
+	// Hedging: when the first target has not answered after HedgeAfter
+	// (or, with HedgeQuantile 0.95 or 0.99, after that quantile of its
+	// latency), a second call goes to the next target; the first answer
+	// wins and the other call is canceled. Zero for both: no hedging.
+	HedgeAfter    time.Duration
+	HedgeQuantile float64
+}
+
+// hedgeDelay is when to hedge the call to t, or 0 for never.
+func (r *Router) hedgeDelay(rt Route, t Target) time.Duration {
+	if rt.HedgeQuantile > 0 {
+		if d, ok := r.health.Latency(t.Provider.Name(), t.Model, rt.HedgeQuantile); ok {
+			return d
+		}
+		return 0 // no latency known yet: nothing to hedge against
+	}
+	return rt.HedgeAfter
 }
 
 // Observer hears about every call the router makes; metrics hang here.
@@ -247,10 +264,25 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 	rerr := &RouteError{Route: route}
 	var buf [8]int
 	order := r.health.order(rt.Targets, rt.Strategy, r.random, buf[:0])
-	for n, i := range order {
-		t := rt.Targets[i]
-		resp, err := r.callTarget(ctx, route, t, req, rerr)
-		if err == nil {
+	for n := 0; n < len(order); n++ {
+		t := rt.Targets[order[n]]
+		var (
+			resp *Response
+			err  error
+		)
+		if delay := r.hedgeDelay(rt, t); delay > 0 && n+1 < len(order) {
+			var won int
+			resp, won, err = r.hedged(ctx, route, rt, order[n], order[n+1], req, delay, rerr)
+			if err == nil {
+				if won != order[0] || n > 0 {
+					r.obs.Fallback(route, rt.Targets[order[0]].String(), rt.Targets[won].String())
+				}
+				return resp, nil
+			}
+			if won >= 0 {
+				n++ // both were tried
+			}
+		} else if resp, err = r.callTarget(ctx, route, t, req, rerr); err == nil {
 			if n > 0 {
 				r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
 			}
@@ -279,6 +311,59 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 		}
 	}
 	return nil, rerr
+}
+
+// hedged calls target a; if it has not answered after delay, also target
+// b. The first answer wins and the other call is canceled (its log line
+// and breaker record say canceled). It returns the winner's index, or -1
+// when a failed before the hedge went out (so b was not tried).
+func (r *Router) hedged(ctx context.Context, route string, rt Route, a, b int, req Request, delay time.Duration, rerr *RouteError) (*Response, int, error) {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		resp     *Response
+		err      error
+		idx      int
+		attempts []error
+	}
+	ch := make(chan result, 2)
+	launch := func(i int) {
+		go func() {
+			sub := &RouteError{}
+			resp, err := r.callTarget(hctx, route, rt.Targets[i], req, sub)
+			ch <- result{resp, err, i, sub.Attempts}
+		}()
+	}
+	launch(a)
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	out, hedged := 1, false
+	var last error
+	for out > 0 {
+		select {
+		case <-timer.C:
+			if !hedged {
+				hedged = true
+				out++
+				r.log.Info("hedging", "route", route, "slow", rt.Targets[a].String(), "after", delay, "to", rt.Targets[b].String())
+				launch(b)
+			}
+		case res := <-ch:
+			out--
+			rerr.Attempts = append(rerr.Attempts, res.attempts...)
+			if res.err == nil {
+				return res.resp, res.idx, nil
+			}
+			last = res.err
+			if !hedged {
+				return nil, -1, res.err // a failed first: go on in order
+			}
+			if c := ClassOf(res.err); c == retry.BadRequest || c == retry.ContextLength || c == retry.ContentFilter {
+				return nil, res.idx, res.err
+			}
+		}
+	}
+	return nil, b, last
 }
 
 // callTarget calls one target with the provider's usable keys in turn:

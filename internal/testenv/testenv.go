@@ -53,6 +53,7 @@ providers:
 routes:
   main:  { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ], strategy: ordered }
   scored: { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ] }
+  hedged: { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ], strategy: ordered, hedge_after: p95 }
   solo:  { targets: [ { provider: oa, model: m-solo } ] }
   flaky: { targets: [ { provider: dead, model: m-dead } ], fallback_text: "fallback answer" }
   fallback:

@@ -1,0 +1,56 @@
+package tasks_test
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// A primary that stops answering costs a step no more than its usual p95
+// before the backup is asked: step latency stays under twice the healthy
+// p99.
+func TestHedgeKeepsLatencyWhenThePrimaryHangs(t *testing.T) {
+	healthy := chaosllm.Scenario{Timelines: []chaosllm.Timeline{
+		{Endpoint: "openai", Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}},
+		{Endpoint: "anthropic", Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(20 * time.Millisecond)}}}}}
+	e := testenv.Start(t, testenv.Options{Scenario: healthy})
+	stepLatency := func() (time.Duration, string) {
+		id := e.Submit(t, e.Spec(step("hedged", "")))
+		wf := e.Wait(t, id, 10*time.Second, store.StateCompleted)
+		s := wf.Steps[0]
+		return s.FinishedAt.Sub(*s.StartedAt), s.Target
+	}
+	var lat []time.Duration
+	for i := 0; i < 30; i++ {
+		d, target := stepLatency()
+		if target != "oa/m-oa" {
+			t.Fatalf("healthy step %d answered by %s (hedged too early?)", i, target)
+		}
+		lat = append(lat, d)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p99 := lat[len(lat)-1]
+	time.Sleep(1200 * time.Millisecond) //nolint: the workers' health sync runs every second
+	hang := chaosllm.Scenario{Timelines: []chaosllm.Timeline{
+		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}},
+		{Endpoint: "anthropic", Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(20 * time.Millisecond)}}}}}
+	if err := e.Chaos.SetScenario(hang); err != nil {
+		t.Fatal(err)
+	}
+	var worst time.Duration
+	for i := 0; i < 10; i++ {
+		d, target := stepLatency()
+		if target != "an/m-an" {
+			t.Fatalf("step %d answered by %s while the primary hangs", i, target)
+		}
+		worst = max(worst, d)
+	}
+	t.Logf("healthy step p99 %s; worst step while the primary hangs %s", p99, worst)
+	if worst >= 2*p99 {
+		t.Fatalf("worst step %s, want under 2 × healthy p99 (%s)", worst, 2*p99)
+	}
+}

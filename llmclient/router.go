@@ -80,7 +80,35 @@ type RouterOptions struct {
 	Health *Health
 	// Random feeds the weighted choice among close targets; nil: math/rand/v2.
 	Random func() float64
+	// Limits are providers' cluster-wide caps, enforced by Limiter (both
+	// needed; a provider without an entry has no caps).
+	Limits  map[string]Limit
+	Limiter Limiter
 }
+
+// Limit caps a provider's calls across all workers; zero fields: no cap.
+type Limit struct{ MaxConcurrency, RPM int }
+
+// Limiter takes a slot for one call to a provider: a concurrency lease
+// (released after the call, or lapsing after lease) and a request in the
+// sliding minute. ok false: a limit is full for about wait.
+type Limiter interface {
+	Acquire(ctx context.Context, provider string, maxConcurrency, rpm int, lease time.Duration) (release func(context.Context), wait time.Duration, ok bool, err error)
+}
+
+// LimitedError is a call that was not sent because its provider's
+// cluster-wide max_concurrency or rpm was reached.
+type LimitedError struct {
+	Provider string
+	Until    time.Time // about when a slot frees
+}
+
+func (e *LimitedError) Error() string {
+	return fmt.Sprintf("%s: at its max_concurrency/rpm limit until about %s; not sent", e.Provider, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Class is rate_limited: waiting is the cure, and it is no one's failure.
+func (e *LimitedError) Class() retry.Class { return retry.RateLimited }
 
 // Router sends a request along a route: the first target that answers
 // wins; on failure it moves on at once (it never sleeps: delayed retries
@@ -91,6 +119,8 @@ type Router struct {
 	obs              Observer
 	now              func() time.Time
 	keys             *KeyPools
+	limits           map[string]Limit
+	limiter          Limiter
 	breakers         *Breakers
 	health           *Health
 	random           func() float64
@@ -116,7 +146,7 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 	if r.breakers == nil {
 		r.breakers = NewBreakers(nil, retry.DefaultBreakerConfig, r.now, nil, r.log)
 	}
-	r.health, r.random = o.Health, o.Random
+	r.health, r.random, r.limits, r.limiter = o.Health, o.Random, o.Limits, o.Limiter
 	if r.health == nil {
 		r.health = NewHealth(nil, HealthConfig{}, r.now, r.log)
 	}
@@ -196,8 +226,11 @@ func (e *RouteError) RetryAfter(now time.Time) time.Duration {
 	for _, a := range e.Attempts {
 		var ku *KeysUnavailableError
 		var bo *BreakerOpenError
+		var le *LimitedError
 		if errors.As(a, &ku) && !ku.Until.IsZero() {
 			take(ku.Until.Sub(now))
+		} else if errors.As(a, &le) {
+			take(le.Until.Sub(now))
 		} else if errors.As(a, &bo) {
 			take(bo.Until.Sub(now))
 		} else if pe, ok := AsError(a); ok {
@@ -380,7 +413,13 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 	}
 	kp, ok := t.Provider.(interface{ KeyIDs() []string })
 	if !ok {
+		release, err := r.acquire(ctx, name, t)
+		if err != nil {
+			rerr.Attempts = append(rerr.Attempts, err)
+			return nil, err
+		}
 		resp, err := r.call(ctx, route, t, req, probe)
+		release()
 		if err != nil {
 			rerr.Attempts = append(rerr.Attempts, err)
 		}
@@ -403,9 +442,18 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 			continue
 		}
 		allDisabled, tried = false, true
+		release, lerr := r.acquire(ctx, name, t)
+		if lerr != nil {
+			if probe {
+				r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
+			}
+			rerr.Attempts = append(rerr.Attempts, lerr)
+			return nil, lerr
+		}
 		kctx := WithKey(ctx, k)
 		var resp *Response
 		resp, err = r.call(kctx, route, t, req, probe)
+		release()
 		if err == nil {
 			return resp, nil
 		}
@@ -438,6 +486,27 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 		rerr.Attempts = append(rerr.Attempts, err)
 	}
 	return nil, err
+}
+
+// acquire takes a slot under the provider's cluster-wide limits, if it has
+// any. A limiter that cannot be reached lets the call go (and says so):
+// Redis trouble must not stop every call.
+func (r *Router) acquire(ctx context.Context, provider string, t Target) (func(), error) {
+	lim, ok := r.limits[provider]
+	if !ok || r.limiter == nil || (lim.MaxConcurrency <= 0 && lim.RPM <= 0) {
+		return func() {}, nil
+	}
+	lease := t.Timeout + 10*time.Second
+	release, wait, ok, err := r.limiter.Acquire(ctx, provider, lim.MaxConcurrency, lim.RPM, lease)
+	if err != nil {
+		r.log.Warn("limits unavailable; sending the call anyway", "provider", provider, "err", err)
+		return func() {}, nil
+	}
+	if !ok {
+		// a lease usually ends long before it would lapse: look again soon
+		return nil, &LimitedError{Provider: provider, Until: r.now().Add(min(wait, time.Second))}
+	}
+	return func() { release(context.WithoutCancel(ctx)) }, nil
 }
 
 // probeEmpty500 asks the provider, for a 500 with an empty body, whether

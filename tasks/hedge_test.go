@@ -54,3 +54,24 @@ func TestHedgeKeepsLatencyWhenThePrimaryHangs(t *testing.T) {
 		t.Fatalf("worst step %s, want under 2 × healthy p99 (%s)", worst, 2*p99)
 	}
 }
+
+// A provider's max_concurrency holds across the worker's eight slots: no
+// more calls reach it at once, and none is lost (the others wait their turn
+// without using a retry).
+func TestMaxConcurrencyIsNeverExceeded(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Latency: chaosllm.Fixed(300 * time.Millisecond)}}}})
+	var ids []string
+	for i := 0; i < 8; i++ {
+		ids = append(ids, e.Submit(t, e.Spec(step("limited", ""))))
+	}
+	for _, id := range ids {
+		if wf := e.Wait(t, id, 30*time.Second, store.StateCompleted); wf.Steps[0].State != store.StepDone {
+			t.Fatalf("step %+v", wf.Steps[0])
+		}
+	}
+	st := e.Chaos.Snapshot()
+	if st.PeakInFlight["anthropic"] != 2 || st.Count("anthropic", "", "ok") != 8 {
+		t.Fatalf("peak in flight %d (want 2), answers %d (want 8)", st.PeakInFlight["anthropic"], st.Count("anthropic", "", "ok"))
+	}
+}

@@ -104,7 +104,7 @@ func (h HealthStore) Add(ctx context.Context, batches []llmclient.HealthBatch, t
 
 // Router builds the router over the configured routes; keys may be nil
 // (a local-only key pool).
-func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, breakers *llmclient.Breakers, health *llmclient.Health, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
+func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *llmclient.KeyPools, breakers *llmclient.Breakers, health *llmclient.Health, limiter llmclient.Limiter, logger *slog.Logger, obs llmclient.Observer) (*llmclient.Router, error) {
 	target := func(t config.Target) llmclient.Target {
 		p, _ := cfg.Provider(t.Provider)
 		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D()}
@@ -139,7 +139,14 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *ll
 		}
 		routes = append(routes, r)
 	}
+	limits := map[string]llmclient.Limit{}
+	for _, p := range cfg.Providers {
+		if p.MaxConcurrency > 0 || p.RPM > 0 {
+			limits[p.Name] = llmclient.Limit{MaxConcurrency: p.MaxConcurrency, RPM: p.RPM}
+		}
+	}
 	return llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: logger, Observer: obs, Keys: keys, Breakers: breakers, Health: health,
+		Limits: limits, Limiter: limiter,
 		DefaultCooldown: cfg.Resilience.Keys.DefaultCooldown.D(), MaxCooldown: cfg.Resilience.Keys.MaxCooldown.D()})
 }
 

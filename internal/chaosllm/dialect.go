@@ -54,6 +54,8 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, b)
 		return
 	}
+	s.enter(ep)
+	defer s.leave(ep)
 	dec := s.decide(ep, key)
 	if !wait(r, dec.latency) {
 		s.count(ep, key, "client_gone")

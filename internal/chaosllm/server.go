@@ -28,6 +28,8 @@ type Server struct {
 	rng      *rand.Rand
 	stats    map[statKey]int
 	seq      int
+	inflight map[string]int // endpoint -> requests being answered now
+	peak     map[string]int // endpoint -> most at once since the last reset
 }
 
 type timelineState struct {
@@ -56,7 +58,7 @@ func New(sc Scenario, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}}
+	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}}
 	s.setScenario(sc)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.openAI)
@@ -202,6 +204,23 @@ type Stats struct {
 	Phases map[string]string `json:"phases"` // timeline name -> current phase name
 	Total  int               `json:"total"`
 	Calls  []StatsLine       `json:"calls"`
+	// PeakInFlight is the most requests each endpoint was answering at
+	// once (limit drills read it).
+	PeakInFlight map[string]int `json:"peak_in_flight"`
+}
+
+// enter and leave count requests in flight per endpoint.
+func (s *Server) enter(ep string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[ep]++
+	s.peak[ep] = max(s.peak[ep], s.inflight[ep])
+}
+
+func (s *Server) leave(ep string) {
+	s.mu.Lock()
+	s.inflight[ep]--
+	s.mu.Unlock()
 }
 
 // StatsLine counts calls to one endpoint with one key that ended one way.
@@ -216,7 +235,10 @@ type StatsLine struct {
 func (s *Server) Snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Calls: []StatsLine{}, Phases: map[string]string{}}
+	st := Stats{Calls: []StatsLine{}, Phases: map[string]string{}, PeakInFlight: map[string]int{}}
+	for ep, n := range s.peak {
+		st.PeakInFlight[ep] = n
+	}
 	for i, t := range s.lines {
 		name := t.Name
 		if name == "" {
@@ -287,6 +309,7 @@ func (s *Server) SetScenario(sc Scenario) error {
 func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	s.stats = map[statKey]int{}
+	s.peak = map[string]int{}
 	s.restartLocked()
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

@@ -21,6 +21,8 @@ func provTag(p string) string     { return Prefix + "{prov:" + p + "}" }
 func coolingKey(p string) string  { return provTag(p) + ":cooling" }
 func disabledKey(p string) string { return provTag(p) + ":disabled" }
 func breakerKey(p string) string  { return provTag(p) + ":breakers" }
+func inflightKey(p string) string { return provTag(p) + ":inflight" }
+func rpmKey(p string) string      { return provTag(p) + ":rpm" }
 func healthKey(p string, bucket int64) string {
 	return provTag(p) + ":health:" + strconv.FormatInt(bucket, 10)
 }

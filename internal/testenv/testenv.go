@@ -50,9 +50,11 @@ providers:
   - { name: oa, kind: openai, base_url: "${CHAOS}/v1", keys: ["${K1}", "${K2}"], timeout: 5s }
   - { name: an, kind: anthropic, base_url: "${CHAOS}", keys: ["${K1}"], timeout: 5s }
   - { name: dead, kind: openai, base_url: "http://127.0.0.1:1/v1", keys: ["x"], timeout: 1s }
+  - { name: capped, kind: anthropic, base_url: "${CHAOS}", keys: ["${K1}"], timeout: 5s, max_concurrency: 2 }
 routes:
   main:  { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ], strategy: ordered }
   scored: { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ] }
+  limited: { targets: [ { provider: capped, model: m-capped } ] }
   hedged: { targets: [ { provider: oa, model: m-oa }, { provider: an, model: m-an } ], strategy: ordered, hedge_after: p95 }
   solo:  { targets: [ { provider: oa, model: m-solo } ] }
   flaky: { targets: [ { provider: dead, model: m-dead } ], fallback_text: "fallback answer" }

@@ -110,7 +110,7 @@ func Run(ctx context.Context, o Options) error {
 	go health.Run(bg, names, time.Second)
 	go keys.Run(bg, names, time.Second, pokeKeys)
 	go breakers.Run(bg, names, time.Second, pokeBreakers)
-	router, err := app.Router(cfg, providers, keys, breakers, health, o.Logger, nil)
+	router, err := app.Router(cfg, providers, keys, breakers, health, store.NewLimits(rdb, nil), o.Logger, nil)
 	if err != nil {
 		return err
 	}

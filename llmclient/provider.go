@@ -26,6 +26,8 @@ type Request struct {
 	// long the stream fails with a timeout error, which tells a stalled
 	// stream from a slow one. Zero disables the check.
 	StallTimeout time.Duration
+
+	stream bool // the router is asked for a stream (Router.ChatStream)
 }
 
 // DefaultMaxTokens is sent when Request.MaxTokens is zero (Anthropic requires
@@ -47,6 +49,8 @@ type Response struct {
 	Key       string        `json:"key"` // the key's fingerprint, never the key
 	Latency   time.Duration `json:"latency"`
 	RequestID string        `json:"request_id,omitempty"`
+
+	stream *Stream // set by the router for a streamed call
 }
 
 // Provider is one configured LLM endpoint.

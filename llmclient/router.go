@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -303,7 +304,7 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 			resp *Response
 			err  error
 		)
-		if delay := r.hedgeDelay(rt, t); delay > 0 && n+1 < len(order) {
+		if delay := r.hedgeDelay(rt, t); delay > 0 && n+1 < len(order) && !req.stream {
 			var won int
 			resp, won, err = r.hedged(ctx, route, rt, order[n], order[n+1], req, delay, rerr)
 			if err == nil {
@@ -344,6 +345,42 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 		}
 	}
 	return nil, rerr
+}
+
+// ChatStream sends req along the named route and returns the first
+// target's stream that starts answering; a target that fails before its
+// first piece is handled like a failed call (breaker, keys, next target).
+// Streams are not hedged: the first piece decides.
+func (r *Router) ChatStream(ctx context.Context, route string, req Request) (*Stream, error) {
+	req.stream = true
+	resp, err := r.Chat(ctx, route, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.stream, nil
+}
+
+// Provider returns the route as a Provider: the resilient router composes
+// with anything that takes one (Koog's ResilientExecutor wraps a
+// PromptExecutor the same way). Request.Model is ignored: the route picks.
+func (r *Router) Provider(route string) (Provider, error) {
+	if _, ok := r.routes[route]; !ok {
+		return nil, fmt.Errorf("llmclient: unknown route %q", route)
+	}
+	return routeProvider{r: r, route: route}, nil
+}
+
+type routeProvider struct {
+	r     *Router
+	route string
+}
+
+func (p routeProvider) Name() string { return "route:" + p.route }
+func (p routeProvider) Chat(ctx context.Context, req Request) (*Response, error) {
+	return p.r.Chat(ctx, p.route, req)
+}
+func (p routeProvider) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+	return p.r.ChatStream(ctx, p.route, req)
 }
 
 // hedged calls target a; if it has not answered after delay, also target
@@ -419,7 +456,7 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 			return nil, err
 		}
 		resp, err := r.call(ctx, route, t, req, probe)
-		release()
+		releaseAfter(resp, release)
 		if err != nil {
 			rerr.Attempts = append(rerr.Attempts, err)
 		}
@@ -453,7 +490,7 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 		kctx := WithKey(ctx, k)
 		var resp *Response
 		resp, err = r.call(kctx, route, t, req, probe)
-		release()
+		releaseAfter(resp, release)
 		if err == nil {
 			return resp, nil
 		}
@@ -486,6 +523,16 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 		rerr.Attempts = append(rerr.Attempts, err)
 	}
 	return nil, err
+}
+
+// releaseAfter gives a limit slot back now, or when a streamed answer is
+// closed.
+func releaseAfter(resp *Response, release func()) {
+	if resp != nil && resp.stream != nil {
+		resp.stream.onClose(release)
+		return
+	}
+	release()
 }
 
 // acquire takes a slot under the provider's cluster-wide limits, if it has
@@ -542,8 +589,33 @@ func oneLine(s string, n int) string {
 	return s
 }
 
+// openStream opens a stream and waits for its first piece, so that a
+// target that fails before answering is treated like a failed call (the
+// route moves on). The stream owns cancel from then on (Close runs it).
+func openStream(ctx context.Context, p Provider, req Request, cancel context.CancelFunc) (*Response, error) {
+	st, err := p.ChatStream(ctx, req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	first, err := st.Recv()
+	switch {
+	case err == nil:
+		st.unread(first)
+	case errors.Is(err, io.EOF): // an empty answer, already complete
+	default:
+		st.Close()
+		cancel()
+		return nil, err
+	}
+	st.onClose(cancel)
+	k, _ := ctx.Value(keyCtx{}).(int)
+	return &Response{Provider: p.Name(), Model: req.Model, Key: fingerprintOf(p, k), stream: st}, nil
+}
+
 // call makes one call with min(target timeout, time left), records it in
-// the target's breaker and logs it.
+// the target's breaker and logs it. A streamed call counts as answered
+// once its first piece arrives.
 func (r *Router) call(ctx context.Context, route string, t Target, req Request, probe bool) (*Response, error) {
 	timeout := t.Timeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -555,9 +627,17 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	if timeout > 0 {
 		cctx, cancel = context.WithTimeout(ctx, timeout)
 	}
-	defer cancel()
 	start := r.now()
-	resp, err := t.Provider.Chat(cctx, req)
+	var (
+		resp *Response
+		err  error
+	)
+	if req.stream {
+		resp, err = openStream(cctx, t.Provider, req, cancel)
+	} else {
+		resp, err = t.Provider.Chat(cctx, req)
+		cancel()
+	}
 	dur := r.now().Sub(start)
 	class, key, usage := retry.OK, "", Usage{}
 	if err != nil {

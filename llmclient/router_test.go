@@ -81,3 +81,39 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 		t.Fatalf("%d calls, want 1: the cooling key must not be called", n)
 	}
 }
+
+// The router is a Provider: a stream from a route falls over to the next
+// target when the first fails before answering.
+func TestRouteAsStreamingProvider(t *testing.T) {
+	fx := newFixture(t, chaosllm.Scenario{Timelines: []chaosllm.Timeline{
+		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}})
+	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Strategy: "ordered", Targets: []llmclient.Target{
+		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
+		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
+	}}}, llmclient.RouterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p llmclient.Provider
+	if p, err = r.Provider("r"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.ChatStream(context.Background(), ask("stream through a route"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Collect()
+	if err != nil || resp.Text != chaosllm.Reply("stream through a route\n") || resp.Provider != "an" {
+		t.Fatalf("streamed %+v, %v", resp, err)
+	}
+	if _, err := r.Provider("nope"); err == nil {
+		t.Fatal("unknown route accepted")
+	}
+	// plain calls through the same provider
+	if resp, err := p.Chat(context.Background(), ask("x")); err != nil || resp.Provider != "an" {
+		t.Fatalf("chat: %+v %v", resp, err)
+	}
+	if st := fx.srv.Snapshot(); st.Count("openai", "", "status_503") != 2 || st.Count("anthropic", "", "ok") != 2 {
+		t.Fatalf("calls %+v", st.Calls)
+	}
+}

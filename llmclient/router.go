@@ -383,6 +383,36 @@ func (p routeProvider) ChatStream(ctx context.Context, req Request) (*Stream, er
 	return p.r.ChatStream(ctx, p.route, req)
 }
 
+// ProbeOpen sends one tiny chat call (one output token) to every target
+// whose breaker is open and past its cooldown, as that target's half-open
+// probe, so recovery is noticed without waiting for user traffic. A chat
+// call, not a list of models: what must recover is the chat endpoint.
+func (r *Router) ProbeOpen(ctx context.Context) {
+	seen := map[string]bool{}
+	for _, rt := range r.routes {
+		for _, t := range append(rt.Targets[:len(rt.Targets):len(rt.Targets)], fallbacks(rt)...) {
+			name := t.Provider.Name()
+			if seen[name+"/"+t.Model] || r.breakers.Get(name, t.Model).Allow(r.now()) != retry.Probe {
+				continue
+			}
+			seen[name+"/"+t.Model] = true
+			req := Request{Model: t.Model, MaxTokens: 1, Messages: []Message{{Role: "user", Content: "ping"}}}
+			_, err := r.callTarget(ctx, "probe", t, req, &RouteError{Route: "probe"})
+			r.log.Info("active probe", "provider", name, "model", t.Model, "class", string(ClassOf(err)))
+		}
+	}
+}
+
+func fallbacks(rt Route) []Target {
+	var out []Target
+	for _, f := range []*Target{rt.ContextWindowFallback, rt.ContentFallback} {
+		if f != nil {
+			out = append(out, *f)
+		}
+	}
+	return out
+}
+
 // hedged calls target a; if it has not answered after delay, also target
 // b. The first answer wins and the other call is canceled (its log line
 // and breaker record say canceled). It returns the winner's index, or -1

@@ -172,3 +172,30 @@ func TestRecoveredPrimaryWinsItsShareBack(t *testing.T) {
 		t.Errorf("the share did not grow: first %.2f, last %.2f", first, last)
 	}
 }
+
+// With no user traffic at all, an open target that recovered is closed
+// again by the workers' own probes.
+func TestActiveProbeClosesARecoveredTargetWithoutTraffic(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: primaryResets()})
+	for i := 0; i < breakerThreshold; i++ {
+		id := e.Submit(t, e.Spec(step("main", "")))
+		e.Wait(t, id, 10*time.Second, store.StateCompleted)
+	}
+	if b := breakerOf(t, e, "oa", "m-oa"); b.State != retry.Open {
+		t.Fatalf("breaker %+v, want open", b)
+	}
+	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(breakerCooldown + 3*time.Second)
+	for breakerOf(t, e, "oa", "m-oa").State != retry.Closed {
+		if time.Now().After(deadline) {
+			t.Fatalf("not closed by an active probe: %+v", breakerOf(t, e, "oa", "m-oa"))
+		}
+		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
+	}
+	// one tiny chat call closed it: the probe, and nothing else
+	if st := e.Chaos.Snapshot(); st.Count("openai", "", "ok") != 1 || st.Count("anthropic", "", "") != breakerThreshold {
+		t.Fatalf("want exactly one probe and no other traffic: %+v", st.Calls)
+	}
+}

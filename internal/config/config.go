@@ -113,6 +113,10 @@ type Breaker struct {
 	Window              Duration `yaml:"window"`
 	MinCalls            int      `yaml:"min_calls"`
 	Cooldown            Duration `yaml:"cooldown"`
+	// ProbeInterval is how often a worker looks for open targets whose
+	// cooldown has passed and probes them itself (a cheap list-models
+	// call), so recovery is noticed without user traffic. Default 10s.
+	ProbeInterval Duration `yaml:"probe_interval"`
 }
 
 // Health scores targets. Defaults: window 5m, weights 0.4/0.3/0.3.
@@ -157,7 +161,7 @@ func Default() Config {
 		Resilience: Resilience{
 			Retry:   Retry{Base: Duration(time.Second), Factor: 2, MaxDelay: Duration(5 * time.Minute), Jitter: []float64{0.5, 1.5}, MaxRetries: &twelve},
 			Keys:    Keys{DefaultCooldown: Duration(10 * time.Second), MaxCooldown: Duration(time.Minute)},
-			Breaker: Breaker{ConsecutiveFailures: 5, ErrorRate: 0.5, Window: Duration(10 * time.Second), MinCalls: 10, Cooldown: Duration(30 * time.Second)},
+			Breaker: Breaker{ConsecutiveFailures: 5, ErrorRate: 0.5, Window: Duration(10 * time.Second), MinCalls: 10, Cooldown: Duration(30 * time.Second), ProbeInterval: Duration(10 * time.Second)},
 			Health:  Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
 		},
 		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second)},

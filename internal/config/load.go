@@ -246,6 +246,9 @@ func (c *Config) applyDefaults() {
 	if b.Cooldown == 0 {
 		b.Cooldown = db.Cooldown
 	}
+	if b.ProbeInterval == 0 {
+		b.ProbeInterval = db.ProbeInterval
+	}
 	h, dh := &c.Resilience.Health, d.Resilience.Health
 	if h.Window == 0 {
 		h.Window = dh.Window

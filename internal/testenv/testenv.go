@@ -64,7 +64,7 @@ routes:
     content_fallback: { provider: an, model: m-safe }
 resilience:
   retry: { base: 1s, factor: 1, max_delay: 1s, jitter: [0.5, 0.6] }
-  breaker: { consecutive_failures: 3, error_rate: 0.9, min_calls: 20, window: 10s, cooldown: 2s }
+  breaker: { consecutive_failures: 3, error_rate: 0.9, min_calls: 20, window: 10s, cooldown: 2s, probe_interval: 200ms }
   health: { window: 10s }
 worker:
   concurrency: 8

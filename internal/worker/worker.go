@@ -114,6 +114,18 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	go func() {
+		t := time.NewTicker(cfg.Resilience.Breaker.ProbeInterval.D())
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				router.ProbeOpen(bg)
+			}
+		}
+	}()
 	st := store.New(rdb, cfg.Retention.D(), nil)
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Store: st, Client: client, Router: router, Logger: o.Logger,

@@ -199,3 +199,34 @@ func TestActiveProbeClosesARecoveredTargetWithoutTraffic(t *testing.T) {
 		t.Fatalf("want exactly one probe and no other traffic: %+v", st.Calls)
 	}
 }
+
+// The same drill with a primary that refuses connections (its listener is
+// closed), counted by the workers' own call log: chaosllm never sees a
+// refused call.
+func TestRefusingPrimaryIsCalledThresholdTimesThenProbedOnce(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Name: "refusing", Duration: chaosllm.Duration(time.Hour), Fault: &chaosllm.Fault{Kind: chaosllm.KindRefuse}}}}})
+	deadline := time.Now().Add(5 * time.Second)
+	for !e.Chaos.Refusing() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
+	}
+	// anthropic is refused too (one listener): route main's backup fails,
+	// so steps retry; count only the primary's calls
+	primary := func() int { return e.Calls.Count("oa/m-oa", "") }
+	for i := 0; i < 5; i++ { // one after another: no call is in flight when the breaker opens
+		id := e.Submit(t, e.Spec(step("main", ", max_retries: 0")))
+		e.Wait(t, id, 10*time.Second, store.StateBlocked)
+	}
+	if n, net := primary(), e.Calls.Count("oa/m-oa", retry.Network); n != breakerThreshold || net != n {
+		t.Fatalf("the refusing primary got %d calls (%d network failures), want %d", n, net, breakerThreshold)
+	}
+	opened := time.Now()
+	time.Sleep(time.Until(opened.Add(breakerCooldown + 500*time.Millisecond))) //nolint: waiting out a cooldown
+	for i := 0; i < 5; i++ {
+		id := e.Submit(t, e.Spec(step("main", ", max_retries: 0")))
+		e.Wait(t, id, 10*time.Second, store.StateBlocked)
+	}
+	if n := primary(); n != breakerThreshold+1 {
+		t.Fatalf("after one cooldown the primary got %d calls in all, want %d (one probe)", n, breakerThreshold+1)
+	}
+}

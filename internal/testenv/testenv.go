@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,8 @@ import (
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -40,6 +44,38 @@ type Env struct {
 	stopped chan error
 	cancel  context.CancelFunc
 	opts    Options
+	// Calls counts the LLM calls every worker of this Env made, by target
+	// and class (what chaosllm cannot see, such as refused connections).
+	Calls *CallCounter
+}
+
+// CallCounter is an llmclient.Observer that counts calls.
+type CallCounter struct {
+	mu sync.Mutex
+	n  map[string]int // "provider/model class"
+}
+
+// Call implements llmclient.Observer.
+func (c *CallCounter) Call(_ string, t llmclient.Target, _ string, class retry.Class, _ time.Duration, _ llmclient.Usage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[t.String()+" "+string(class)]++
+}
+
+// Fallback implements llmclient.Observer.
+func (c *CallCounter) Fallback(string, string, string) {}
+
+// Count is the calls to target ("provider/model") of class ("" for all).
+func (c *CallCounter) Count(target string, class retry.Class) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.n {
+		if strings.HasPrefix(k, target+" ") && (class == "" || k == target+" "+string(class)) {
+			n += v
+		}
+	}
+	return n
 }
 
 // ConfigYAML is the test configuration; ${CHAOS} is chaosllm's URL.
@@ -127,7 +163,7 @@ func Start(t *testing.T, o Options) *Env {
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		Client: tasks.NewClient(rdb, tasks.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()}),
-		Events: make(chan tasks.StepEvent, 1024)}
+		Events: make(chan tasks.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
 	e.Spec = func(y string) *tasks.Spec {
 		t.Helper()
 		s, err := e.Client.Parse("test.yaml", []byte(y))
@@ -149,7 +185,7 @@ func (e *Env) WorkerOptions(log *slog.Logger) worker.Options {
 	return worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
 		Random:            func() float64 { return 0 },
 		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-		Middleware: e.opts.Middleware}
+		Middleware: e.opts.Middleware, Observer: e.Calls}
 }
 
 // StartWorker runs a worker until the test ends.

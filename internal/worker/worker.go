@@ -46,6 +46,8 @@ type Options struct {
 	Middleware func(asynq.Handler) asynq.Handler
 	// BeforeEnqueue is passed to the handler (crash drills); may be nil.
 	BeforeEnqueue func(wf, step string, ready []string)
+	// Observer hears every LLM call the router makes; may be nil.
+	Observer llmclient.Observer
 }
 
 // Run serves until ctx is done, then shuts down gracefully: running steps
@@ -110,7 +112,7 @@ func Run(ctx context.Context, o Options) error {
 	go health.Run(bg, names, time.Second)
 	go keys.Run(bg, names, time.Second, pokeKeys)
 	go breakers.Run(bg, names, time.Second, pokeBreakers)
-	router, err := app.Router(cfg, providers, keys, breakers, health, store.NewLimits(rdb, nil), o.Logger, nil)
+	router, err := app.Router(cfg, providers, keys, breakers, health, store.NewLimits(rdb, nil), o.Logger, o.Observer)
 	if err != nil {
 		return err
 	}

@@ -132,17 +132,5 @@ func (k *KeyPools) Refresh(ctx context.Context, providers []string) error {
 // Run refreshes providers every interval and whenever poke receives, until
 // ctx ends.
 func (k *KeyPools) Run(ctx context.Context, providers []string, interval time.Duration, poke <-chan struct{}) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := k.Refresh(ctx, providers); err != nil && ctx.Err() == nil {
-			k.log.Warn("key state refresh failed; using the last known state", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-poke:
-		}
-	}
+	runRefresh(ctx, interval, poke, func() error { return k.Refresh(ctx, providers) }, k.log, "key")
 }

@@ -97,20 +97,6 @@ type Limiter interface {
 	Acquire(ctx context.Context, provider string, maxConcurrency, rpm int, lease time.Duration) (release func(context.Context), wait time.Duration, ok bool, err error)
 }
 
-// LimitedError is a call that was not sent because its provider's
-// cluster-wide max_concurrency or rpm was reached.
-type LimitedError struct {
-	Provider string
-	Until    time.Time // about when a slot frees
-}
-
-func (e *LimitedError) Error() string {
-	return fmt.Sprintf("%s: at its max_concurrency/rpm limit until about %s; not sent", e.Provider, e.Until.UTC().Format(time.RFC3339Nano))
-}
-
-// Class is rate_limited: waiting is the cure, and it is no one's failure.
-func (e *LimitedError) Class() retry.Class { return retry.RateLimited }
-
 // Router sends a request along a route: the first target that answers
 // wins; on failure it moves on at once (it never sleeps: delayed retries
 // belong to the task queue). Keys are rotated on key-level failures.
@@ -225,15 +211,9 @@ func (e *RouteError) RetryAfter(now time.Time) time.Duration {
 		}
 	}
 	for _, a := range e.Attempts {
-		var ku *KeysUnavailableError
-		var bo *BreakerOpenError
-		var le *LimitedError
-		if errors.As(a, &ku) && !ku.Until.IsZero() {
-			take(ku.Until.Sub(now))
-		} else if errors.As(a, &le) {
-			take(le.Until.Sub(now))
-		} else if errors.As(a, &bo) {
-			take(bo.Until.Sub(now))
+		var sk *SkippedError
+		if errors.As(a, &sk) && !sk.Until.IsZero() {
+			take(sk.Until.Sub(now))
 		} else if pe, ok := AsError(a); ok {
 			take(pe.RetryAfter)
 		}
@@ -241,43 +221,35 @@ func (e *RouteError) RetryAfter(now time.Time) time.Duration {
 	return d
 }
 
-// KeysUnavailableError is a target that was not called because every key
-// of its provider is cooling or disabled.
-type KeysUnavailableError struct {
-	Provider    string
-	Until       time.Time // the earliest end of a cooldown; zero if all are disabled
-	AllDisabled bool
+// SkippedError is a target the router did not call, and why: its breaker
+// is open, every key of its provider is cooling or disabled, or its
+// provider is at its max_concurrency/rpm limit.
+type SkippedError struct {
+	Target string    // provider/model
+	Reason string    // e.g. "circuit open"
+	Until  time.Time // when it may be callable again; zero: when a person acts
+	class  retry.Class
 }
 
-func (e *KeysUnavailableError) Error() string {
-	if e.AllDisabled {
-		return fmt.Sprintf("%s: every key is disabled (auth or quota); re-enable with `enqueue keys enable`", e.Provider)
+func (e *SkippedError) Error() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("%s: %s; not called", e.Target, e.Reason)
 	}
-	return fmt.Sprintf("%s: every key is cooling down until %s", e.Provider, e.Until.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("%s: %s until %s; not called", e.Target, e.Reason, e.Until.UTC().Format(time.RFC3339Nano))
 }
 
-// Class is rate_limited while a key will come back by itself, auth when
-// every key needs a person.
-func (e *KeysUnavailableError) Class() retry.Class {
-	if e.AllDisabled {
-		return retry.Auth
-	}
-	return retry.RateLimited
-}
+// Class is what the skip means for the step: server for an open circuit
+// (the target is failing), rate_limited for cooling keys and full limits
+// (waiting cures it), auth when every key is disabled.
+func (e *SkippedError) Class() retry.Class { return e.class }
 
-// BreakerOpenError is a target that was not called because its circuit
-// breaker is open (or another worker holds its half-open probe).
-type BreakerOpenError struct {
-	Target string
-	Until  time.Time // when a probe may go
-}
-
-func (e *BreakerOpenError) Error() string {
-	return fmt.Sprintf("%s: circuit open until %s; not called", e.Target, e.Until.UTC().Format(time.RFC3339Nano))
-}
-
-// Class is server: the target is failing.
-func (e *BreakerOpenError) Class() retry.Class { return retry.Server }
+// Reasons a target is skipped.
+const (
+	SkipBreakerOpen  = "circuit open"
+	SkipKeysCooling  = "every key is cooling down"
+	SkipKeysDisabled = "every key is disabled (auth or quota); re-enable with `enqueue keys enable`"
+	SkipLimited      = "at its provider's max_concurrency/rpm limit"
+)
 
 // AuthProbeError is a failure (a 500 with an empty body) that an auth
 // probe showed to be a rejected key.
@@ -474,7 +446,7 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 	name := t.Provider.Name()
 	allowed, probe := r.breakers.allow(ctx, name, t.Model)
 	if !allowed {
-		err := &BreakerOpenError{Target: t.String(), Until: r.breakers.Get(name, t.Model).OpenUntil}
+		err := &SkippedError{Target: t.String(), Reason: SkipBreakerOpen, Until: r.breakers.Get(name, t.Model).OpenUntil, class: retry.Server}
 		rerr.Attempts = append(rerr.Attempts, err)
 		return nil, err
 	}
@@ -549,7 +521,10 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 		if probe {
 			r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
 		}
-		err = &KeysUnavailableError{Provider: name, Until: earliest, AllDisabled: allDisabled}
+		err = &SkippedError{Target: t.String(), Reason: SkipKeysCooling, Until: earliest, class: retry.RateLimited}
+		if allDisabled {
+			err = &SkippedError{Target: t.String(), Reason: SkipKeysDisabled, class: retry.Auth}
+		}
 		rerr.Attempts = append(rerr.Attempts, err)
 	}
 	return nil, err
@@ -581,7 +556,7 @@ func (r *Router) acquire(ctx context.Context, provider string, t Target) (func()
 	}
 	if !ok {
 		// a lease usually ends long before it would lapse: look again soon
-		return nil, &LimitedError{Provider: provider, Until: r.now().Add(min(wait, time.Second))}
+		return nil, &SkippedError{Target: t.String(), Reason: SkipLimited, Until: r.now().Add(min(wait, time.Second)), class: retry.RateLimited}
 	}
 	return func() { release(context.WithoutCancel(ctx)) }, nil
 }

@@ -73,8 +73,8 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	}
 	r2, _ := llmclient.NewRouter(route, llmclient.RouterOptions{Keys: pools})
 	_, err = r2.Chat(context.Background(), "r", ask("x"))
-	var ku *llmclient.KeysUnavailableError
-	if !errors.As(err, &ku) || ku.AllDisabled {
+	var ku *llmclient.SkippedError
+	if !errors.As(err, &ku) || ku.Reason != llmclient.SkipKeysCooling {
 		t.Fatalf("second router: %v, want keys unavailable", err)
 	}
 	if n := fx.srv.Snapshot().Total; n != 1 {

@@ -2,14 +2,12 @@ package tasks_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -72,15 +70,8 @@ func TestOpenBreakerStopsCallsUntilOneProbe(t *testing.T) {
 
 func TestThreeWorkersSendTheDeadPrimaryABoundedNumberOfCalls(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: primaryResets()})
-	for i := 0; i < 2; i++ {
-		ctx, cancel := context.WithCancel(context.Background())
-		o := e.WorkerOptions(slog.New(slog.DiscardHandler))
-		ready, done := make(chan struct{}), make(chan error, 1)
-		o.Ready = func() { close(ready) }
-		go func() { done <- worker.Run(ctx, o) }()
-		<-ready
-		t.Cleanup(func() { cancel(); <-done })
-	}
+	e.StartAnotherWorker(t)
+	e.StartAnotherWorker(t)
 	batch := func(n int) time.Duration {
 		start := time.Now()
 		var ids []string

@@ -3,7 +3,6 @@ package tasks_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/tasks"
 )
@@ -289,14 +287,7 @@ func TestTwoWorkersShareAKeyCooldown(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Key: testenv.Keys[0], Phases: []chaosllm.Phase{
 			{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(3 * time.Second)}}, {}}}}}})
-	// a second worker on the same Redis
-	ctx, cancel := context.WithCancel(context.Background())
-	o := e.WorkerOptions(slog.New(slog.DiscardHandler))
-	ready, done := make(chan struct{}), make(chan error, 1)
-	o.Ready = func() { close(ready) }
-	go func() { done <- worker.Run(ctx, o) }()
-	<-ready
-	t.Cleanup(func() { cancel(); <-done })
+	e.StartAnotherWorker(t) // a second replica on the same Redis
 
 	start := time.Now()
 	first := e.Submit(t, e.Spec(step("solo", "")))

@@ -218,6 +218,24 @@ func (e *Env) StartWorker(t *testing.T) {
 	t.Cleanup(func() { e.StopWorker(t) })
 }
 
+// StartAnotherWorker runs one more worker on the same Redis and chaosllm
+// (a second replica) until the test ends.
+func (e *Env) StartAnotherWorker(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	o := e.WorkerOptions(slog.New(slog.DiscardHandler))
+	ready, done := make(chan struct{}), make(chan error, 1)
+	o.Ready = func() { close(ready) }
+	go func() { done <- worker.Run(ctx, o) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("another worker did not start: %v", err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // StopWorker stops the worker and waits for it.
 func (e *Env) StopWorker(t *testing.T) {
 	if e.cancel == nil {

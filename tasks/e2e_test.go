@@ -170,17 +170,8 @@ func TestBadRequestIsDeadLetteredAtOnce(t *testing.T) {
 	if s.State != store.StepDead || s.Attempts != 1 || !strings.HasPrefix(s.Error, "bad_request") {
 		t.Fatalf("step = %+v", s)
 	}
-	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		archived, _ := insp.ListArchivedTasks("default")
-		if len(archived) == 1 && strings.Contains(archived[0].LastErr, "bad_request") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task not archived with its reason: %+v", archived)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	if info := archived(t, e, tasks.TaskID(id, "greet")); !strings.Contains(info.LastErr, "bad_request") {
+		t.Fatalf("archived with %q", info.LastErr)
 	}
 }
 
@@ -242,20 +233,12 @@ func TestCanceledWorkflowDoesNotRun(t *testing.T) {
 
 func TestGarbagePayloadIsDeadLettered(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
-	if _, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeStep, []byte("{not json"))); err != nil {
+	info, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeStep, []byte("{not json")))
+	if err != nil {
 		t.Fatal(err)
 	}
-	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		archived, _ := insp.ListArchivedTasks("default")
-		if len(archived) == 1 && strings.Contains(archived[0].LastErr, "payload") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("garbage payload not archived: %+v", archived)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	if got := archived(t, e, info.ID); !strings.Contains(got.LastErr, "payload") {
+		t.Fatalf("garbage payload archived with %q", got.LastErr)
 	}
 	// the worker keeps working
 	id := e.Submit(t, e.Spec(oneStep))

@@ -62,16 +62,22 @@ func within(t *testing.T, what string, d, lo, hi time.Duration) {
 
 func archivedReason(t *testing.T, e *testenv.Env, wf string) string {
 	t.Helper()
+	return archived(t, e, tasks.TaskID(wf, "s")).LastErr
+}
+
+// archived waits until the task is in asynq's archive (dead-lettered).
+func archived(t *testing.T, e *testenv.Env, taskID string) *asynq.TaskInfo {
+	t.Helper()
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if info, err := insp.GetTaskInfo("default", tasks.TaskID(wf, "s")); err == nil && info.State == asynq.TaskStateArchived {
-			return info.LastErr
+		if info, err := insp.GetTaskInfo("default", taskID); err == nil && info.State == asynq.TaskStateArchived {
+			return info
 		}
 		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
 	}
-	t.Fatal("the step was not archived")
-	return ""
+	t.Fatalf("task %s was not archived", taskID)
+	return nil
 }
 
 func TestNetworkFailureWaitsAndRetries(t *testing.T) {

@@ -59,6 +59,9 @@ func (r *Router) hedgeDelay(rt Route, t Target) time.Duration {
 type Observer interface {
 	Call(route string, t Target, key string, class retry.Class, dur time.Duration, usage Usage)
 	Fallback(route, from, to string)
+	// KeyEvent reports "cooldown", "disabled" or "rotated" (the next key
+	// was tried) for a key named by its fingerprint.
+	KeyEvent(provider, key, event string)
 }
 
 // RouterOptions configures a Router. The zero value works.
@@ -355,6 +358,30 @@ func (p routeProvider) ChatStream(ctx context.Context, req Request) (*Stream, er
 	return p.r.ChatStream(ctx, p.route, req)
 }
 
+// TargetState is one target's breaker and health, for gauges.
+type TargetState struct {
+	Provider, Model string
+	Breaker         retry.BreakerState
+	Health          float64
+}
+
+// Targets reports every target of every route (fallbacks included), once.
+func (r *Router) Targets() []TargetState {
+	seen := map[string]bool{}
+	var out []TargetState
+	for _, rt := range r.routes {
+		for _, t := range append(rt.Targets[:len(rt.Targets):len(rt.Targets)], fallbacks(rt)...) {
+			p := t.Provider.Name()
+			if seen[p+"/"+t.Model] {
+				continue
+			}
+			seen[p+"/"+t.Model] = true
+			out = append(out, TargetState{Provider: p, Model: t.Model, Breaker: r.breakers.Get(p, t.Model).State, Health: r.health.Score(p, t.Model)})
+		}
+	}
+	return out
+}
+
 // ProbeOpen sends one tiny chat call (one output token) to every target
 // whose breaker is open and past its cooldown, as that target's half-open
 // probe, so recovery is noticed without waiting for user traffic. A chat
@@ -480,6 +507,9 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 			}
 			continue
 		}
+		if tried {
+			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "rotated")
+		}
 		allDisabled, tried = false, true
 		release, lerr := r.acquire(ctx, name, t)
 		if lerr != nil {
@@ -506,11 +536,13 @@ func (r *Router) callTarget(ctx context.Context, route string, t Target, req Req
 			}
 			until := r.now().Add(min(wait, r.maxCool))
 			r.keys.Cool(ctx, name, id, until)
+			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "cooldown")
 			if earliest.IsZero() || until.Before(earliest) {
 				earliest = until
 			}
 		case retry.Quota, retry.Auth:
 			r.keys.Disable(ctx, name, id, string(class)+": "+oneLine(err.Error(), 200))
+			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "disabled")
 			r.log.Error("API key disabled for every worker until re-enabled", "provider", name,
 				"key", fingerprintOf(t.Provider, k), "class", string(class), "alert", true)
 		default:
@@ -675,3 +707,4 @@ type nopObserver struct{}
 
 func (nopObserver) Call(string, Target, string, retry.Class, time.Duration, Usage) {}
 func (nopObserver) Fallback(string, string, string)                                {}
+func (nopObserver) KeyEvent(string, string, string)                                {}

@@ -47,6 +47,8 @@ type Env struct {
 	// Calls counts the LLM calls every worker of this Env made, by target
 	// and class (what chaosllm cannot see, such as refused connections).
 	Calls *CallCounter
+	// MetricsURL is the first worker's /metrics, with Options.Metrics.
+	MetricsURL string
 }
 
 // CallCounter is an llmclient.Observer that counts calls.
@@ -64,6 +66,9 @@ func (c *CallCounter) Call(_ string, t llmclient.Target, _ string, class retry.C
 
 // Fallback implements llmclient.Observer.
 func (c *CallCounter) Fallback(string, string, string) {}
+
+// KeyEvent implements llmclient.Observer.
+func (c *CallCounter) KeyEvent(string, string, string) {}
 
 // Count is the calls to target ("provider/model") of class ("" for all).
 func (c *CallCounter) Count(target string, class retry.Class) int {
@@ -142,6 +147,8 @@ type Options struct {
 	LogOutput bool // send worker logs to stderr (debugging)
 	// Middleware wraps the worker's step handler (fault injection).
 	Middleware func(asynq.Handler) asynq.Handler
+	// Metrics serves the worker's /metrics on a loopback port (MetricsURL).
+	Metrics bool
 }
 
 // Start builds the environment.
@@ -200,6 +207,10 @@ func (e *Env) StartWorker(t *testing.T) {
 	e.stopped = make(chan error, 1)
 	e.cancel = cancel
 	o := e.WorkerOptions(log)
+	if e.opts.Metrics && e.MetricsURL == "" {
+		o.Config.Worker.MetricsAddr = "127.0.0.1:0"
+		o.MetricsListening = func(a net.Addr) { e.MetricsURL = "http://" + a.String() + "/metrics" }
+	}
 	o.Events = func(ev tasks.StepEvent) {
 		select {
 		case e.Events <- ev:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -48,6 +49,28 @@ type Options struct {
 	BeforeEnqueue func(wf, step string, ready []string)
 	// Observer hears every LLM call the router makes; may be nil.
 	Observer llmclient.Observer
+	// MetricsListening is called with the address /metrics is served on
+	// (Config.Worker.MetricsAddr, which may be a :0 port); may be nil.
+	MetricsListening func(net.Addr)
+}
+
+// observers fans calls out to several observers.
+type observers []llmclient.Observer
+
+func (o observers) Call(route string, t llmclient.Target, key string, class retry.Class, dur time.Duration, u llmclient.Usage) {
+	for _, x := range o {
+		x.Call(route, t, key, class, dur, u)
+	}
+}
+func (o observers) Fallback(route, from, to string) {
+	for _, x := range o {
+		x.Fallback(route, from, to)
+	}
+}
+func (o observers) KeyEvent(provider, key, event string) {
+	for _, x := range o {
+		x.KeyEvent(provider, key, event)
+	}
 }
 
 // Run serves until ctx is done, then shuts down gracefully: running steps
@@ -112,9 +135,25 @@ func Run(ctx context.Context, o Options) error {
 	go health.Run(bg, names, time.Second)
 	go keys.Run(bg, names, time.Second, pokeKeys)
 	go breakers.Run(bg, names, time.Second, pokeBreakers)
-	router, err := app.Router(cfg, providers, keys, breakers, health, store.NewLimits(rdb, nil), o.Logger, o.Observer)
+	var router *llmclient.Router
+	mets := metrics.New(asynq.NewInspectorFromRedisClient(rdb), func() []metrics.TargetState {
+		var out []metrics.TargetState
+		for _, t := range router.Targets() {
+			out = append(out, metrics.TargetState{Provider: t.Provider, Model: t.Model, Breaker: t.Breaker, Health: t.Health})
+		}
+		return out
+	})
+	obs := observers{mets}
+	if o.Observer != nil {
+		obs = append(obs, o.Observer)
+	}
+	router, err = app.Router(cfg, providers, keys, breakers, health, store.NewLimits(rdb, nil), o.Logger, obs)
 	if err != nil {
 		return err
+	}
+	events := mets.Step
+	if o.Events != nil {
+		events = func(e tasks.StepEvent) { mets.Step(e); o.Events(e) }
 	}
 	go func() {
 		t := time.NewTicker(cfg.Resilience.Breaker.ProbeInterval.D())
@@ -131,7 +170,7 @@ func Run(ctx context.Context, o Options) error {
 	st := store.New(rdb, cfg.Retention.D(), nil)
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Store: st, Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: o.Events, BeforeEnqueue: o.BeforeEnqueue})
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue})
 	if err != nil {
 		return err
 	}
@@ -169,8 +208,11 @@ func Run(ctx context.Context, o Options) error {
 			srv.Shutdown()
 			return fmt.Errorf("worker.metrics_addr %s: %w", addr, err)
 		}
-		hs = &http.Server{Handler: healthHandler(rdb), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: serveMux(rdb, mets), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(ln) }()
+		if o.MetricsListening != nil {
+			o.MetricsListening(ln.Addr())
+		}
 	}
 	o.Logger.Info("worker started", "concurrency", cfg.Worker.Concurrency, "queues", config.FormatQueues(cfg.Worker.Queues),
 		"providers", len(providers), "routes", len(cfg.Routes), "redis", cfg.Redis.Where())
@@ -197,9 +239,10 @@ func maxProviderTimeout(cfg config.Config) time.Duration {
 	return d
 }
 
-// healthHandler answers /healthz with Redis reachability.
-func healthHandler(rdb redis.UniversalClient) http.Handler {
+// serveMux answers /metrics and /healthz (Redis reachability).
+func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", mets.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

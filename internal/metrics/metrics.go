@@ -1,0 +1,135 @@
+// Package metrics exposes agentq's Prometheus metrics (DESIGN §6): LLM
+// calls, tokens, fallbacks, breaker states, health scores, key events,
+// steps, workflows and dead letters, plus asynq's queue collector. Label
+// values are bounded: providers, models, routes, classes, states and key
+// fingerprints; never workflow ids, never keys.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/retry"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Metrics holds the collectors; it is an llmclient.Observer.
+type Metrics struct {
+	reg         *prometheus.Registry
+	llmRequests *prometheus.CounterVec
+	llmDuration *prometheus.HistogramVec
+	llmTokens   *prometheus.CounterVec
+	fallbacks   *prometheus.CounterVec
+	keyEvents   *prometheus.CounterVec
+	steps       *prometheus.CounterVec
+	workflows   *prometheus.CounterVec
+	deadLetters *prometheus.CounterVec
+}
+
+// TargetState is what the gauges read of a target at scrape time.
+type TargetState struct {
+	Provider, Model string
+	Breaker         retry.BreakerState
+	Health          float64
+}
+
+// New registers every collector. inspector (nil: none) feeds asynq's
+// queue metrics; targets (nil: none) feeds the breaker and health gauges.
+func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.llmRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_llm_requests_total",
+		Help: "LLM calls by target and outcome class (ok on success)."}, []string{"provider", "model", "class"})
+	m.llmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentq_llm_request_duration_seconds",
+		Help: "LLM call duration.", Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 40, 60, 120}}, []string{"provider", "model"})
+	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_llm_tokens_total",
+		Help: "Tokens the providers reported, by kind (prompt, completion)."}, []string{"provider", "model", "kind"})
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_fallbacks_total",
+		Help: "Answers that did not come from a route's first choice; to=template for degraded answers."}, []string{"route", "from", "to"})
+	m.keyEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_key_events_total",
+		Help: "API key events by key fingerprint: cooldown, disabled, rotated."}, []string{"provider", "key", "event"})
+	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_steps_total",
+		Help: "Settled steps and failed attempts by route and status (done, degraded, dead, retrying)."}, []string{"route", "status"})
+	m.workflows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_workflows_total",
+		Help: "Workflows that completed or became blocked, by status."}, []string{"status"})
+	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_dead_letters_total",
+		Help: "Dead-lettered steps by error class."}, []string{"class"})
+	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if targets != nil {
+		m.reg.MustRegister(&targetCollector{targets: targets})
+	}
+	if inspector != nil {
+		m.reg.MustRegister(asynqmetrics.NewQueueMetricsCollector(inspector))
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Call implements llmclient.Observer.
+func (m *Metrics) Call(_ string, t llmclient.Target, _ string, class retry.Class, dur time.Duration, usage llmclient.Usage) {
+	p := t.Provider.Name()
+	m.llmRequests.WithLabelValues(p, t.Model, string(class)).Inc()
+	m.llmDuration.WithLabelValues(p, t.Model).Observe(dur.Seconds())
+	if usage.PromptTokens > 0 {
+		m.llmTokens.WithLabelValues(p, t.Model, "prompt").Add(float64(usage.PromptTokens))
+	}
+	if usage.CompletionTokens > 0 {
+		m.llmTokens.WithLabelValues(p, t.Model, "completion").Add(float64(usage.CompletionTokens))
+	}
+}
+
+// Fallback implements llmclient.Observer.
+func (m *Metrics) Fallback(route, from, to string) {
+	m.fallbacks.WithLabelValues(route, from, to).Inc()
+}
+
+// KeyEvent implements llmclient.Observer; key is a fingerprint.
+func (m *Metrics) KeyEvent(provider, key, event string) {
+	m.keyEvents.WithLabelValues(provider, key, event).Inc()
+}
+
+// Step counts a step event from the handler.
+func (m *Metrics) Step(e tasks.StepEvent) {
+	status := e.State
+	if e.Degraded {
+		status = "degraded"
+		m.fallbacks.WithLabelValues(e.Route, "all", "template").Inc()
+	}
+	m.steps.WithLabelValues(e.Route, status).Inc()
+	if e.State == "dead" {
+		m.deadLetters.WithLabelValues(string(e.Class)).Inc()
+	}
+	switch e.WorkflowState {
+	case tasks.StateCompleted, tasks.StateBlocked:
+		if e.State != "retrying" {
+			m.workflows.WithLabelValues(e.WorkflowState).Inc()
+		}
+	}
+}
+
+type targetCollector struct{ targets func() []TargetState }
+
+var (
+	breakerDesc = prometheus.NewDesc("agentq_breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.", []string{"provider", "model"}, nil)
+	healthDesc  = prometheus.NewDesc("agentq_target_health_score", "Target health score in [0, 1].", []string{"provider", "model"}, nil)
+)
+
+func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDesc; ch <- healthDesc }
+
+func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.targets() {
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(t.Breaker), t.Provider, t.Model)
+		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, t.Health, t.Provider, t.Model)
+	}
+}

@@ -6,7 +6,7 @@ BIN           := bin
 RACE          := $(shell $(GO) env CGO_ENABLED 2>/dev/null | grep -q 1 && command -v gcc >/dev/null 2>&1 && echo -race)
 TEST_TIMEOUT  ?= 15m
 
-.PHONY: help build test test-race lint vet staticcheck demo fuzz clean bench
+.PHONY: help build test test-race lint vet staticcheck rules demo fuzz clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -14,7 +14,7 @@ help: ## list the targets
 build: ## build every binary into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: vet staticcheck ## vet, staticcheck, all tests (with -race when cgo is available), a few seconds of each fuzz target
+test: vet staticcheck rules ## vet, staticcheck, Prometheus rule tests, all tests (with -race when cgo is available), a few seconds of each fuzz target
 	@[ -n "$(RACE)" ] || echo "note: no C compiler for cgo; running the tests without -race"
 	@command -v redis-server >/dev/null 2>&1 || [ -n "$$AGENTQ_TEST_REDIS" ] || echo "note: no redis-server on PATH; the tests fall back to in-process miniredis (install redis-server to test against real Redis)"
 	$(GO) test $(RACE) -timeout $(TEST_TIMEOUT) ./...
@@ -24,6 +24,13 @@ test-race: ## all tests with the race detector (needs cgo)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 lint: vet staticcheck ## go vet and staticcheck
+
+rules: ## check and unit-test the Prometheus rules (needs promtool: Debian's prometheus package)
+	@if command -v promtool >/dev/null 2>&1; then \
+		promtool check rules deploy/prometheus/rules.yml && \
+		cd deploy/prometheus/tests && promtool test rules rules_test.yml; \
+	elif [ "$$CI" = true ]; then echo "CI=true but promtool is missing" >&2; exit 1; \
+	else echo "note: no promtool on PATH; skipping the Prometheus rule tests (apt-get install prometheus)"; fi
 
 vet:
 	$(GO) vet ./...

@@ -153,6 +153,9 @@ func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
 	return r, nil
 }
 
+// Spec returns the spec a workflow was submitted with.
+func (c *Client) Spec(ctx context.Context, id string) (*Spec, error) { return c.spec(ctx, id) }
+
 func (c *Client) spec(ctx context.Context, id string) (*Spec, error) {
 	raw, err := c.store.Spec(ctx, id)
 	if err != nil {

@@ -1,27 +1,99 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/dashboard"
 )
 
-// Dashboard is the dashboard command. Its pages (asynqmon at /asynq/,
-// workflows, providers, dead letters, REST API, /metrics) arrive with
-// issue 05; until then it says so and exits 2.
+// Dashboard is the dashboard command.
 func Dashboard(env Env) *cobra.Command {
+	var (
+		addr     string
+		readOnly bool
+	)
 	cmd := &cobra.Command{
-		Use:           "dashboard",
-		Short:         "Web dashboard (not yet available)",
-		Long:          "dashboard will serve asynqmon, workflow and provider pages and a REST API. It is not built yet; use `enqueue status` and `enqueue list` meanwhile.",
-		Example:       "  enqueue list --state running",
+		Use:   "dashboard",
+		Short: "Serve the web dashboard: workflows, providers, dead letters, asynqmon, JSON API, /metrics",
+		Long: `dashboard serves pages for workflows, providers and dead letters, asynqmon
+at /asynq/, a JSON API under /api/v1/ and Prometheus metrics at /metrics.
+
+Changes (cancel, requeue, discard, submit, asynqmon's write actions) need
+the token in AGENTQ_DASHBOARD_TOKEN: sign in on a page, or send it as
+"Authorization: Bearer <token>". --read-only refuses every change. Without
+a token the dashboard listens on loopback only.`,
+		Example: `  AGENTQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) dashboard --config agentq.yaml --addr :8080
+  dashboard --read-only
+  curl -H "Authorization: Bearer $AGENTQ_DASHBOARD_TOKEN" -X POST localhost:8080/api/v1/dlq/wf_abc:summary/requeue`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			return &ExitError{Code: ExitUsage, Err: errors.New("not yet: the dashboard arrives in a later release; use `enqueue status ID` and `enqueue list` meanwhile")}
-		},
 	}
-	addCommon(cmd, &env)
+	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
+	cmd.Flags().StringVar(&addr, "addr", ":8080", "listen address")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "refuse every change")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := c.load(cmd)
+		if err != nil {
+			return err
+		}
+		log, err := c.logger(cmd)
+		if err != nil {
+			return err
+		}
+		token, _ := env.lookup("AGENTQ_DASHBOARD_TOKEN")
+		if token == "" {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return usageErr("--addr %q: %v", addr, err)
+			}
+			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				addr = net.JoinHostPort("127.0.0.1", port)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "dashboard: AGENTQ_DASHBOARD_TOKEN is not set: listening on %s (loopback) only, changes allowed from there\n", addr)
+		}
+		rdb, err := app.Redis(cmd.Context(), cfg.Redis)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		ro, err := cfg.Redis.Options()
+		if err != nil {
+			return err
+		}
+		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log,
+			AsynqOpt: asynq.RedisClientOpt{Addr: ro.Addr, Username: ro.Username, Password: ro.Password, DB: ro.DB, TLSConfig: ro.TLSConfig}})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return usageErr("--addr %s: %v", addr, err)
+		}
+		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+		fmt.Fprintf(cmd.OutOrStdout(), "dashboard on http://%s (read-only: %v)\n", ln.Addr(), readOnly)
+		errc := make(chan error, 1)
+		go func() { errc <- hs.Serve(ln) }()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+		case <-cmd.Context().Done():
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Second)
+		defer cancel()
+		return hs.Shutdown(sctx)
+	}
 	return cmd
 }

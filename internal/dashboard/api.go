@@ -1,0 +1,127 @@
+package dashboard
+
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/tasks"
+)
+
+// api registers the JSON API: the same operations as the enqueue command.
+//
+//	GET  /api/v1/workflows?state=S        list
+//	POST /api/v1/workflows?input=k=v      submit a spec (YAML or JSON body)
+//	GET  /api/v1/workflows/{id}           status
+//	GET  /api/v1/workflows/{id}/result    the final steps' outputs
+//	POST /api/v1/workflows/{id}/cancel
+//	GET  /api/v1/dlq?class=C              dead letters
+//	POST /api/v1/dlq/{task}/requeue|discard
+func (s *Server) api(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/workflows", func(w http.ResponseWriter, r *http.Request) {
+		wfs, err := s.client.List(r.Context(), r.URL.Query().Get("state"), 100)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		if wfs == nil {
+			wfs = []*tasks.Workflow{}
+		}
+		writeJSON(w, http.StatusOK, wfs)
+	})
+	mux.HandleFunc("POST /api/v1/workflows", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.o.Config.Limits.MaxSpecBytes)+1))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
+		spec, err := s.client.Parse("request body", body)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": problem.Lines(err)})
+			return
+		}
+		for _, kv := range r.URL.Query()["input"] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input " + kv + ": want key=value"})
+				return
+			}
+			if spec.Input == nil {
+				spec.Input = map[string]any{}
+			}
+			spec.Input[k] = v
+		}
+		id, err := s.client.Submit(r.Context(), spec)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		wf, err := s.client.Status(r.Context(), id)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, wf)
+	}))
+	mux.HandleFunc("GET /api/v1/workflows/{id}", func(w http.ResponseWriter, r *http.Request) {
+		wf, err := s.client.Status(r.Context(), r.PathValue("id"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, wf)
+	})
+	mux.HandleFunc("GET /api/v1/workflows/{id}/result", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.client.Result(r.Context(), r.PathValue("id"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"workflow": res.Workflow, "final": res.Final})
+	})
+	mux.HandleFunc("POST /api/v1/workflows/{id}/cancel", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.client.Cancel(r.Context(), r.PathValue("id"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"id": r.PathValue("id"), "state": st})
+	}))
+	mux.HandleFunc("GET /api/v1/dlq", func(w http.ResponseWriter, r *http.Request) {
+		dls, err := s.client.DeadLetters(r.Context(), r.URL.Query().Get("class"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		if dls == nil {
+			dls = []tasks.DeadLetter{}
+		}
+		writeJSON(w, http.StatusOK, dls)
+	})
+	mux.HandleFunc("POST /api/v1/dlq/{task}/{action}", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch r.PathValue("action") {
+		case "requeue":
+			err = s.client.Requeue(r.Context(), r.PathValue("task"))
+		case "discard":
+			err = s.client.Discard(r.Context(), r.PathValue("task"))
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown action " + r.PathValue("action")})
+			return
+		}
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"task": r.PathValue("task"), "done": r.PathValue("action")})
+	}))
+}
+
+func apiError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	if errorsIsNotFound(err) {
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,193 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+const token = "dashboard-token-for-tests"
+
+// blocked starts a worker whose first LLM call gets a 400, submits a
+// one-step workflow and waits until it is blocked on its dead step.
+func blocked(t *testing.T) (*testenv.Env, *httptest.Server, string) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Requests: 1, Fault: &chaosllm.Fault{Status: 400, Message: "unsupported parameter"}}, {}}}})
+	id := e.Submit(t, e.Spec("name: page\nsteps:\n  - { id: s, route: solo, prompt: \"hello dashboard\" }\n"))
+	e.Wait(t, id, 10*time.Second, store.StateBlocked)
+	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	// wait until asynq has archived the step
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", tasks.TaskID(id, "s"))
+		if err == nil && info.State == asynq.TaskStateArchived {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("step not archived")
+		}
+		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+	}
+	return e, hs, id
+}
+
+func do(t *testing.T, method, url, bearer string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
+	e, hs, id := blocked(t)
+	task := tasks.TaskID(id, "s")
+	for _, bearer := range []string{"", "wrong-token"} {
+		if code, _ := do(t, "POST", hs.URL+"/api/v1/dlq/"+task+"/requeue", bearer); code != http.StatusUnauthorized {
+			t.Fatalf("requeue with token %q: %d, want 401", bearer, code)
+		}
+	}
+	if code, body := do(t, "GET", hs.URL+"/api/v1/workflows/"+id, ""); code != 200 || !strings.Contains(body, `"state":"blocked"`) {
+		t.Fatalf("status: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", hs.URL+"/api/v1/dlq/"+task+"/requeue", token); code != 200 {
+		t.Fatalf("requeue with the token: %d %s", code, body)
+	}
+	e.Wait(t, id, 10*time.Second, store.StateCompleted)
+	// every page and API answer, and /metrics: no API key anywhere
+	for _, path := range []string{"/workflows", "/workflows/" + id, "/providers", "/dlq", "/api/v1/workflows", "/api/v1/workflows/" + id,
+		"/api/v1/workflows/" + id + "/result", "/api/v1/dlq", "/metrics", "/asynq/"} {
+		code, body := do(t, "GET", hs.URL+path, "")
+		if code != 200 {
+			t.Errorf("GET %s: %d", path, code)
+		}
+		for _, k := range testenv.Keys {
+			if strings.Contains(body, k) {
+				t.Errorf("GET %s shows an API key", path)
+			}
+		}
+	}
+	if _, body := do(t, "GET", hs.URL+"/providers", ""); !strings.Contains(body, "oa#1 (…") || !strings.Contains(body, "m-oa") {
+		t.Errorf("providers page lacks keys by fingerprint or targets:\n%s", body)
+	}
+	// read-only refuses even with the token
+	ro, _ := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token, ReadOnly: true,
+		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	defer ro.Close()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/api/v1/workflows/"+id+"/cancel", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	ro.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Fatalf("read-only cancel: %d", rec.Code)
+	}
+}
+
+// A person opens the blocked workflow, finds its dead step, signs in with
+// the token and requeues it from the page; the workflow completes.
+func TestBrowserRequeuesADeadStep(t *testing.T) {
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but chromium is not installed")
+		}
+		t.Skip("no chromium on PATH (apt-get install chromium)")
+	}
+	e, hs, id := blocked(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 800))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelT()
+
+	task := tasks.TaskID(id, "s")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		must(err)
+		return v
+	}
+	must(chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/workflows/"+id), chromedp.WaitVisible("#state")))
+	if st := text("#state"); st != "blocked" {
+		t.Fatalf("workflow page says %q, want blocked", st)
+	}
+	must(chromedp.Do(ctx, chromedp.Click(`a[href="/dlq/`+task+`"]`), chromedp.WaitVisible(`input[name="token"]`)))
+	page := text("main")
+	hasRequeue, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#requeue") !== null`))
+	must(err)
+	if !strings.Contains(page, "hello dashboard") || !strings.Contains(page, "unsupported parameter") || hasRequeue {
+		t.Fatalf("dead letter page before sign-in (requeue button %v):\n%s", hasRequeue, page)
+	}
+	// a forged post without the session is refused
+	refused, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/dlq/`+task+`/requeue", {method: "POST"}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	must(err)
+	if refused != http.StatusUnauthorized {
+		t.Fatalf("requeue without signing in: %d, want 401", refused)
+	}
+	must(chromedp.Do(ctx,
+		chromedp.SendKeys(`input[name="token"]`, token),
+		chromedp.Click("#login"),
+		chromedp.WaitVisible("#requeue"),
+		chromedp.Click("#requeue"),
+		chromedp.WaitVisible("#state"),
+	))
+	e.Wait(t, id, 10*time.Second, store.StateCompleted)
+	must(chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible("#state")))
+	if st := text("#state"); st != "completed" {
+		t.Fatalf("after requeue the page says %q", st)
+	}
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	must(err)
+	out := filepath.Join(t.TempDir(), "dashboard.png")
+	if os.Getenv("AGENTQ_UPDATE_SCREENSHOT") != "" {
+		out = filepath.Join("..", "..", "docs", "dashboard.png")
+	}
+	if err := os.WriteFile(out, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

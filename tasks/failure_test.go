@@ -93,7 +93,9 @@ func TestNetworkFailureWaitsAndRetries(t *testing.T) {
 	lo, hi := asynqDelay(testBackoff)
 	within(t, "delay after a refused connection", d, lo, hi)
 	wf := e.Wait(t, id, 10*time.Second, store.StateCompleted)
-	if s := wf.Steps[0]; s.Attempts < 2 || e.Chaos.Snapshot().Count("openai", "", "ok") != 1 {
+	// (after three refusals the breaker opens, and a worker's active probe
+	// may also reach the recovered primary: at least one answer, then)
+	if s := wf.Steps[0]; s.Attempts < 2 || e.Chaos.Snapshot().Count("openai", "", "ok") < 1 {
 		t.Fatalf("step %+v, calls %+v", s, e.Chaos.Snapshot().Calls)
 	}
 }

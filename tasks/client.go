@@ -264,3 +264,33 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 func (c *Client) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
 	return c.store.List(ctx, state, limit)
 }
+
+// Usage sums the tokens of a workflow's steps.
+func Usage(wf *Workflow) store.Usage {
+	var u store.Usage
+	for _, s := range wf.Steps {
+		u.PromptTokens += s.Usage.PromptTokens
+		u.CompletionTokens += s.Usage.CompletionTokens
+	}
+	return u
+}
+
+// Price is what a target ("provider/model") charges per million tokens.
+type Price struct{ PromptPerMTok, CompletionPerMTok float64 }
+
+// Cost is a workflow's cost under prices; false if a step that used tokens
+// ran on a target without a price.
+func Cost(wf *Workflow, prices map[string]Price) (float64, bool) {
+	total := 0.0
+	for _, s := range wf.Steps {
+		if s.Usage.PromptTokens+s.Usage.CompletionTokens == 0 {
+			continue
+		}
+		p, ok := prices[s.Target]
+		if !ok {
+			return 0, false
+		}
+		total += (float64(s.Usage.PromptTokens)*p.PromptPerMTok + float64(s.Usage.CompletionTokens)*p.CompletionPerMTok) / 1e6
+	}
+	return total, true
+}

@@ -181,3 +181,12 @@ func ClientOptions(cfg config.Config) tasks.ClientOptions {
 func (c *Clients) Close() error {
 	return c.Redis.Close()
 }
+
+// Prices converts the configured price table for tasks.Cost.
+func Prices(cfg config.Config) map[string]tasks.Price {
+	out := make(map[string]tasks.Price, len(cfg.Prices))
+	for t, p := range cfg.Prices {
+		out[t] = tasks.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
+	}
+	return out
+}

@@ -16,6 +16,7 @@ type common struct {
 	config   string
 	logLevel string
 	settings []config.Setting
+	loaded   config.Config // the configuration load returned last
 }
 
 // addCommon registers --config, --log-level and the flags of the given
@@ -57,6 +58,7 @@ func (c *common) load(cmd *cobra.Command) (config.Config, error) {
 	if err != nil {
 		return cfg, &ExitError{Code: ExitUsage, Err: err}
 	}
+	c.loaded = cfg
 	return cfg, nil
 }
 

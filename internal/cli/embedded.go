@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 	}
 	mu.Lock()
 	fmt.Fprintln(out)
-	printWorkflow(out, wf)
+	printWorkflow(out, wf, app.Prices(cfg))
 	if wf.State == tasks.StateCompleted {
 		fmt.Fprintln(out, "\nresult (report):")
 		if err := printResult(ctx, out, client, id, false); err != nil {

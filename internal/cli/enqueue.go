@@ -106,7 +106,7 @@ reach Redis.`,
 		if asJSON {
 			err = printJSON(out, wf)
 		} else {
-			printWorkflow(out, wf)
+			printWorkflow(out, wf, app.Prices(cfg))
 			if wf.State == tasks.StateCompleted {
 				err = printResult(ctx, out, cl.Client, id, false)
 			}
@@ -231,7 +231,7 @@ func statusCmd(c *common) *cobra.Command {
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), wf)
 				}
-				printWorkflow(cmd.OutOrStdout(), wf)
+				printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
 				return nil
 			})
 		},

@@ -20,12 +20,17 @@ func printJSON(w io.Writer, v any) error {
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *tasks.Workflow) {
+func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Price) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
 	}
-	fmt.Fprintf(w, "workflow %s (%s): %s%s\n", wf.ID, wf.Name, wf.State, took)
+	u := tasks.Usage(wf)
+	cost := ""
+	if c, ok := tasks.Cost(wf, prices); ok && len(prices) > 0 {
+		cost = fmt.Sprintf(", cost %.4f", c)
+	}
+	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, s := range wf.Steps {
 		flags := ""

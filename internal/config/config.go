@@ -27,6 +27,15 @@ type Config struct {
 	Retention Duration `yaml:"retention"`
 	// Limits on submitted workflows.
 	Limits Limits `yaml:"limits"`
+	// Prices per target ("provider/model"), in currency units per million
+	// tokens; workflows whose every step has a price show their cost.
+	Prices map[string]Price `yaml:"prices"`
+}
+
+// Price is what a target charges per million tokens.
+type Price struct {
+	Prompt     float64 `yaml:"prompt_per_mtok"`
+	Completion float64 `yaml:"completion_per_mtok"`
 }
 
 // Redis says where Redis is. Addr and URL are alternatives; URL wins.
@@ -350,6 +359,11 @@ func (c *Config) validate() error {
 	}
 	if c.Retention.D() < time.Minute {
 		bad("retention", "%s is under 1m", c.Retention)
+	}
+	for t, p := range c.Prices {
+		if p.Prompt < 0 || p.Completion < 0 || !strings.Contains(t, "/") {
+			bad("prices."+t, "want provider/model with prices of 0 or more")
+		}
 	}
 	if c.Limits.MaxSteps < 1 || c.Limits.MaxSpecBytes < 1 || c.Limits.MaxOutputBytes < 1 {
 		bad("limits", "max_steps, max_spec_bytes and max_output_bytes must be positive")

@@ -33,6 +33,7 @@ import (
 	"github.com/hibiken/asynqmon"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/store"
@@ -279,7 +280,11 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ended := store.Terminal(wf.State)
-	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended})
+	cost := ""
+	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && len(s.o.Config.Prices) > 0 {
+		cost = fmt.Sprintf("%.4f", c)
+	}
+	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost})
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {

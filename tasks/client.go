@@ -48,6 +48,10 @@ type ClientOptions struct {
 	NewID func() string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// MaxRetries is the retries of steps whose spec sets none (neither the
+	// step nor its defaults); nil: DefaultMaxRetries. The configuration's
+	// resilience.retry.max_retries.
+	MaxRetries *int
 }
 
 // Client is the producer API: parse, submit, follow and cancel workflows.
@@ -95,6 +99,12 @@ func (c *Client) Parse(source string, data []byte) (*Spec, error) {
 // enqueues the steps that depend on nothing. spec must come from Parse or
 // ParseSpec.
 func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
+	if spec.Defaults.MaxRetries == nil && c.o.MaxRetries != nil {
+		cp := *spec
+		n := *c.o.MaxRetries
+		cp.Defaults.MaxRetries = &n
+		spec = &cp
+	}
 	id := c.o.NewID()
 	data, err := json.Marshal(spec)
 	if err != nil {

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -233,5 +235,20 @@ func TestHelpHasExamples(t *testing.T) {
 			}
 		}
 		walk(cmd)
+	}
+}
+
+// A step with no max_retries in its spec gets the configuration's.
+func TestConfiguredMaxRetriesApply(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	vars["AGENTQ_MAX_RETRIES"] = "3"
+	r := run(t, cli.Enqueue, vars, writeFile(t, "h.yaml", hello), "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("submit: %d %q", r.code, r.err)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", tasks.TaskID(strings.TrimSpace(r.out), "greet"))
+	if err != nil || info.MaxRetry != 3 {
+		t.Fatalf("task %+v %v, want MaxRetry 3", info, err)
 	}
 }

@@ -78,8 +78,7 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, keys: store.NewKeyState(o.Redis, nil), brk: store.NewBreakers(o.Redis),
-		client: tasks.NewClient(o.Redis, tasks.ClientOptions{Retention: o.Config.Retention.D(), Routes: routeNames(o.Config),
-			Limits: tasks.Limits{MaxSteps: o.Config.Limits.MaxSteps, MaxSpecBytes: o.Config.Limits.MaxSpecBytes}}),
+		client: tasks.NewClient(o.Redis, app.ClientOptions(o.Config)),
 		pages: map[string]*template.Template{}}
 	hc := o.Config.Resilience.Health
 	s.health = llmclient.NewHealth(healthStore{store.NewHealthStats(o.Redis)}, llmclient.HealthConfig{Window: hc.Window.D(),
@@ -155,13 +154,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'self'; form-action 'self'; frame-ancestors 'none'")
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-func routeNames(cfg config.Config) []string {
-	if len(cfg.Routes) == 0 {
-		return nil
-	}
-	return cfg.RouteNames()
 }
 
 // authed reports whether the request carries the token (bearer) or a

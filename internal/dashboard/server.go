@@ -79,7 +79,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, keys: store.NewKeyState(o.Redis, nil), brk: store.NewBreakers(o.Redis),
 		client: tasks.NewClient(o.Redis, app.ClientOptions(o.Config)),
-		pages: map[string]*template.Template{}}
+		pages:  map[string]*template.Template{}}
 	hc := o.Config.Resilience.Health
 	s.health = llmclient.NewHealth(healthStore{store.NewHealthStats(o.Redis)}, llmclient.HealthConfig{Window: hc.Window.D(),
 		Weights: llmclient.HealthWeights{Success: hc.Weights.Success, Latency: hc.Weights.Latency, Trend: hc.Weights.Trend}}, nil, o.Logger)

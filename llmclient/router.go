@@ -10,8 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentq/agentq/retry"
 )
+
+var tracer = otel.Tracer("github.com/agentq/agentq/llmclient")
 
 // Target is one provider and model a route may use.
 type Target struct {
@@ -664,6 +671,10 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	if timeout > 0 {
 		cctx, cancel = context.WithTimeout(ctx, timeout)
 	}
+	cctx, span := tracer.Start(cctx, "agentq.llm_call", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("agentq.route", route), attribute.String("agentq.provider", t.Provider.Name()),
+			attribute.String("agentq.model", t.Model), attribute.Int("agentq.input_len", inputLen(req))))
+	defer span.End()
 	start := r.now()
 	var (
 		resp *Response
@@ -684,6 +695,11 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 		}
 	} else {
 		key, usage = resp.Key, resp.Usage
+	}
+	span.SetAttributes(attribute.String("agentq.key", key), attribute.String("agentq.class", string(class)),
+		attribute.Int("agentq.tokens.prompt", usage.PromptTokens), attribute.Int("agentq.tokens.completion", usage.CompletionTokens))
+	if err != nil {
+		span.SetStatus(codes.Error, string(class))
 	}
 	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.health.observe(t.Provider.Name(), t.Model, class, dur)

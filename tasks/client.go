@@ -117,6 +117,7 @@ func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
 	if err := c.store.Create(ctx, store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids}); err != nil {
 		return "", err
 	}
+	workflowSpan(ctx, id, spec.Name, len(ids))
 	for _, root := range spec.Roots() {
 		if err := enqueueStep(ctx, c.asynq, id, spec, root, c.o.Retention); err != nil {
 			return id, err

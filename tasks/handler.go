@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
@@ -133,6 +134,18 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Info("step skipped: workflow canceled")
 		return nil
 	}
+	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
+	defer span.End()
+	err = h.process(ctx, p, spec, st, r, a)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
+}
+
+// process runs one attempt of a step that Begin let through.
+func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt) error {
+	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
 		views[id] = StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}

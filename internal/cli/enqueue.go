@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -75,6 +76,11 @@ reach Redis.`,
 			return err
 		}
 		defer cl.Close()
+		stop, err := tracing.Setup(cmd.Context(), "agentq-enqueue", env.lookup)
+		if err != nil {
+			return err
+		}
+		defer stop(context.WithoutCancel(cmd.Context()))
 		id, err := cl.Client.Submit(cmd.Context(), spec)
 		if err != nil {
 			return fmt.Errorf("submit %s: %w", source, err)

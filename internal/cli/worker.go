@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/internal/worker"
 )
 
@@ -57,6 +60,11 @@ workflow completed). With --serve it keeps running afterwards.`,
 		if err != nil {
 			return err
 		}
+		stop, err := tracing.Setup(cmd.Context(), "agentq-worker", env.lookup)
+		if err != nil {
+			return err
+		}
+		defer stop(context.WithoutCancel(cmd.Context()))
 		return worker.Run(cmd.Context(), worker.Options{Config: cfg, Logger: log})
 	}
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,7 +178,7 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	}
 	out := resp.Text
 	if len(out) > h.o.MaxOutputBytes {
-		out = out[:h.o.MaxOutputBytes]
+		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "") // no rune cut in half
 	}
 	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: out,
 		Target: resp.Provider + "/" + resp.Model, InputHash: hash,

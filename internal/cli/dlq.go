@@ -34,7 +34,7 @@ discard it and the workflow fails.`,
 		Use: "list", Short: "List dead letters, newest first", Args: cobra.NoArgs,
 		Example: "  enqueue dlq list\n  enqueue dlq list --class rate_limited --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				dls, err := cl.DeadLetters(cmd.Context(), class)
 				if err != nil {
 					return err
@@ -62,7 +62,7 @@ discard it and the workflow fails.`,
 		Use: "show TASK", Short: "Show a dead letter: its rendered prompt, last error and the provider responses", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq show wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				d, err := cl.DeadLetterDetail(cmd.Context(), args[0])
 				if err != nil {
 					return exitFailed(err)
@@ -102,7 +102,7 @@ discard it and the workflow fails.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				if all {
 					n, err := cl.RequeueAll(cmd.Context(), reClass)
 					fmt.Fprintf(cmd.OutOrStdout(), "requeued %d dead letter(s)\n", n)
@@ -123,7 +123,7 @@ discard it and the workflow fails.`,
 		Use: "discard TASK", Short: "Delete a dead letter for good; its blocked workflow fails", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq discard wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				if err := cl.Discard(cmd.Context(), args[0]); err != nil {
 					return exitFailed(err)
 				}

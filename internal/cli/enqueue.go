@@ -46,6 +46,7 @@ reach Redis.`,
 		SilenceErrors: true,
 	}
 	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
+	cmd.PersistentFlags().String("server", "", "talk to a dashboard's HTTP API at this URL instead of Redis (env AGENTQ_SERVER; changes need AGENTQ_DASHBOARD_TOKEN)")
 	cmd.Flags().StringArrayVar(&inputs, "input", nil, "set input key=value (repeatable; overrides the spec's input)")
 	cmd.Flags().StringVar(&queue, "queue", "", "queue for steps that do not name one (overrides defaults.queue)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the workflow ends, then print it")
@@ -71,17 +72,17 @@ reach Redis.`,
 		if queue != "" {
 			spec.Defaults.Queue = queue
 		}
-		cl, err := app.Connect(cmd.Context(), cfg)
+		cl, closeCl, err := c.openProducer(cmd, cfg)
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
+		defer closeCl()
 		stop, err := tracing.Setup(cmd.Context(), "agentq-enqueue", env.lookup)
 		if err != nil {
 			return err
 		}
 		defer stop(context.WithoutCancel(cmd.Context()))
-		id, err := cl.Client.Submit(cmd.Context(), spec)
+		id, err := cl.Submit(cmd.Context(), spec)
 		if err != nil {
 			return fmt.Errorf("submit %s: %w", source, err)
 		}
@@ -91,7 +92,7 @@ reach Redis.`,
 				fmt.Fprintln(out, id)
 				return nil
 			}
-			wf, err := cl.Client.Status(cmd.Context(), id)
+			wf, err := cl.Status(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -104,7 +105,7 @@ reach Redis.`,
 			defer cancel()
 		}
 		p := newProgress(cmd.ErrOrStderr())
-		wf, err := cl.Client.Wait(ctx, id, 200*time.Millisecond, p.update)
+		wf, err := cl.Wait(ctx, id, 200*time.Millisecond, p.update)
 		p.done()
 		if err != nil {
 			return notFound(err, id)
@@ -114,7 +115,7 @@ reach Redis.`,
 		} else {
 			printWorkflow(out, wf, app.Prices(cfg))
 			if wf.State == tasks.StateCompleted {
-				err = printResult(ctx, out, cl.Client, id, false)
+				err = printResult(ctx, out, cl, id, false)
 			}
 		}
 		if err != nil {
@@ -187,7 +188,7 @@ func notFound(err error, id string) error {
 }
 
 // printResult prints the final steps' outputs, or every step's with all.
-func printResult(ctx context.Context, w io.Writer, cl *tasks.Client, id string, all bool) error {
+func printResult(ctx context.Context, w io.Writer, cl producer, id string, all bool) error {
 	r, err := cl.Result(ctx, id)
 	if err != nil {
 		return notFound(err, id)
@@ -205,31 +206,13 @@ func printResult(ctx context.Context, w io.Writer, cl *tasks.Client, id string, 
 	return nil
 }
 
-func connect(cmd *cobra.Command, c *common) (*app.Clients, error) {
-	cfg, err := c.load(cmd)
-	if err != nil {
-		return nil, err
-	}
-	return app.Connect(cmd.Context(), cfg)
-}
-
-// withClient connects, runs f and closes.
-func withClient(cmd *cobra.Command, c *common, f func(*tasks.Client) error) error {
-	cl, err := connect(cmd, c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	return f(cl.Client)
-}
-
 func statusCmd(c *common) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use: "status ID", Short: "Print a workflow's state and its steps (a table)", Args: cobra.ExactArgs(1),
 		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				wf, err := cl.Status(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -257,7 +240,7 @@ exits 1 if the workflow has not completed.`,
 		Args:    cobra.ExactArgs(1),
 		Example: "  enqueue result wf_abc123\n  enqueue result wf_abc123 --all\n  enqueue result wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				wf, err := cl.Status(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -286,7 +269,7 @@ func cancelCmd(c *common) *cobra.Command {
 		Short: "Cancel a workflow: queued steps are deleted, running ones are interrupted, nothing further runs",
 		Args:  cobra.ExactArgs(1), Example: "  enqueue cancel wf_abc123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				st, err := cl.Cancel(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -313,7 +296,7 @@ func listCmd(c *common) *cobra.Command {
 			default:
 				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
 			}
-			return withClient(cmd, c, func(cl *tasks.Client) error {
+			return withClient(cmd, c, func(cl producer) error {
 				wfs, err := cl.List(cmd.Context(), state, limit)
 				if err != nil {
 					return err

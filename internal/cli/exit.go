@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/problem"
@@ -66,7 +67,7 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, app.ErrRedisUnreachable):
+	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable):
 		return ExitUnreachable
 	case errors.Is(err, tasks.ErrInvalidSpec):
 		return ExitUsage

@@ -17,6 +17,8 @@ import (
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
 //	POST /api/v1/workflows/{id}/cancel
 //	GET  /api/v1/dlq?class=C              dead letters
+//	POST /api/v1/dlq?class=C              requeue every dead letter (of class C)
+//	GET  /api/v1/dlq/{task}               one dead letter, its prompt and errors
 //	POST /api/v1/dlq/{task}/requeue|discard
 func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/workflows", func(w http.ResponseWriter, r *http.Request) {
@@ -98,6 +100,22 @@ func (s *Server) api(mux *http.ServeMux) {
 			dls = []tasks.DeadLetter{}
 		}
 		writeJSON(w, http.StatusOK, dls)
+	})
+	mux.HandleFunc("POST /api/v1/dlq", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		n, err := s.client.RequeueAll(r.Context(), r.URL.Query().Get("class"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+	}))
+	mux.HandleFunc("GET /api/v1/dlq/{task}", func(w http.ResponseWriter, r *http.Request) {
+		d, err := s.client.DeadLetterDetail(r.Context(), r.PathValue("task"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
 	})
 	mux.HandleFunc("POST /api/v1/dlq/{task}/{action}", s.mutating(func(w http.ResponseWriter, r *http.Request) {
 		var err error

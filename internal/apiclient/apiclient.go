@@ -1,0 +1,195 @@
+// Package apiclient is the producer API over the dashboard's HTTP API
+// (/api/v1/): the same operations as tasks.Client, for producers that do
+// not reach Redis. `enqueue --server URL` uses it.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// ErrUnreachable wraps failures to reach the server at all.
+var ErrUnreachable = errors.New("cannot reach the agentq dashboard")
+
+// Client talks to one dashboard.
+type Client struct {
+	base  string // e.g. http://agentq:8080
+	token string
+	http  *http.Client
+}
+
+// New returns a client for the dashboard at base; token may be empty
+// (reads need none; changes do).
+func New(base, token string) *Client {
+	return &Client{base: strings.TrimSuffix(base, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error    string   `json:"error"`
+			Problems []string `json:"problems"`
+		}
+		_ = json.Unmarshal(data, &e)
+		msg := e.Error
+		if msg == "" {
+			msg = strings.TrimSpace(string(data))
+		}
+		if len(e.Problems) > 0 {
+			msg += ": " + strings.Join(e.Problems, "; ")
+		}
+		err := fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, msg)
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			if strings.HasPrefix(path, "/api/v1/dlq/") {
+				return fmt.Errorf("%w: %v", tasks.ErrNoDeadLetter, err)
+			}
+			return fmt.Errorf("%w: %v", tasks.ErrNotFound, err)
+		case http.StatusBadRequest:
+			return fmt.Errorf("%w: %v", tasks.ErrInvalidSpec, err)
+		}
+		return err
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// Submit sends a parsed spec; the server validates it again against its
+// own configuration.
+func (c *Client) Submit(ctx context.Context, spec *tasks.Spec) (string, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	var wf tasks.Workflow
+	if err := c.do(ctx, "POST", "/api/v1/workflows", body, &wf); err != nil {
+		return "", err
+	}
+	return wf.ID, nil
+}
+
+// Status returns a workflow.
+func (c *Client) Status(ctx context.Context, id string) (*tasks.Workflow, error) {
+	var wf tasks.Workflow
+	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id), nil, &wf); err != nil {
+		return nil, err
+	}
+	return &wf, nil
+}
+
+// Result returns a workflow and its final steps.
+func (c *Client) Result(ctx context.Context, id string) (*tasks.Result, error) {
+	var r struct {
+		Workflow *tasks.Workflow    `json:"workflow"`
+		Final    []tasks.StepRecord `json:"final"`
+	}
+	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id)+"/result", nil, &r); err != nil {
+		return nil, err
+	}
+	return &tasks.Result{Workflow: r.Workflow, Final: r.Final}, nil
+}
+
+// Wait polls until the workflow is settled (tasks.Settled) or ctx ends.
+func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error) {
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		wf, err := c.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if onChange != nil {
+			onChange(wf)
+		}
+		if tasks.Settled(wf.State) {
+			return wf, nil
+		}
+		select {
+		case <-ctx.Done():
+			return wf, fmt.Errorf("gave up waiting for workflow %s (state %s): %w", id, wf.State, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Cancel cancels a workflow and returns its state after.
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
+	var r struct {
+		State string `json:"state"`
+	}
+	err := c.do(ctx, "POST", "/api/v1/workflows/"+url.PathEscape(id)+"/cancel", nil, &r)
+	return r.State, err
+}
+
+// List returns recent workflows (the server caps how many).
+func (c *Client) List(ctx context.Context, state string, limit int) ([]*tasks.Workflow, error) {
+	var wfs []*tasks.Workflow
+	err := c.do(ctx, "GET", "/api/v1/workflows?state="+url.QueryEscape(state), nil, &wfs)
+	if len(wfs) > limit {
+		wfs = wfs[:limit]
+	}
+	return wfs, err
+}
+
+// DeadLetters lists dead letters, optionally of one class.
+func (c *Client) DeadLetters(ctx context.Context, class string) ([]tasks.DeadLetter, error) {
+	var dls []tasks.DeadLetter
+	err := c.do(ctx, "GET", "/api/v1/dlq?class="+url.QueryEscape(class), nil, &dls)
+	return dls, err
+}
+
+// DeadLetterDetail returns one dead letter with its prompt and errors.
+func (c *Client) DeadLetterDetail(ctx context.Context, task string) (*tasks.DeadLetterDetail, error) {
+	var d tasks.DeadLetterDetail
+	if err := c.do(ctx, "GET", "/api/v1/dlq/"+url.PathEscape(task), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Requeue sends a dead letter back to its queue.
+func (c *Client) Requeue(ctx context.Context, task string) error {
+	return c.do(ctx, "POST", "/api/v1/dlq/"+url.PathEscape(task)+"/requeue", nil, nil)
+}
+
+// RequeueAll requeues every dead letter (of class, if set).
+func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
+	var r struct {
+		Requeued int `json:"requeued"`
+	}
+	err := c.do(ctx, "POST", "/api/v1/dlq?class="+url.QueryEscape(class), nil, &r)
+	return r.Requeued, err
+}
+
+// Discard deletes a dead letter for good.
+func (c *Client) Discard(ctx context.Context, task string) error {
+	return c.do(ctx, "POST", "/api/v1/dlq/"+url.PathEscape(task)+"/discard", nil, nil)
+}

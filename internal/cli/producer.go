@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/apiclient"
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/tasks"
+)
+
+// producer is what the enqueue commands need: tasks.Client over Redis, or
+// apiclient.Client over a dashboard's HTTP API (--server).
+type producer interface {
+	Submit(ctx context.Context, spec *tasks.Spec) (string, error)
+	Status(ctx context.Context, id string) (*tasks.Workflow, error)
+	Result(ctx context.Context, id string) (*tasks.Result, error)
+	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error)
+	Cancel(ctx context.Context, id string) (string, error)
+	List(ctx context.Context, state string, limit int) ([]*tasks.Workflow, error)
+	DeadLetters(ctx context.Context, class string) ([]tasks.DeadLetter, error)
+	DeadLetterDetail(ctx context.Context, task string) (*tasks.DeadLetterDetail, error)
+	Requeue(ctx context.Context, task string) error
+	RequeueAll(ctx context.Context, class string) (int, error)
+	Discard(ctx context.Context, task string) error
+}
+
+var (
+	_ producer = (*tasks.Client)(nil)
+	_ producer = (*apiclient.Client)(nil)
+)
+
+// serverURL is --server, else AGENTQ_SERVER; empty: talk to Redis.
+func (c *common) serverURL(cmd *cobra.Command) string {
+	if fl := cmd.Flags().Lookup("server"); fl != nil && fl.Value.String() != "" {
+		return fl.Value.String()
+	}
+	v, _ := c.env.lookup("AGENTQ_SERVER")
+	return v
+}
+
+// openProducer connects to the dashboard (--server) or to Redis.
+func (c *common) openProducer(cmd *cobra.Command, cfg config.Config) (producer, func(), error) {
+	if u := c.serverURL(cmd); u != "" {
+		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
+		return apiclient.New(u, token), func() {}, nil
+	}
+	cl, err := app.Connect(cmd.Context(), cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl.Client, func() { cl.Close() }, nil
+}
+
+// withClient loads the configuration, opens a producer, runs f, closes.
+func withClient(cmd *cobra.Command, c *common, f func(producer) error) error {
+	cfg, err := c.load(cmd)
+	if err != nil {
+		return err
+	}
+	p, closeP, err := c.openProducer(cmd, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeP()
+	return f(p)
+}

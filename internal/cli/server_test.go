@@ -1,0 +1,65 @@
+package cli_test
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+// enqueue --server drives the same workflow through a dashboard's HTTP API,
+// without reaching Redis itself.
+func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Requests: 1, Fault: &chaosllm.Fault{Status: 400}}, {}}}})
+	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: "api-token",
+		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer func() { hs.Close(); srv.Close() }()
+	// Redis is unreachable for the command itself: only the server is used
+	vars := map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_REDIS_ADDR": "127.0.0.1:1", "AGENTQ_DASHBOARD_TOKEN": "api-token"}
+	spec := writeFile(t, "h.yaml", hello)
+
+	r := run(t, cli.Enqueue, vars, spec, "--input", "who=Ada", "--wait")
+	if r.code != 1 || !strings.Contains(r.out, "blocked") {
+		t.Fatalf("first run (the 400): exit %d %q %q", r.code, r.out, r.err)
+	}
+	id := strings.Fields(r.out)[1]
+	task := tasks.TaskID(id, "greet")
+	if r = run(t, cli.Enqueue, vars, "dlq", "show", task); r.code != 0 || !strings.Contains(r.out, "Say hello to Ada") {
+		t.Fatalf("dlq show: %d %q %q", r.code, r.out, r.err)
+	}
+	noToken := map[string]string{"AGENTQ_SERVER": hs.URL}
+	if r = run(t, cli.Enqueue, noToken, "dlq", "requeue", task); r.code == 0 || !strings.Contains(r.err, "401") {
+		t.Fatalf("requeue without the token: %d %q", r.code, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, "dlq", "requeue", task); r.code != 0 {
+		t.Fatalf("requeue: %d %q", r.code, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, spec, "--wait"); r.code != 0 || !strings.Contains(r.out, "completed") {
+		t.Fatalf("second run: %d %q %q", r.code, r.out, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, "result", id); r.code != 0 || !strings.HasPrefix(r.out, "chaosllm answer") {
+		t.Fatalf("result of the requeued workflow: %d %q %q", r.code, r.out, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, "status", "wf_nope"); r.code != 1 || !strings.Contains(r.err, "not found") {
+		t.Fatalf("status of a missing workflow: %d %q", r.code, r.err)
+	}
+	bad := writeFile(t, "bad.yaml", strings.Replace(hello, "route: solo", "route: nope", 1))
+	if r = run(t, cli.Enqueue, map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "api-token"}, bad); r.code != 2 || !strings.Contains(r.err, `unknown route "nope"`) {
+		t.Fatalf("a spec the server refuses: %d %q", r.code, r.err)
+	}
+	if r = run(t, cli.Enqueue, map[string]string{"AGENTQ_SERVER": "http://127.0.0.1:1"}, "status", id); r.code != 3 {
+		t.Fatalf("unreachable server: %d %q", r.code, r.err)
+	}
+}

@@ -1,9 +1,13 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -63,3 +67,46 @@ func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 		t.Fatalf("unreachable server: %d %q", r.code, r.err)
 	}
 }
+
+// Without a token the dashboard listens on loopback only, and says so.
+func TestDashboardWithoutATokenBindsLoopback(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfgPath := envFor(t, e)
+	var out, errOut syncBuffer
+	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	cmd := cli.Dashboard(env)
+	cmd.SetArgs([]string{"--config", cfgPath, "--addr", "0.0.0.0:0"})
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "dashboard on http://") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no address printed: %q %q", out.String(), errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "dashboard on http://127.0.0.1:") || !strings.Contains(errOut.String(), "AGENTQ_DASHBOARD_TOKEN is not set: listening on 127.0.0.1:0 (loopback) only") {
+		t.Fatalf("out %q err %q", out.String(), errOut.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

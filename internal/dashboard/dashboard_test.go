@@ -191,3 +191,35 @@ func TestBrowserRequeuesADeadStep(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestStepGraphColumns(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	id := e.Submit(t, e.Spec(`
+name: g
+defaults: { route: solo }
+steps:
+  - { id: a, prompt: "x" }
+  - { id: b, depends_on: [a], prompt: "x" }
+  - { id: c, depends_on: [a], prompt: "x" }
+  - { id: d, depends_on: [b, c], prompt: "x" }
+  - { id: lone, prompt: "x" }
+`))
+	e.Wait(t, id, 10*time.Second, store.StateCompleted)
+	srv, _ := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	defer srv.Close()
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/workflows/"+id, nil))
+	body := rec.Body.String()
+	cols := strings.Split(body[strings.Index(body, `class="graph"`):strings.Index(body, "</table>")], `class="col"`)[1:]
+	got := make([]string, len(cols))
+	for i, c := range cols {
+		for _, s := range []string{"a", "b", "c", "d", "lone"} {
+			if strings.Contains(c, `href="#step-`+s+`"`) {
+				got[i] += s
+			}
+		}
+	}
+	if strings.Join(got, "|") != "alone|bc|d" {
+		t.Fatalf("graph columns %q, want a and lone, then b and c, then d", got)
+	}
+}

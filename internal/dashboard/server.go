@@ -266,17 +266,19 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deps := map[string]string{}
+	var levels [][]tasks.StepRecord
 	if spec, err := s.client.Spec(r.Context(), id); err == nil {
 		for _, st := range spec.Steps {
 			deps[st.ID] = strings.Join(st.DependsOn, ", ")
 		}
+		levels = graphLevels(spec, wf)
 	}
 	ended := store.Terminal(wf.State)
 	cost := ""
 	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && len(s.o.Config.Prices) > 0 {
 		cost = fmt.Sprintf("%.4f", c)
 	}
-	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost})
+	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels})
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {
@@ -411,4 +413,34 @@ func (h healthStore) Add(context.Context, []llmclient.HealthBatch, time.Duration
 
 func errorsIsNotFound(err error) bool {
 	return errors.Is(err, tasks.ErrNotFound) || errors.Is(err, tasks.ErrNoDeadLetter)
+}
+
+// graphLevels lays a workflow's steps out for the step graph: each column
+// holds the steps whose longest chain of dependencies has that length, so
+// every arrow points right.
+func graphLevels(spec *tasks.Spec, wf *tasks.Workflow) [][]tasks.StepRecord {
+	depth := map[string]int{}
+	var depthOf func(id string, seen int) int
+	depthOf = func(id string, seen int) int {
+		if d, ok := depth[id]; ok {
+			return d
+		}
+		d := 0
+		if st, ok := spec.Step(id); ok && seen <= len(spec.Steps) {
+			for _, p := range st.DependsOn {
+				d = max(d, depthOf(p, seen+1)+1)
+			}
+		}
+		depth[id] = d
+		return d
+	}
+	var levels [][]tasks.StepRecord
+	for _, s := range wf.Steps {
+		d := depthOf(s.ID, 0)
+		for len(levels) <= d {
+			levels = append(levels, nil)
+		}
+		levels[d] = append(levels[d], s)
+	}
+	return levels
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
@@ -23,11 +24,11 @@ var ErrRedisUnreachable = errors.New("cannot reach Redis")
 
 // Redis connects to the configured Redis and checks it answers.
 func Redis(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
-	opts, err := c.Options()
+	opts, err := c.Universal()
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(opts)
+	rdb := redis.NewUniversalClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, c.DialTimeout.D()+time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -189,4 +190,21 @@ func Prices(cfg config.Config) map[string]tasks.Price {
 		out[t] = tasks.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
 	}
 	return out
+}
+
+// AsynqConnOpt is the configured Redis as asynq's connection options (for
+// asynqmon, which opens its own connection).
+func AsynqConnOpt(c config.Redis) (asynq.RedisConnOpt, error) {
+	u, err := c.Universal()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case u.IsClusterMode:
+		return asynq.RedisClusterClientOpt{Addrs: u.Addrs, Username: u.Username, Password: u.Password, TLSConfig: u.TLSConfig}, nil
+	case u.MasterName != "":
+		return asynq.RedisFailoverClientOpt{MasterName: u.MasterName, SentinelAddrs: u.Addrs, SentinelPassword: u.SentinelPassword,
+			Username: u.Username, Password: u.Password, DB: u.DB, TLSConfig: u.TLSConfig}, nil
+	}
+	return asynq.RedisClientOpt{Addr: u.Addrs[0], Username: u.Username, Password: u.Password, DB: u.DB, TLSConfig: u.TLSConfig}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
@@ -66,12 +65,11 @@ a token the dashboard listens on loopback only.`,
 			return err
 		}
 		defer rdb.Close()
-		ro, err := cfg.Redis.Options()
+		connOpt, err := app.AsynqConnOpt(cfg.Redis)
 		if err != nil {
 			return err
 		}
-		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log,
-			AsynqOpt: asynq.RedisClientOpt{Addr: ro.Addr, Username: ro.Username, Password: ro.Password, DB: ro.DB, TLSConfig: ro.TLSConfig}})
+		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log, AsynqOpt: connOpt})
 		if err != nil {
 			return err
 		}

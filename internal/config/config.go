@@ -47,6 +47,18 @@ type Redis struct {
 	DB       int    `yaml:"db"`
 	// DialTimeout bounds connecting; default 5s.
 	DialTimeout Duration `yaml:"dial_timeout"`
+	// Cluster, when set, are seed addresses of a Redis Cluster (Addr and
+	// URL are then ignored). Every agentq script touches one hash slot.
+	Cluster []string `yaml:"cluster"`
+	// Sentinel, when set, finds the master through Redis Sentinel.
+	Sentinel *Sentinel `yaml:"sentinel"`
+}
+
+// Sentinel names a master and the sentinels that watch it.
+type Sentinel struct {
+	MasterName string   `yaml:"master_name"`
+	Addrs      []string `yaml:"addrs"`
+	Password   Secret   `yaml:"password"` // the sentinels' own password, if any
 }
 
 // Provider is one LLM endpoint.
@@ -221,6 +233,12 @@ func (c *Config) validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) {
 		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if len(c.Redis.Cluster) > 0 && c.Redis.Sentinel != nil {
+		bad("redis", "cluster and sentinel cannot both be set")
+	}
+	if sn := c.Redis.Sentinel; sn != nil && (sn.MasterName == "" || len(sn.Addrs) == 0) {
+		bad("redis.sentinel", "needs master_name and at least one address")
 	}
 	if c.Redis.URL != "" {
 		u, err := url.Parse(c.Redis.URL)

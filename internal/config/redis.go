@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -32,8 +33,32 @@ func (r Redis) Options() (*redis.Options, error) {
 	}, nil
 }
 
+// Universal returns options for a standalone server, a Sentinel-watched
+// master or a Cluster, as configured.
+func (r Redis) Universal() (*redis.UniversalOptions, error) {
+	o, err := r.Options()
+	if err != nil {
+		return nil, err
+	}
+	u := &redis.UniversalOptions{Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, DB: o.DB,
+		DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig}
+	switch {
+	case len(r.Cluster) > 0:
+		u.Addrs, u.DB, u.IsClusterMode = r.Cluster, 0, true
+	case r.Sentinel != nil:
+		u.Addrs, u.MasterName, u.SentinelPassword = r.Sentinel.Addrs, r.Sentinel.MasterName, r.Sentinel.Password.Reveal()
+	}
+	return u, nil
+}
+
 // Where names the server for messages, without credentials.
 func (r Redis) Where() string {
+	switch {
+	case len(r.Cluster) > 0:
+		return "cluster " + strings.Join(r.Cluster, ",")
+	case r.Sentinel != nil:
+		return "sentinel master " + r.Sentinel.MasterName + " via " + strings.Join(r.Sentinel.Addrs, ",")
+	}
 	if r.URL != "" {
 		return redactURL(r.URL)
 	}

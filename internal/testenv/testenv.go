@@ -32,7 +32,7 @@ var Keys = []string{"sk-test-primary-111111", "sk-test-backup-222222"}
 // Env is a running test environment.
 type Env struct {
 	DB      redistest.DB
-	Redis   *redis.Client
+	Redis   redis.UniversalClient
 	Chaos   *chaosllm.Server
 	URL     string // chaosllm base URL
 	Config  config.Config
@@ -149,12 +149,25 @@ type Options struct {
 	Middleware func(asynq.Handler) asynq.Handler
 	// Metrics serves the worker's /metrics on a loopback port (MetricsURL).
 	Metrics bool
+	// Cluster runs everything on a throwaway three-master Redis Cluster.
+	Cluster bool
 }
 
 // Start builds the environment.
 func Start(t *testing.T, o Options) *Env {
 	t.Helper()
-	db, rdb := redistest.New(t)
+	var (
+		db  redistest.DB
+		rdb redis.UniversalClient
+	)
+	if o.Cluster {
+		cc, addrs := redistest.Cluster(t)
+		rdb, db = cc, redistest.DB{Addr: addrs[0], Kind: "cluster"}
+	} else {
+		var c *redis.Client
+		db, c = redistest.New(t)
+		rdb = c
+	}
 	if len(o.Scenario.Keys) == 0 {
 		o.Scenario.Keys = Keys
 	}
@@ -166,6 +179,9 @@ func Start(t *testing.T, o Options) *Env {
 	cfg, err := Config(url, db)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.Cluster {
+		cfg.Redis.Cluster = []string{db.Addr}
 	}
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),

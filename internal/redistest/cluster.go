@@ -1,0 +1,86 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster starts a throwaway three-master Redis Cluster for the test and
+// returns a client on it (both stopped at the end of the test). Without
+// redis-server and redis-cli it skips the test, or fails it under CI=true.
+func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
+	tb.Helper()
+	bin, err1 := exec.LookPath("redis-server")
+	cli, err2 := exec.LookPath("redis-cli")
+	if err1 != nil || err2 != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("CI=true but redis-server or redis-cli is missing")
+		}
+		tb.Skip("a Redis Cluster needs redis-server and redis-cli")
+	}
+	var addrs []string
+	for i := 0; i < 3; i++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		dir := tb.TempDir()
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
+		if err := cmd.Start(); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		waitPing(tb, addr)
+		addrs = append(addrs, addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	tb.Cleanup(func() { c.Close() })
+	// every node must see the whole cluster before it is used
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, a := range addrs {
+			n := redis.NewClient(&redis.Options{Addr: a})
+			info, err := n.ClusterInfo(context.Background()).Result()
+			n.Close()
+			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3")
+		}
+		if ok && c.ForEachShard(context.Background(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }) == nil {
+			return c, addrs
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the cluster was not ok on every node within 20s")
+		}
+		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
+	}
+}
+
+func waitPing(tb testing.TB, addr string) {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			tb.Fatal(fmt.Errorf("redis at %s did not answer within 10s", addr))
+		}
+		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+	}
+}

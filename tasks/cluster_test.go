@@ -2,12 +2,20 @@ package tasks_test
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/tasks"
 )
 
 // Everything agentq does runs on a Redis Cluster: each script touches one
@@ -59,5 +67,61 @@ func TestRunsOnARedisCluster(t *testing.T) {
 	}
 	if wfs, err := e.Client.List(ctx, "", 100); err != nil || len(wfs) < 12 {
 		t.Fatalf("list on the cluster: %d %v", len(wfs), err)
+	}
+}
+
+// The worker finds its Redis through Sentinel.
+func TestRunsBehindSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis and a sentinel")
+	}
+	_, sentinel := redistest.Sentinel(t)
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	cfg := e.Config
+	cfg.Redis.Sentinel = &config.Sentinel{MasterName: "agentq", Addrs: []string{sentinel}}
+	cfg.Redis.Addr, cfg.Redis.DB = "", 0
+	rdb, err := app.Redis(context.Background(), cfg.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	o := e.WorkerOptions(slog.New(slog.DiscardHandler))
+	o.Config, o.Redis = cfg, nil // the worker connects through the sentinel itself
+	ready, done := make(chan struct{}), make(chan error, 1)
+	o.Ready = func() { close(ready) }
+	go func() { done <- worker.Run(ctx, o) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("worker behind sentinel: %v", err)
+	}
+	defer func() { cancel(); <-done }()
+	client := tasks.NewClient(rdb, app.ClientOptions(cfg))
+	spec, err := client.Parse("s.yaml", []byte(step("solo", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := client.Submit(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := client.Wait(ctx, id, 20*time.Millisecond, nil)
+	if err != nil || wf.State != store.StateCompleted {
+		t.Fatalf("workflow behind sentinel: %+v %v", wf, err)
+	}
+}
+
+// /healthz on the metrics address answers 200 while Redis answers.
+func TestHealthz(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Metrics: true})
+	base := strings.TrimSuffix(e.MetricsURL, "/metrics")
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("healthz %d", resp.StatusCode)
 	}
 }

@@ -84,3 +84,51 @@ func waitPing(tb testing.TB, addr string) {
 		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
 	}
 }
+
+// Sentinel starts a throwaway master and a sentinel watching it (as
+// "agentq") and returns both addresses; stopped at the end of the test.
+func Sentinel(tb testing.TB) (master, sentinel string) {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("CI=true but redis-server is missing")
+		}
+		tb.Skip("Sentinel needs redis-server")
+	}
+	// start runs redis-server with args (a config file first, if any)
+	start := func(args ...string) string {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cmd := exec.Command(bin, append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", tb.TempDir(), "--logfile", "")...)
+		if err := cmd.Start(); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		waitPing(tb, addr)
+		return addr
+	}
+	master = start("--save", "", "--appendonly", "no")
+	host, port, _ := net.SplitHostPort(master)
+	conf := filepath.Join(tb.TempDir(), "sentinel.conf")
+	if err := os.WriteFile(conf, []byte("sentinel monitor agentq "+host+" "+port+" 1\nsentinel down-after-milliseconds agentq 5000\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	sentinel = start(conf, "--sentinel")
+	// wait until the sentinel reports the master
+	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if a, err := c.GetMasterAddrByName(context.Background(), "agentq").Result(); err == nil && len(a) == 2 {
+			return master, sentinel
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the sentinel did not report its master within 10s")
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
+}

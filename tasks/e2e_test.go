@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
+	if os.Getenv(workerEnv) != "" {
+		workerChild()
+		return
+	}
 	code := redistest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),

@@ -71,8 +71,9 @@ func (b *base) Name() string { return b.name }
 // KeyFingerprints names the provider's keys in order.
 func (b *base) KeyFingerprints() []string { return append([]string(nil), b.fps...) }
 
-// KeyIDs identifies the provider's keys in shared state, in order.
-func (b *base) KeyIDs() []string { return append([]string(nil), b.ids...) }
+// KeyIDs identifies the provider's keys in shared state, in order. It is
+// on every call's path, so it returns the adapter's own slice: read only.
+func (b *base) KeyIDs() []string { return b.ids }
 
 func (b *base) keyIndex(ctx context.Context) int {
 	i, _ := ctx.Value(keyCtx{}).(int)

@@ -70,13 +70,6 @@ func (k *KeyPools) check(provider, keyID string, now time.Time) (ok bool, coolUn
 	return true, time.Time{}, false
 }
 
-// Status returns what is known of a key.
-func (k *KeyPools) Status(provider, keyID string) KeyStatus {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	return k.state[provider][keyID]
-}
-
 func (k *KeyPools) set(provider, keyID string, f func(*KeyStatus)) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

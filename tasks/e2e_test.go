@@ -20,10 +20,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(crashEnv) != "" {
-		crashChild()
-		return
-	}
 	if os.Getenv(workerEnv) != "" {
 		workerChild()
 		return

@@ -24,7 +24,9 @@ import (
 // workerEnv makes this test binary run as a worker process (see TestMain).
 const workerEnv = "AGENTQ_TEST_WORKER"
 
-// workerChild runs a real worker until SIGTERM, then exits 0.
+// workerChild runs a real worker until SIGTERM, then exits 0. With
+// _CRASH_BEFORE_ENQUEUE it exits 3 between a settle that made a step ready
+// and that step's enqueue (the crash drill).
 func workerChild() {
 	var db redistest.DB
 	db.Addr = os.Getenv(workerEnv + "_REDIS")
@@ -37,9 +39,17 @@ func workerChild() {
 	cfg.Worker.Concurrency, _ = strconv.Atoi(os.Getenv(workerEnv + "_CONCURRENCY"))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err = worker.Run(ctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Random: func() float64 { return 0 },
+	o := worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Random: func() float64 { return 0 },
 		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-		Ready: func() { fmt.Println("ready") }})
+		Ready: func() { fmt.Println("ready") }}
+	if os.Getenv(workerEnv+"_CRASH_BEFORE_ENQUEUE") != "" {
+		o.BeforeEnqueue = func(_, _ string, ready []string) {
+			if len(ready) > 0 {
+				os.Exit(3) // the process dies between settle and enqueue
+			}
+		}
+	}
+	err = worker.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -52,11 +62,17 @@ type proc struct {
 	done chan error
 }
 
+// workerCmd is this test binary as a worker process on e's Redis and chaosllm.
+func workerCmd(e *testenv.Env, concurrency int, extraEnv ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), workerEnv+"=1", workerEnv+"_REDIS="+e.DB.Addr, workerEnv+"_DB="+strconv.Itoa(e.DB.DB),
+		workerEnv+"_CHAOS="+e.URL, workerEnv+"_CONCURRENCY="+strconv.Itoa(concurrency)), extraEnv...)
+	return cmd
+}
+
 func startWorkerProcess(t *testing.T, e *testenv.Env, concurrency int) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"=1", workerEnv+"_REDIS="+e.DB.Addr, workerEnv+"_DB="+strconv.Itoa(e.DB.DB),
-		workerEnv+"_CHAOS="+e.URL, workerEnv+"_CONCURRENCY="+strconv.Itoa(concurrency))
+	cmd := workerCmd(e, concurrency)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +14,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -127,43 +122,15 @@ func TestChordBodyRunsOnceWhenEveryMemberIsDeliveredTwice(t *testing.T) {
 	}
 }
 
-// The crash drill runs a worker in a child process (this test binary) that
-// exits the moment the last member settled, before it enqueues the body.
-const crashEnv = "AGENTQ_CRASH_DRILL"
-
-func crashChild() {
-	var db redistest.DB
-	db.Addr = os.Getenv(crashEnv + "_REDIS")
-	db.DB, _ = strconv.Atoi(os.Getenv(crashEnv + "_DB"))
-	cfg, err := testenv.Config(os.Getenv(crashEnv+"_CHAOS"), db)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	o := worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler),
-		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-		Random: func() float64 { return 0 },
-		BeforeEnqueue: func(wf, step string, ready []string) {
-			if len(ready) > 0 {
-				os.Exit(3) // the process dies between settle and enqueue
-			}
-		}}
-	if err := worker.Run(context.Background(), o); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-}
-
 func TestCrashBetweenSettleAndEnqueueStillRunsTheBodyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits about a minute for asynq to recover the crashed worker's task")
 	}
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	id := e.Submit(t, e.Spec(chordSpec(5)))
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), crashEnv+"=1", crashEnv+"_REDIS="+e.DB.Addr,
-		crashEnv+"_DB="+strconv.Itoa(e.DB.DB), crashEnv+"_CHAOS="+e.URL)
-	out, err := child.CombinedOutput()
+	// a worker process that exits the moment the last member settled,
+	// before it enqueues the body
+	out, err := workerCmd(e, 8, workerEnv+"_CRASH_BEFORE_ENQUEUE=1").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("crash worker: %v (want exit 3)\n%s", err, out)

@@ -58,11 +58,11 @@ func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 		ok := true
 		for _, a := range addrs {
 			n := redis.NewClient(&redis.Options{Addr: a})
-			info, err := n.ClusterInfo(context.Background()).Result()
+			info, err := n.ClusterInfo(tb.Context()).Result()
 			n.Close()
 			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3")
 		}
-		if ok && c.ForEachShard(context.Background(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }) == nil {
+		if ok && c.ForEachShard(tb.Context(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }) == nil {
 			return c, addrs
 		}
 		if time.Now().After(deadline) {
@@ -77,7 +77,7 @@ func waitPing(tb testing.TB, addr string) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
+	for c.Ping(tb.Context()).Err() != nil {
 		if time.Now().After(deadline) {
 			tb.Fatal(fmt.Errorf("redis at %s did not answer within 10s", addr))
 		}
@@ -123,7 +123,7 @@ func Sentinel(tb testing.TB) (master, sentinel string) {
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if a, err := c.GetMasterAddrByName(context.Background(), "agentq").Result(); err == nil && len(a) == 2 {
+		if a, err := c.GetMasterAddrByName(tb.Context(), "agentq").Result(); err == nil && len(a) == 2 {
 			return master, sentinel
 		}
 		if time.Now().After(deadline) {

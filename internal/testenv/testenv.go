@@ -116,6 +116,8 @@ retention: 1h
 // serveChaos serves chaosllm on a loopback port (closing its listener in
 // refuse phases) until the test ends.
 func serveChaos(t *testing.T, srv *chaosllm.Server) string {
+	// a root owned by the harness: canceled in Cleanup, after the workers
+	// registered later have stopped (cleanups run last-in first-out)
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -283,7 +285,7 @@ func (e *Env) StopWorker(t *testing.T) {
 // Submit submits a spec and returns the workflow id.
 func (e *Env) Submit(t *testing.T, spec *tasks.Spec) string {
 	t.Helper()
-	id, err := e.Client.Submit(context.Background(), spec)
+	id, err := e.Client.Submit(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +301,7 @@ func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...strin
 	defer tick.Stop()
 	var last *store.Workflow
 	for time.Now().Before(deadline) {
-		wf, err := e.Store.Get(context.Background(), id)
+		wf, err := e.Store.Get(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -130,6 +130,30 @@ func BenchmarkRoutingDecision(b *testing.B) {
 	}
 }
 
+// Picking a key: the first of three is disabled, the second cooling, the
+// third usable.
+func BenchmarkKeyPick(b *testing.B) {
+	keys := NewKeyPools(nil, nil, nil)
+	ctx := context.Background()
+	ids := []string{KeyID("k1"), KeyID("k2"), KeyID("k3")}
+	keys.Disable(ctx, "openai", ids[0], "auth")
+	keys.Cool(ctx, "openai", ids[1], time.Now().Add(time.Hour))
+	b.ReportAllocs()
+	for b.Loop() {
+		now := time.Now()
+		pick := -1
+		for i, id := range ids {
+			if usable, _, _ := keys.check("openai", id, now); usable {
+				pick = i
+				break
+			}
+		}
+		if pick != 2 {
+			b.Fatal("wrong key")
+		}
+	}
+}
+
 // sony/gobreaker's Execute around a no-op, in the same run, for scale.
 func BenchmarkGobreakerExecute(b *testing.B) {
 	cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{Name: "x"})

@@ -40,7 +40,7 @@ type Failure struct {
 
 // Classify maps a failure to its class. It is a pure function.
 func Classify(f Failure) Class {
-	msg := strings.ToLower(f.Message + " " + f.Code + " " + f.Type)
+	msg := [3]string{f.Message, f.Code, f.Type}
 	switch {
 	case f.Canceled:
 		return Canceled
@@ -70,7 +70,7 @@ func Classify(f Failure) Class {
 		}
 		return BadRequest
 	case 429:
-		if strings.Contains(msg, "insufficient_quota") || strings.Contains(msg, "quota") || strings.Contains(msg, "billing") || strings.Contains(msg, "spend limit") {
+		if mentions(msg, quotaWords) {
 			return Quota
 		}
 		return RateLimited
@@ -99,15 +99,38 @@ func inStream(f Failure) Class {
 	return Server
 }
 
-func contextLength(msg string) bool {
-	return strings.Contains(msg, "context_length_exceeded") || strings.Contains(msg, "context length") ||
-		strings.Contains(msg, "context window") || strings.Contains(msg, "prompt is too long") ||
-		strings.Contains(msg, "maximum context") || strings.Contains(msg, "too many tokens")
+var (
+	contextLengthWords = []string{"context_length_exceeded", "context length", "context window",
+		"prompt is too long", "maximum context", "too many tokens"}
+	quotaWords         = []string{"quota", "billing", "spend limit"}
+	contentFilterWords = []string{"content_filter", "content_policy", "content policy", "safety system"}
+)
+
+func contextLength(msg [3]string) bool { return mentions(msg, contextLengthWords) }
+
+func contentFilter(msg [3]string) bool { return mentions(msg, contentFilterWords) }
+
+// mentions reports whether any of texts contains any of words (lower-case
+// ASCII), ignoring case, without allocating: classification runs on every
+// failed call.
+func mentions(texts [3]string, words []string) bool {
+	for _, t := range texts {
+		for _, w := range words {
+			if containsFold(t, w) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-func contentFilter(msg string) bool {
-	return strings.Contains(msg, "content_filter") || strings.Contains(msg, "content_policy") ||
-		strings.Contains(msg, "content policy") || strings.Contains(msg, "safety system")
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // Retryable reports whether a failure of this class may succeed if the same

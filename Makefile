@@ -51,5 +51,6 @@ clean: ## remove build output
 	rm -rf $(BIN)
 
 bench: ## the orchestration benchmark (not part of make test; see bench/README.md)
-	$(GO) run ./bench -chords 1000 -members 10
-	$(GO) run ./bench -chords 300 -members 10 -latency 20ms
+	$(GO) run ./bench -chords 1000 -members 10 -chains 300 -length 10 -celery -resources 50,500 -json bench/last.json
+	$(GO) run ./bench -chords 300 -members 10 -chains 100 -latency 20ms
+	$(GO) run ./bench/drill -out bench/reports bench/scenarios/*.yaml

@@ -12,61 +12,82 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"runtime/pprof"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/internal/worker"
-	"github.com/agentq/agentq/tasks"
 )
 
 type params struct {
 	chords, members, concurrency int
+	chains, length               int
 	check, latency               time.Duration
 	jsonOut                      string
+	celery                       bool
+	python, celeryPool           string
+	resources                    []int
+}
+
+// Run is one workload's agentq and bare asynq figures.
+type Run struct {
+	Workflows, StepsPerWorkflow int
+	Agentq                      struct {
+		Seconds, StepsPerSec, WorkflowsPerSec float64
+		HandoffP50ms, HandoffP99ms            float64
+		LLMCalls                              int
+	}
+	Bare struct {
+		Seconds, StepsPerSec, WorkflowsPerSec float64
+	}
+	Ratio float64 // agentq steps/s ÷ bare steps/s
 }
 
 // Report is what one run measured; -json writes it.
 type Report struct {
 	Params struct {
-		Chords, Members, Concurrency int
-		LatencyMs                    float64
-		Redis                        string
+		Chords, Members, Chains, Length, Concurrency int
+		LatencyMs                                    float64
+		Redis                                        string
 	}
-	Agentq struct {
-		Seconds, StepsPerSec, ChordsPerSec float64
-		HandoffP50ms, HandoffP99ms         float64
-		LLMCalls                           int
-	}
-	Bare struct {
-		Seconds, StepsPerSec float64
-	}
-	Ratio float64 // agentq steps/s ÷ bare steps/s
+	Chords      Run
+	Chains      *Run          `json:",omitempty"`
+	Celery      *CeleryResult `json:",omitempty"`
+	CeleryError string        `json:",omitempty"`
+	// CeleryRatio is agentq's chords/s over Celery's, same chords, same
+	// call, same Redis; BareCeleryRatio is bare asynq's over Celery's.
+	CeleryRatio, BareCeleryRatio float64     `json:",omitempty"`
+	Resources                    []Resources `json:",omitempty"`
 }
 
 func main() {
 	var p params
 	flag.IntVar(&p.chords, "chords", 200, "chords to run")
 	flag.IntVar(&p.members, "members", 10, "parallel steps per chord (each chord has one more step: its body)")
-	flag.IntVar(&p.concurrency, "concurrency", 50, "worker concurrency (both runs)")
-	flag.DurationVar(&p.check, "check-interval", 100*time.Millisecond, "asynq TaskCheckInterval (both runs)")
+	flag.IntVar(&p.chains, "chains", 100, "linear chains to run (0: none)")
+	flag.IntVar(&p.length, "length", 10, "steps per chain")
+	flag.IntVar(&p.concurrency, "concurrency", 50, "worker concurrency (every run)")
+	flag.DurationVar(&p.check, "check-interval", 100*time.Millisecond, "asynq TaskCheckInterval (agentq and bare runs)")
 	flag.StringVar(&p.jsonOut, "json", "", "also write the report as JSON to this file")
-	flag.DurationVar(&p.latency, "latency", 0, "chaosllm answers after this long (both runs); 0 measures pure orchestration")
+	flag.DurationVar(&p.latency, "latency", 0, "chaosllm answers after this long (every run); 0 measures pure orchestration")
+	flag.BoolVar(&p.celery, "celery", false, "also run the chords on Celery (bench/celery; needs Celery and redis-py for -python)")
+	flag.StringVar(&p.python, "python", defaultPython(), "python interpreter with Celery")
+	flag.StringVar(&p.celeryPool, "celery-pool", "threads", "Celery worker pool: threads or prefork (-concurrency of either)")
+	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
+	var err error
+	if p.resources, err = parseInts(*resources); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -86,9 +107,28 @@ func main() {
 	}
 }
 
+// defaultPython prefers the system interpreter, where Debian's
+// python3-celery installs.
+func defaultPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func run(ctx context.Context, p params, out io.Writer) error {
-	if p.chords < 1 || p.members < 1 || p.concurrency < 1 {
-		return errors.New("-chords, -members and -concurrency must be at least 1")
+	if p.chords < 1 || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 {
+		return errors.New("-chords, -members, -length and -concurrency must be at least 1, -chains at least 0")
 	}
 	db, rdb, err := redistest.Open()
 	if err != nil {
@@ -104,40 +144,51 @@ func run(ctx context.Context, p params, out io.Writer) error {
 
 	var r Report
 	r.Params.Chords, r.Params.Members, r.Params.Concurrency, r.Params.Redis = p.chords, p.members, p.concurrency, db.Kind
-	r.Params.LatencyMs = float64(p.latency.Microseconds()) / 1000
-	steps := p.chords * (p.members + 1)
-	fmt.Fprintf(out, "bench: %d chords × (%d members + 1 body) = %d steps, concurrency %d, LLM latency %s, Redis %s at %s\n",
-		p.chords, p.members, steps, p.concurrency, p.latency, db.Kind, db.Addr)
+	r.Params.Chains, r.Params.Length = p.chains, p.length
+	r.Params.LatencyMs = ms(p.latency)
+	fmt.Fprintf(out, "bench: concurrency %d, LLM latency %s, Redis %s at %s\n", p.concurrency, p.latency, db.Kind, db.Addr)
 
-	secs, handoffs, err := runAgentq(ctx, p, rdb, db, chaosURL)
-	if err != nil {
-		return fmt.Errorf("agentq run: %w", err)
+	shapes := []shape{chordShape(p.chords, p.members)}
+	if p.chains > 0 {
+		shapes = append(shapes, chainShape(p.chains, p.length))
 	}
-	r.Agentq.Seconds = secs
-	r.Agentq.StepsPerSec = float64(steps) / secs
-	r.Agentq.ChordsPerSec = float64(p.chords) / secs
-	r.Agentq.HandoffP50ms, r.Agentq.HandoffP99ms = percentile(handoffs, 50), percentile(handoffs, 99)
-	r.Agentq.LLMCalls = chaos.Snapshot().Total
-	if r.Agentq.LLMCalls != steps {
-		return fmt.Errorf("agentq made %d LLM calls for %d steps", r.Agentq.LLMCalls, steps)
+	for _, sh := range shapes {
+		fmt.Fprintf(out, "bench: %d %s × %d steps = %d steps\n", sh.workflows, sh.name, sh.steps, sh.workflows*sh.steps)
+		res, err := measure(ctx, p, sh, rdb, db, chaos, chaosURL)
+		if err != nil {
+			return err
+		}
+		if sh.name == "chords" {
+			r.Chords = res
+		} else {
+			r.Chains = &res
+		}
 	}
-	if err := rdb.FlushDB(ctx).Err(); err != nil {
-		return err
+	if p.celery {
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			return err
+		}
+		c, err := runCelery(ctx, p, db, chaosURL)
+		if err != nil {
+			r.CeleryError = err.Error()
+			fmt.Fprintln(out, "bench: celery run failed:", err)
+		} else {
+			r.Celery = c
+			r.CeleryRatio = r.Chords.Agentq.WorkflowsPerSec / c.ChordsPerSec
+			r.BareCeleryRatio = r.Chords.Bare.WorkflowsPerSec / c.ChordsPerSec
+		}
 	}
-	bsecs, err := runBare(ctx, p, rdb, chaosURL, steps)
-	if err != nil {
-		return fmt.Errorf("bare asynq run: %w", err)
+	for _, c := range p.resources {
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			return err
+		}
+		res, err := measureResources(ctx, p, c, rdb, db, chaosURL)
+		if err != nil {
+			return fmt.Errorf("resources at concurrency %d: %w", c, err)
+		}
+		r.Resources = append(r.Resources, res)
 	}
-	r.Bare.Seconds = bsecs
-	r.Bare.StepsPerSec = float64(steps) / bsecs
-	r.Ratio = r.Agentq.StepsPerSec / r.Bare.StepsPerSec
-
-	fmt.Fprintf(out, "\n| run | seconds | steps/s | chords/s |\n| --- | ---: | ---: | ---: |\n")
-	fmt.Fprintf(out, "| agentq chords | %.2f | %.0f | %.1f |\n", r.Agentq.Seconds, r.Agentq.StepsPerSec, r.Agentq.ChordsPerSec)
-	fmt.Fprintf(out, "| bare asynq, same calls | %.2f | %.0f | – |\n", r.Bare.Seconds, r.Bare.StepsPerSec)
-	fmt.Fprintf(out, "\nratio agentq/bare steps/s: %.2f\n", r.Ratio)
-	fmt.Fprintf(out, "fan-in hand-off (last member settled → body started): p50 %.1f ms, p99 %.1f ms over %d chords\n",
-		r.Agentq.HandoffP50ms, r.Agentq.HandoffP99ms, len(handoffs))
+	printReport(out, p, &r)
 	if p.jsonOut != "" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		if err := os.WriteFile(p.jsonOut, append(b, '\n'), 0o644); err != nil {
@@ -145,6 +196,70 @@ func run(ctx context.Context, p params, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// measure runs sh on agentq and on bare asynq, Redis flushed before each.
+func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaos *chaosllm.Server, chaosURL string) (Run, error) {
+	var res Run
+	steps := sh.workflows * sh.steps
+	res.Workflows, res.StepsPerWorkflow = sh.workflows, sh.steps
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return res, err
+	}
+	before := chaos.Snapshot().Total
+	secs, handoffs, err := runAgentq(ctx, p, sh, rdb, db, chaosURL)
+	if err != nil {
+		return res, fmt.Errorf("agentq %s: %w", sh.name, err)
+	}
+	res.Agentq.Seconds = secs
+	res.Agentq.StepsPerSec = float64(steps) / secs
+	res.Agentq.WorkflowsPerSec = float64(sh.workflows) / secs
+	res.Agentq.HandoffP50ms, res.Agentq.HandoffP99ms = percentile(handoffs, 50), percentile(handoffs, 99)
+	res.Agentq.LLMCalls = chaos.Snapshot().Total - before
+	if res.Agentq.LLMCalls != steps {
+		return res, fmt.Errorf("agentq %s made %d LLM calls for %d steps", sh.name, res.Agentq.LLMCalls, steps)
+	}
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return res, err
+	}
+	bsecs, err := runBare(ctx, p, sh, rdb, chaosURL)
+	if err != nil {
+		return res, fmt.Errorf("bare asynq %s: %w", sh.name, err)
+	}
+	res.Bare.Seconds = bsecs
+	res.Bare.StepsPerSec = float64(steps) / bsecs
+	res.Bare.WorkflowsPerSec = float64(sh.workflows) / bsecs
+	res.Ratio = res.Agentq.StepsPerSec / res.Bare.StepsPerSec
+	return res, nil
+}
+
+func printReport(out io.Writer, p params, r *Report) {
+	fmt.Fprintf(out, "\n| run | seconds | steps/s | workflows/s | ratio to bare asynq | hand-off p50 | hand-off p99 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	row := func(name string, x *Run) {
+		fmt.Fprintf(out, "| agentq %s | %.2f | %.0f | %.1f | %.2f | %.1f ms | %.1f ms |\n", name, x.Agentq.Seconds, x.Agentq.StepsPerSec,
+			x.Agentq.WorkflowsPerSec, x.Ratio, x.Agentq.HandoffP50ms, x.Agentq.HandoffP99ms)
+		fmt.Fprintf(out, "| bare asynq, same calls | %.2f | %.0f | %.1f | 1 | – | – |\n", x.Bare.Seconds, x.Bare.StepsPerSec, x.Bare.WorkflowsPerSec)
+	}
+	row("chords", &r.Chords)
+	if r.Chains != nil {
+		row("chains", r.Chains)
+	}
+	if c := r.Celery; c != nil {
+		fmt.Fprintf(out, "| celery chords (%s pool) | %.2f | %.0f | %.1f | – | – | – |\n", c.Pool, c.Seconds, c.StepsPerSec, c.ChordsPerSec)
+		fmt.Fprintf(out, "\nchords/s: agentq %.1f× Celery's, bare asynq %.1f× Celery's\n", r.CeleryRatio, r.BareCeleryRatio)
+	}
+	if len(r.Resources) > 0 {
+		fmt.Fprintf(out, "\n| worker concurrency | steps | seconds | peak RSS | CPU s per 1,000 steps (user) |\n| ---: | ---: | ---: | ---: | ---: |\n")
+		for _, x := range r.Resources {
+			fmt.Fprintf(out, "| %d | %d | %.1f | %.0f MiB | %.2f (%.2f) |\n", x.Concurrency, x.Steps, x.Seconds, x.PeakRSSMiB, x.CPUSecPer1000, x.UserSecPer1000)
+		}
+	}
+	if r.Chords.Ratio < 0.8 {
+		fmt.Fprintf(out, "\ntarget missed: chords ratio %.2f < 0.8 of bare asynq (bench/README.md says why)\n", r.Chords.Ratio)
+	}
+	if r.Celery != nil && r.CeleryRatio < 3 {
+		fmt.Fprintf(out, "\ntarget missed: agentq chords/s %.1f× Celery's < 3×\n", r.CeleryRatio)
+	}
 }
 
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {
@@ -163,130 +278,6 @@ func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), func() { hs.Close() }, nil
-}
-
-const benchConfig = `
-providers:
-  - { name: chaos, kind: openai, base_url: "${CHAOS}/v1", keys: ["bench-key"], timeout: 10s }
-routes:
-  bench: { targets: [ { provider: chaos, model: bench-model } ] }
-retention: 1h
-`
-
-func runAgentq(ctx context.Context, p params, rdb *redis.Client, db redistest.DB, chaosURL string) (float64, []float64, error) {
-	cfg, err := config.Load(config.Input{Path: "bench.yaml", Data: []byte(benchConfig),
-		LookupEnv: func(k string) (string, bool) { return chaosURL, k == "CHAOS" }})
-	if err != nil {
-		return 0, nil, err
-	}
-	cfg.Redis.Addr, cfg.Redis.DB = db.Addr, db.DB
-	cfg.Worker.Concurrency = p.concurrency
-	cfg.Worker.Queues = map[string]int{"default": 1}
-
-	var b strings.Builder
-	b.WriteString("name: bench-chord\ndefaults: { route: bench }\nsteps:\n")
-	ids := make([]string, p.members)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("m%d", i)
-		fmt.Fprintf(&b, "  - { id: %s, prompt: \"member %d of {{ .Input.n }}\" }\n", ids[i], i)
-	}
-	fmt.Fprintf(&b, "  - { id: body, depends_on: [%s], prompt: \"join {{ .Steps.m0.Output }}\" }\n", strings.Join(ids, ", "))
-	client := tasks.NewClient(rdb, tasks.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
-	spec, err := client.Parse("bench-chord.yaml", []byte(b.String()))
-	if err != nil {
-		return 0, nil, err
-	}
-
-	var done atomic.Int64
-	finished := make(chan struct{})
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := make(chan struct{})
-	werr := make(chan error, 1)
-	go func() {
-		werr <- worker.Run(wctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb,
-			TaskCheckInterval: p.check, Ready: func() { close(ready) },
-			Events: func(e tasks.StepEvent) {
-				if e.Step == "body" && done.Add(1) == int64(p.chords) {
-					close(finished)
-				}
-			}})
-	}()
-	select {
-	case <-ready:
-	case err := <-werr:
-		return 0, nil, err
-	}
-	start := time.Now()
-	ids2 := make([]string, 0, p.chords)
-	for i := 0; i < p.chords; i++ {
-		spec.Input = map[string]any{"n": i}
-		id, err := client.Submit(ctx, spec)
-		if err != nil {
-			return 0, nil, err
-		}
-		ids2 = append(ids2, id)
-	}
-	select {
-	case <-finished:
-	case <-time.After(10 * time.Minute):
-		return 0, nil, fmt.Errorf("only %d of %d chords finished in 10 minutes", done.Load(), p.chords)
-	}
-	secs := time.Since(start).Seconds()
-	var handoffs []float64
-	for _, id := range ids2 {
-		wf, err := client.Status(ctx, id)
-		if err != nil {
-			return 0, nil, err
-		}
-		var last time.Time
-		for _, s := range wf.Steps[:p.members] {
-			if s.FinishedAt != nil && s.FinishedAt.After(last) {
-				last = *s.FinishedAt
-			}
-		}
-		if body := wf.Steps[p.members]; body.StartedAt != nil {
-			handoffs = append(handoffs, float64(body.StartedAt.Sub(last).Microseconds())/1000)
-		}
-	}
-	cancel()
-	return secs, handoffs, <-werr
-}
-
-func runBare(ctx context.Context, p params, rdb *redis.Client, chaosURL string, n int) (float64, error) {
-	ocfg := openai.DefaultConfig("bench-key")
-	ocfg.BaseURL = chaosURL + "/v1"
-	oc := openai.NewClientWithConfig(ocfg)
-	var done atomic.Int64
-	finished := make(chan struct{})
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: p.concurrency, TaskCheckInterval: p.check,
-		Queues: map[string]int{"default": 1}, LogLevel: asynq.ErrorLevel})
-	mux := asynq.NewServeMux()
-	mux.HandleFunc("bare", func(ctx context.Context, t *asynq.Task) error {
-		_, err := oc.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "bench-model",
-			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: string(t.Payload())}}})
-		if err == nil && done.Add(1) == int64(n) {
-			close(finished)
-		}
-		return err
-	})
-	if err := srv.Start(mux); err != nil {
-		return 0, err
-	}
-	defer srv.Shutdown()
-	ac := asynq.NewClientFromRedisClient(rdb)
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if _, err := ac.EnqueueContext(ctx, asynq.NewTask("bare", []byte(fmt.Sprintf("member %d", i)))); err != nil {
-			return 0, err
-		}
-	}
-	select {
-	case <-finished:
-	case <-time.After(10 * time.Minute):
-		return 0, fmt.Errorf("only %d of %d tasks finished in 10 minutes", done.Load(), n)
-	}
-	return time.Since(start).Seconds(), nil
 }
 
 func percentile(xs []float64, p float64) float64 {

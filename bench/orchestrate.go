@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/tasks"
+)
+
+const benchConfig = `
+providers:
+  - { name: chaos, kind: openai, base_url: "${CHAOS}/v1", keys: ["bench-key"], timeout: 10s }
+routes:
+  bench: { targets: [ { provider: chaos, model: bench-model } ] }
+retention: 1h
+`
+
+// shape is one workload: a spec, how many workflows of it, and which
+// step ends a workflow.
+type shape struct {
+	name      string
+	spec      string
+	workflows int
+	steps     int    // per workflow
+	last      string // the step whose settling ends a workflow
+	// handoffs reads, from a finished workflow, the milliseconds between
+	// a step finishing and a dependent starting.
+	handoffs func(*tasks.Workflow) []float64
+}
+
+func chordShape(chords, members int) shape {
+	var b strings.Builder
+	b.WriteString("name: bench-chord\ndefaults: { route: bench }\nsteps:\n")
+	ids := make([]string, members)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%d", i)
+		fmt.Fprintf(&b, "  - { id: %s, prompt: \"member %d of {{ .Input.n }}\" }\n", ids[i], i)
+	}
+	fmt.Fprintf(&b, "  - { id: body, depends_on: [%s], prompt: \"join {{ .Steps.m0.Output }}\" }\n", strings.Join(ids, ", "))
+	return shape{name: "chords", spec: b.String(), workflows: chords, steps: members + 1, last: "body",
+		handoffs: func(wf *tasks.Workflow) []float64 {
+			var last time.Time
+			for _, s := range wf.Steps[:members] {
+				if s.FinishedAt != nil && s.FinishedAt.After(last) {
+					last = *s.FinishedAt
+				}
+			}
+			if body := wf.Steps[members]; body.StartedAt != nil {
+				return []float64{ms(body.StartedAt.Sub(last))}
+			}
+			return nil
+		}}
+}
+
+func chainShape(chains, length int) shape {
+	var b strings.Builder
+	b.WriteString("name: bench-chain\ndefaults: { route: bench }\nsteps:\n  - { id: s0, prompt: \"chain {{ .Input.n }}\" }\n")
+	for i := 1; i < length; i++ {
+		fmt.Fprintf(&b, "  - { id: s%d, depends_on: [s%d], prompt: \"next {{ .Steps.s%d.Output }}\" }\n", i, i-1, i-1)
+	}
+	return shape{name: "chains", spec: b.String(), workflows: chains, steps: length, last: fmt.Sprintf("s%d", length-1),
+		handoffs: func(wf *tasks.Workflow) []float64 {
+			var out []float64
+			for i := 1; i < len(wf.Steps); i++ {
+				if f, s := wf.Steps[i-1].FinishedAt, wf.Steps[i].StartedAt; f != nil && s != nil {
+					out = append(out, ms(s.Sub(*f)))
+				}
+			}
+			return out
+		}}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func benchCfg(db redistest.DB, chaosURL string, concurrency int) (config.Config, error) {
+	cfg, err := config.Load(config.Input{Path: "bench.yaml", Data: []byte(benchConfig),
+		LookupEnv: func(k string) (string, bool) { return chaosURL, k == "CHAOS" }})
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Redis.Addr, cfg.Redis.DB = db.Addr, db.DB
+	cfg.Worker.Concurrency = concurrency
+	cfg.Worker.Queues = map[string]int{"default": 1}
+	return cfg, nil
+}
+
+// submitAll submits sh.workflows workflows, input n = 0, 1, …
+func submitAll(ctx context.Context, client *tasks.Client, sh shape) ([]string, error) {
+	spec, err := client.Parse(sh.name+".yaml", []byte(sh.spec))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, sh.workflows)
+	for i := 0; i < sh.workflows; i++ {
+		spec.Input = map[string]any{"n": i}
+		id, err := client.Submit(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// runAgentq runs sh on an in-process agentq worker and returns the
+// seconds from the first submit to the last workflow settling, and the
+// hand-off latencies.
+func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaosURL string) (float64, []float64, error) {
+	cfg, err := benchCfg(db, chaosURL, p.concurrency)
+	if err != nil {
+		return 0, nil, err
+	}
+	client := tasks.NewClient(rdb, tasks.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	var done atomic.Int64
+	finished := make(chan struct{})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() {
+		werr <- worker.Run(wctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb,
+			TaskCheckInterval: p.check, Ready: func() { close(ready) },
+			Events: func(e tasks.StepEvent) {
+				if e.Step == sh.last && done.Add(1) == int64(sh.workflows) {
+					close(finished)
+				}
+			}})
+	}()
+	select {
+	case <-ready:
+	case err := <-werr:
+		return 0, nil, err
+	}
+	start := time.Now()
+	ids, err := submitAll(ctx, client, sh)
+	if err != nil {
+		return 0, nil, err
+	}
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Minute):
+		return 0, nil, fmt.Errorf("only %d of %d %s finished in 10 minutes", done.Load(), sh.workflows, sh.name)
+	}
+	secs := time.Since(start).Seconds()
+	var handoffs []float64
+	for _, id := range ids {
+		wf, err := client.Status(ctx, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		if wf.State != "completed" {
+			return 0, nil, fmt.Errorf("workflow %s is %s", id, wf.State)
+		}
+		handoffs = append(handoffs, sh.handoffs(wf)...)
+	}
+	cancel()
+	return secs, handoffs, <-werr
+}
+
+// runBare makes the same calls from a plain asynq handler on the same
+// Redis: for chords, workflows×steps independent tasks; for chains, each
+// task enqueues the next link of its chain when its call returns.
+func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosURL string) (float64, error) {
+	ocfg := openai.DefaultConfig("bench-key")
+	ocfg.BaseURL = chaosURL + "/v1"
+	oc := openai.NewClientWithConfig(ocfg)
+	n := sh.workflows * sh.steps
+	chain := sh.name == "chains"
+	var done atomic.Int64
+	finished := make(chan struct{})
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: p.concurrency, TaskCheckInterval: p.check,
+		Queues: map[string]int{"default": 1}, LogLevel: asynq.ErrorLevel})
+	ac := asynq.NewClientFromRedisClient(rdb)
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("bare", func(ctx context.Context, t *asynq.Task) error {
+		_, err := oc.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "bench-model",
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: string(t.Payload())}}})
+		if err != nil {
+			return err
+		}
+		if chain {
+			// payload "chain <n> <link>"
+			f := strings.Fields(string(t.Payload()))
+			link, _ := strconv.Atoi(f[2])
+			if link+1 < sh.steps {
+				if _, err := ac.EnqueueContext(ctx, asynq.NewTask("bare", fmt.Appendf(nil, "chain %s %d", f[1], link+1))); err != nil {
+					return err
+				}
+			}
+		}
+		if done.Add(1) == int64(n) {
+			close(finished)
+		}
+		return nil
+	})
+	if err := srv.Start(mux); err != nil {
+		return 0, err
+	}
+	defer srv.Shutdown()
+	start := time.Now()
+	first := n
+	if chain {
+		first = sh.workflows
+	}
+	for i := 0; i < first; i++ {
+		payload := fmt.Appendf(nil, "member %d", i)
+		if chain {
+			payload = fmt.Appendf(nil, "chain %d 0", i)
+		}
+		if _, err := ac.EnqueueContext(ctx, asynq.NewTask("bare", payload)); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Minute):
+		return 0, fmt.Errorf("only %d of %d tasks finished in 10 minutes", done.Load(), n)
+	}
+	return time.Since(start).Seconds(), nil
+}

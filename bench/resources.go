@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Resources is one worker process's cost: peak RSS, and CPU time per
+// 1,000 steps, for the chords workload at one concurrency.
+type Resources struct {
+	Concurrency    int
+	Steps          int
+	Seconds        float64
+	PeakRSSMiB     float64
+	CPUSecPer1000  float64 // user + system
+	UserSecPer1000 float64
+}
+
+// measureResources builds cmd/worker, runs it as a child process with the
+// given concurrency against the same Redis and chaosllm, puts the chords
+// workload through it and reads the child's rusage after a clean stop.
+func measureResources(ctx context.Context, p params, concurrency int, rdb *redis.Client, db redistest.DB, chaosURL string) (Resources, error) {
+	dir, err := os.MkdirTemp("", "agentq-bench-")
+	if err != nil {
+		return Resources{}, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "agentq-worker")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/worker").CombinedOutput(); err != nil {
+		return Resources{}, fmt.Errorf("go build ./cmd/worker: %w: %s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "agentq.yaml")
+	cfg := fmt.Sprintf("redis: { addr: %q, db: %d }\nworker: { concurrency: %d }\n%s", db.Addr, db.DB, concurrency, benchConfig)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return Resources{}, err
+	}
+	cmd := exec.Command(bin, "--config", cfgPath, "--log-level", "error")
+	cmd.Env = append(os.Environ(), "CHAOS="+chaosURL)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return Resources{}, err
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	client := tasks.NewClient(rdb, tasks.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	sh := chordShape(p.chords, p.members)
+	start := time.Now()
+	ids, err := submitAll(ctx, client, sh)
+	if err != nil {
+		return Resources{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		wf, err := client.Wait(wctx, id, 50*time.Millisecond, nil)
+		if err != nil {
+			return Resources{}, fmt.Errorf("waiting for %s: %w", id, err)
+		}
+		if wf.State != "completed" {
+			return Resources{}, fmt.Errorf("workflow %s is %s", id, wf.State)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return Resources{}, err
+	}
+	if err := cmd.Wait(); err != nil {
+		return Resources{}, fmt.Errorf("worker exit: %w", err)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return Resources{}, fmt.Errorf("no rusage on this platform")
+	}
+	steps := sh.workflows * sh.steps
+	user := time.Duration(ru.Utime.Nano()).Seconds()
+	sys := time.Duration(ru.Stime.Nano()).Seconds()
+	return Resources{Concurrency: concurrency, Steps: steps, Seconds: secs,
+		PeakRSSMiB:     float64(ru.Maxrss) / 1024, // Linux reports KiB
+		CPUSecPer1000:  (user + sys) * 1000 / float64(steps),
+		UserSecPer1000: user * 1000 / float64(steps)}, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitComma(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-resources: %q is not a positive concurrency", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -39,17 +39,18 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 		model, prompt, stream, err = d.parse(body)
 	}
 	if err != nil {
-		s.count(ep, key, "bad_request")
+		s.count(ep, key, "bad_request", 0)
 		writeJSON(w, http.StatusBadRequest, d.errorBody(400, "invalid_request_error", "", err.Error()))
 		return
 	}
+	in := tokens(prompt)
 	if !s.keyAccepted(key) {
 		if s.hideAuth() {
-			s.count(ep, key, "empty_500")
+			s.count(ep, key, "empty_500", in)
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
-		s.count(ep, key, "unauthorized")
+		s.count(ep, key, "unauthorized", in)
 		status, b := d.authError()
 		writeJSON(w, status, b)
 		return
@@ -58,19 +59,19 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 	defer s.leave(ep)
 	dec := s.decide(ep, key)
 	if !wait(r, dec.latency) {
-		s.count(ep, key, "client_gone")
+		s.count(ep, key, "client_gone", in)
 		return
 	}
 	id := s.nextID(ep)
 	w.Header().Set("x-request-id", id)
 	w.Header().Set("request-id", id)
 	text := Reply(prompt)
-	in, out := tokens(prompt), tokens(text)
+	out := tokens(text)
 	if f := dec.fault; f != nil {
 		s.applyFault(d, w, r, f, dec.phase, key, id, model, text, in, stream)
 		return
 	}
-	s.count(ep, key, "ok")
+	s.count(ep, key, "ok", in)
 	if !stream {
 		d.answer(w, id, model, text, in, out)
 		return
@@ -90,7 +91,7 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 	}
 	switch f.Kind {
 	case "", KindStatus:
-		s.count(ep, key, fmt.Sprintf("status_%d", f.Status))
+		s.count(ep, key, fmt.Sprintf("status_%d", f.Status), in)
 		setRetryAfter(w, f.RetryAfter)
 		typ, code := f.Type, f.Code
 		if typ == "" {
@@ -98,17 +99,17 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 		}
 		writeJSON(w, f.Status, d.errorBody(f.Status, typ, code, msg))
 	case KindEmpty:
-		s.count(ep, key, fmt.Sprintf("empty_%d", f.statusOf()))
+		s.count(ep, key, fmt.Sprintf("empty_%d", f.statusOf()), in)
 		w.WriteHeader(f.statusOf())
 	case KindHTML:
 		st := f.statusOf()
-		s.count(ep, key, fmt.Sprintf("html_%d", st))
+		s.count(ep, key, fmt.Sprintf("html_%d", st), in)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(st)
 		fmt.Fprintf(w, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
 			st, http.StatusText(st), st, http.StatusText(st))
 	case KindMalformed:
-		s.count(ep, key, "malformed")
+		s.count(ep, key, "malformed", in)
 		broken := `{"id": "` + id + `", "choices": [{"index": 0, "message": {"role": "assistant", "content": "trunc`
 		if stream {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -124,7 +125,7 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 		if f.Kind == KindRefuse {
 			outcome = "refused"
 		}
-		s.count(ep, key, outcome)
+		s.count(ep, key, outcome, in)
 		if stream && f.Kind == KindReset {
 			chunk, _ := d.stream(w, id, model, in)
 			for _, c := range firstChunks(text, 2) {
@@ -133,10 +134,10 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 		}
 		abort(w)
 	case KindHang:
-		s.count(ep, key, "hang")
+		s.count(ep, key, "hang", in)
 		<-r.Context().Done()
 	case KindStreamError:
-		s.count(ep, key, "stream_error")
+		s.count(ep, key, "stream_error", in)
 		typ := f.Type
 		if typ == "" {
 			typ, _ = d.kinds(529, "")

@@ -27,6 +27,7 @@ type Server struct {
 	lines    []*timelineState
 	rng      *rand.Rand
 	stats    map[statKey]int
+	tokens   map[statKey]int // prompt tokens received, per stats line
 	seq      int
 	inflight map[string]int // endpoint -> requests being answered now
 	peak     map[string]int // endpoint -> most at once since the last reset
@@ -58,7 +59,7 @@ func New(sc Scenario, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}}
+	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}}
 	s.setScenario(sc)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.openAI)
@@ -193,9 +194,13 @@ func (s *Server) Refusing() bool {
 	return false
 }
 
-func (s *Server) count(endpoint, key, outcome string) {
+// count counts one call and the prompt tokens it brought: a provider
+// bills those for calls that failed after reading them, too.
+func (s *Server) count(endpoint, key, outcome string, promptTokens int) {
 	s.mu.Lock()
-	s.stats[statKey{endpoint, KeyID(key), outcome}]++
+	k := statKey{endpoint, KeyID(key), outcome}
+	s.stats[k]++
+	s.tokens[k] += promptTokens
 	s.mu.Unlock()
 }
 
@@ -229,6 +234,8 @@ type StatsLine struct {
 	Key      string `json:"key"`     // KeyID of the key
 	Outcome  string `json:"outcome"` // "ok", "unauthorized", "status_503", "reset", ...
 	Count    int    `json:"count"`
+	// PromptTokens is the prompt tokens those calls brought.
+	PromptTokens int `json:"prompt_tokens"`
 }
 
 // Snapshot returns the counters.
@@ -249,7 +256,7 @@ func (s *Server) Snapshot() Stats {
 		}
 	}
 	for k, n := range s.stats {
-		st.Calls = append(st.Calls, StatsLine{k.endpoint, k.key, k.outcome, n})
+		st.Calls = append(st.Calls, StatsLine{k.endpoint, k.key, k.outcome, n, s.tokens[k]})
 		st.Total += n
 	}
 	sort.Slice(st.Calls, func(i, j int) bool {
@@ -308,7 +315,7 @@ func (s *Server) SetScenario(sc Scenario) error {
 
 func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	s.stats = map[statKey]int{}
+	s.stats, s.tokens = map[statKey]int{}, map[statKey]int{}
 	s.peak = map[string]int{}
 	s.restartLocked()
 	s.mu.Unlock()
@@ -354,11 +361,11 @@ func (s *Server) hideAuth() bool {
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	key := keyOf(r)
 	if !s.keyAccepted(key) {
-		s.count("models", key, "unauthorized")
+		s.count("models", key, "unauthorized", 0)
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "invalid api key", "type": "authentication_error", "code": "invalid_api_key"}})
 		return
 	}
-	s.count("models", key, "ok")
+	s.count("models", key, "ok", 0)
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]string{"id": "chaos-model", "object": "model"}}})
 }
 

@@ -48,6 +48,30 @@ func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
 	if req.System != "" {
 		p.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
+	for _, t := range req.Tools {
+		schema := anthropic.ToolInputSchemaParam{ExtraFields: map[string]any{}}
+		for k, v := range t.Parameters {
+			switch k {
+			case "type":
+			case "properties":
+				schema.Properties = v
+			case "required":
+				for _, r := range asStrings(v) {
+					schema.Required = append(schema.Required, r)
+				}
+			default:
+				schema.ExtraFields[k] = v
+			}
+		}
+		tp := anthropic.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tp.Description = anthropic.String(t.Description)
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+	}
+	if o := req.Output; o != nil && o.Schema != nil {
+		p.OutputConfig = anthropic.OutputConfigParam{Format: anthropic.JSONOutputFormatParam{Schema: o.Schema}}
+	}
 	for _, m := range req.Messages {
 		block := anthropic.NewTextBlock(m.Content)
 		if m.Role == "assistant" {
@@ -59,12 +83,21 @@ func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
 	return p
 }
 
+// opts are the per-request options params cannot carry: this SDK version
+// has no temperature field, so it is set in the JSON body.
+func (a *Anthropic) opts(req Request) []option.RequestOption {
+	if req.Temperature == nil {
+		return nil
+	}
+	return []option.RequestOption{option.WithJSONSet("temperature", *req.Temperature)}
+}
+
 // Chat implements Provider.
 func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 	k := a.keyIndex(ctx)
 	cctx, c := withCapture(ctx)
 	start := a.now()
-	msg, err := a.clients[k].Messages.New(cctx, a.params(req))
+	msg, err := a.clients[k].Messages.New(cctx, a.params(req), a.opts(req)...)
 	if err != nil {
 		return nil, a.toError(ctx, req.Model, k, c, err, parseAnthropicError)
 	}
@@ -82,13 +115,18 @@ func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 		return nil, e
 	}
 	var text strings.Builder
+	var calls []ToolCall
 	for _, b := range msg.Content {
-		if b.Type == "text" {
+		switch b.Type {
+		case "text":
 			text.WriteString(b.Text)
+		case "tool_use":
+			calls = append(calls, ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
 		}
 	}
 	_, h, _ := c.snapshot()
 	return &Response{
+		ToolCalls: calls,
 		Text:      text.String(),
 		Usage:     Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
 		Provider:  a.name,
@@ -134,7 +172,7 @@ func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error
 		return "", nil, ErrStreamTruncated
 	}
 	open := func() (streamSource, func(), error) {
-		st = a.clients[k].Messages.NewStreaming(cctx, a.params(req))
+		st = a.clients[k].Messages.NewStreaming(cctx, a.params(req), a.opts(req)...)
 		return src, func() { st.Close() }, nil
 	}
 	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
@@ -185,3 +223,20 @@ func parseAnthropicError(err error) sdkError {
 }
 
 var _ Provider = (*Anthropic)(nil)
+
+// asStrings reads a JSON Schema "required" list.
+func asStrings(v any) []string {
+	switch v := v.(type) {
+	case []string:
+		return v
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package llmclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,8 +50,35 @@ func (a *OpenAI) request(req Request, stream bool) openai.ChatCompletionRequest 
 	if stream {
 		r.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
+	if req.Temperature != nil {
+		r.Temperature = float32(*req.Temperature)
+	}
+	for _, t := range req.Tools {
+		r.Tools = append(r.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+	}
+	if o := req.Output; o != nil {
+		if o.Schema == nil {
+			r.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+		} else {
+			name := o.Name
+			if name == "" {
+				name = "output"
+			}
+			// not strict: OpenAI's strict mode accepts only a subset of JSON
+			// Schema (every property required, no additionalProperties);
+			// agentq validates every answer against the whole schema anyway
+			r.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: name, Schema: schemaJSON(o.Schema)}}
+		}
+	}
 	return r
 }
+
+// schemaJSON is a schema as go-openai wants it (a json.Marshaler).
+type schemaJSON map[string]any
+
+func (s schemaJSON) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(s)) }
 
 // Chat implements Provider.
 func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
@@ -65,7 +93,12 @@ func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		return nil, a.toError(ctx, req.Model, k, c, errors.New("response has no choices"), parseOpenAIError)
 	}
 	_, h, _ := c.snapshot()
+	var calls []ToolCall
+	for _, tc := range resp.Choices[0].Message.ToolCalls {
+		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
 	return &Response{
+		ToolCalls: calls,
 		Text:      resp.Choices[0].Message.Content,
 		Usage:     Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
 		Provider:  a.name,

@@ -27,7 +27,45 @@ type Request struct {
 	// stream from a slow one. Zero disables the check.
 	StallTimeout time.Duration
 
+	// Temperature, when set, is sent as is; nil leaves the provider's default.
+	Temperature *float64
+	// Tools are function definitions passed through to the model; the
+	// calls it makes come back in Response.ToolCalls.
+	Tools []Tool
+	// Output, when set, asks for JSON by the provider's native mechanism
+	// and has the router check every answer (Router.Chat).
+	Output *Output
+
 	stream bool // the router is asked for a stream (Router.ChatStream)
+}
+
+// Output asks for a JSON answer.
+type Output struct {
+	// Schema is the JSON Schema the answer must match, sent to the
+	// provider (OpenAI response_format json_schema, Anthropic
+	// output_config); nil asks for any JSON object (OpenAI json_object;
+	// Anthropic has no schema-less mode, so only Check holds it there).
+	Schema map[string]any
+	// Name is the schema's name for OpenAI; empty: "output".
+	Name string
+	// Check validates an answer's text; an error makes the answer
+	// invalid_output (one repair on the same target, then the next). Nil:
+	// no check.
+	Check func(text string) error
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"` // JSON Schema of the arguments
+}
+
+// ToolCall is a call the model made.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // JSON
 }
 
 // DefaultMaxTokens is sent when Request.MaxTokens is zero (Anthropic requires
@@ -49,6 +87,8 @@ type Response struct {
 	Key       string        `json:"key"` // the key's fingerprint, never the key
 	Latency   time.Duration `json:"latency"`
 	RequestID string        `json:"request_id,omitempty"`
+	// ToolCalls are the tool calls the model made, if any.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 
 	stream *Stream // set by the router for a streamed call
 }

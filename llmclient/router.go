@@ -286,7 +286,9 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 			resp *Response
 			err  error
 		)
-		if delay := r.hedgeDelay(rt, t); delay > 0 && n+1 < len(order) && !req.stream {
+		// structured-output calls are not hedged: a repair goes to the
+		// target that gave the invalid answer
+		if delay := r.hedgeDelay(rt, t); delay > 0 && n+1 < len(order) && !req.stream && req.Output == nil {
 			var won int
 			resp, won, err = r.hedged(ctx, route, rt, order[n], order[n+1], req, delay, rerr)
 			if err == nil {
@@ -303,6 +305,14 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 				r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
 			}
 			return resp, nil
+		} else if inv := (*InvalidOutputError)(nil); errors.As(err, &inv) {
+			// one repair on the same target, told what was wrong; then the next target
+			if resp, err = r.callTarget(ctx, route, t, repairRequest(req, inv), rerr); err == nil {
+				if n > 0 {
+					r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
+				}
+				return resp, nil
+			}
 		}
 		switch class := ClassOf(err); class {
 		case retry.Canceled, retry.BadRequest:
@@ -688,13 +698,17 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	}
 	dur := r.now().Sub(start)
 	class, key, usage := retry.OK, "", Usage{}
+	if err == nil {
+		key, usage = resp.Key, resp.Usage
+		if verr := checkOutput(req, resp); verr != nil {
+			err, resp = &InvalidOutputError{Target: t.String(), Err: verr, Output: resp.Text}, nil
+		}
+	}
 	if err != nil {
 		class = ClassOf(err)
 		if e, ok := AsError(err); ok {
 			key = e.Key
 		}
-	} else {
-		key, usage = resp.Key, resp.Usage
 	}
 	span.SetAttributes(attribute.String("agentq.key", key), attribute.String("agentq.class", string(class)),
 		attribute.Int("agentq.tokens.prompt", usage.PromptTokens), attribute.Int("agentq.tokens.completion", usage.CompletionTokens))

@@ -24,6 +24,11 @@ const (
 	ContentFilter Class = "content_filter"
 	NotFound      Class = "not_found"
 	Canceled      Class = "canceled"
+	// InvalidOutput is an answer that arrived but is unusable: not the
+	// JSON the step asked for, or JSON that breaks its schema. The
+	// provider answered, so it does not count against the breaker; it
+	// does lower the target's health score (quality).
+	InvalidOutput Class = "invalid_output"
 )
 
 // Failure is what the classifier reads of a failed call.
@@ -137,7 +142,7 @@ func containsFold(s, sub string) bool {
 // step is tried again later (possibly elsewhere).
 func (c Class) Retryable() bool {
 	switch c {
-	case BadRequest, ContextLength, ContentFilter:
+	case BadRequest, ContextLength, ContentFilter, InvalidOutput:
 		return false
 	}
 	return true

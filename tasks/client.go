@@ -156,6 +156,12 @@ func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
 		}
 	}
 	r := &Result{Workflow: wf}
+	for i := range wf.Steps {
+		s := &wf.Steps[i]
+		if st, ok := spec.Step(s.ID); ok && st.wantsJSON() && s.State == store.StepDone && !s.Degraded {
+			s.JSON, _ = ParseJSONAnswer(s.Output)
+		}
+	}
 	for _, s := range wf.Steps {
 		if !used[s.ID] {
 			r.Final = append(r.Final, s)

@@ -149,7 +149,11 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
-		views[id] = StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}
+		v := StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}
+		if dep, ok := spec.Step(id); ok && dep.wantsJSON() && !v.Missing && !v.Degraded {
+			v.JSON, _ = ParseJSONAnswer(d.Output) // validated when it was stored
+		}
+		views[id] = v
 	}
 	system, err := render(st.systemT, spec.Input, views)
 	var prompt string
@@ -166,10 +170,11 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
 		// checkpoint: a redelivery of a finished step does not call the LLM again
 		log.Info("step checkpoint hit: not calling the LLM again")
-		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
+		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: a.Step.ToolCalls, Degraded: a.Step.Degraded,
 			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional}, a.Step.Attempts, "")
 	}
-	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens}
+	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
+		Temperature: st.Temperature, Tools: st.toolsRequest(), Output: st.outputRequest()}
 	callCtx, cancel := withSettleMargin(ctx)
 	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
 	cancel()
@@ -180,7 +185,12 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	if len(out) > h.o.MaxOutputBytes {
 		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "") // no rune cut in half
 	}
-	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: out,
+	var calls string
+	if len(resp.ToolCalls) > 0 {
+		b, _ := json.Marshal(resp.ToolCalls)
+		calls = string(b)
+	}
+	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: calls,
 		Target: resp.Provider + "/" + resp.Model, InputHash: hash,
 		Usage: store.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}}, a.Step.Attempts, "")
 }

@@ -10,7 +10,10 @@ import (
 
 // StepView is what a prompt sees of an upstream step as .Steps.<id>.
 type StepView struct {
-	Output   string
+	Output string
+	// JSON is Output parsed, for a step with output.format json (maps,
+	// lists, strings, json.Number, bools); nil otherwise.
+	JSON     any
 	Degraded bool
 	Missing  bool // an optional step that was dead-lettered
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentq/agentq/internal/problem"
@@ -52,10 +53,18 @@ type Step struct {
 	MaxRetries *int     `yaml:"max_retries" json:"max_retries,omitempty"`
 	Queue      string   `yaml:"queue" json:"queue,omitempty"`
 	MaxTokens  int      `yaml:"max_tokens" json:"max_tokens,omitempty"`
-	line       int
-	inputs     []string // direct dependencies and every step its templates read
-	promptT    *template.Template
-	systemT    *template.Template
+	// Temperature, when set, is sent to the model (0 to 2).
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
+	// Output asks for JSON (format: json) matching an optional schema.
+	Output *OutputSpec `yaml:"output" json:"output,omitempty"`
+	// Tools are passed through to the model; its tool calls are kept with
+	// the step's output.
+	Tools   []ToolSpec `yaml:"tools" json:"tools,omitempty"`
+	line    int
+	schema  *jsonschema.Schema // compiled Output.Schema
+	inputs  []string           // direct dependencies and every step its templates read
+	promptT *template.Template
+	systemT *template.Template
 }
 
 // Duration is a step timeout such as "60s".
@@ -89,7 +98,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Limits bound a spec. The zero value means the defaults below.
 type Limits struct {
 	MaxSteps     int // default 100
-	MaxSpecBytes int // default 1 MiB
+	MaxSpecBytes int // default 1 MiB; schema files too
+	// SchemaDir is where output.schema paths are read from (the spec
+	// file's directory); empty: a schema given as a path is an error, so a
+	// spec that arrives over the network cannot read the server's files.
+	SchemaDir string
 }
 
 func (l Limits) withDefaults() Limits {
@@ -293,6 +306,11 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		if st.MaxTokens < 0 {
 			bad(st.line, where+".max_tokens", "is negative")
 		}
+		if t := st.Temperature; t != nil && (*t < 0 || *t > 2) {
+			bad(st.line, where+".temperature", "%v is not between 0 and 2", *t)
+		}
+		s.checkOutput(&s.Steps[i], where, lim, bad)
+		s.checkTools(&s.Steps[i], where, bad)
 		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
 	}
 	if len(errs) > 0 {
@@ -333,8 +351,10 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			}
 			anc := s.ancestors(st.ID)
 			for _, r := range refs {
-				if !anc[r] {
-					bad(st.line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r)
+				if !anc[r.step] {
+					bad(st.line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
+				} else if dep, _ := s.Step(r.step); r.field == "JSON" && !dep.wantsJSON() {
+					bad(st.line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
 				}
 			}
 		}
@@ -369,7 +389,13 @@ func (s *Spec) prepare() error {
 		for _, t := range []*template.Template{st.promptT, st.systemT} {
 			refs, _ := parsedRefs(t)
 			for _, r := range refs {
-				add(r)
+				add(r.step)
+			}
+		}
+		st.schema = nil
+		if m, ok := st.Output.schemaMap(); ok {
+			if st.schema, err = compileSchema(st.ID, m); err != nil {
+				return fmt.Errorf("steps (%s).output.schema: %w", st.ID, err)
 			}
 		}
 	}
@@ -468,9 +494,15 @@ func (s *Spec) findCycle() []string {
 	return nil
 }
 
-// templateRefs parses a prompt template and returns the step ids it reads
+// stepRef is one .Steps.<step>[.<field>] a template reads.
+type stepRef struct{ step, field string }
+
+// stepFields are the fields of a StepView.
+var stepFields = map[string]bool{"Output": true, "JSON": true, "Degraded": true, "Missing": true}
+
+// templateRefs parses a prompt template and returns the steps it reads
 // through .Steps.<id>. Only .Input and .Steps are allowed at the top level.
-func templateRefs(name, text string) ([]string, error) {
+func templateRefs(name, text string) ([]stepRef, error) {
 	t, err := parseTemplate(name, text)
 	if err != nil {
 		return nil, fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: "))
@@ -479,11 +511,11 @@ func templateRefs(name, text string) ([]string, error) {
 }
 
 // parsedRefs walks a parsed template (nil has none) for .Steps.<id>.
-func parsedRefs(t *template.Template) ([]string, error) {
+func parsedRefs(t *template.Template) ([]stepRef, error) {
 	if t == nil {
 		return nil, nil
 	}
-	var refs []string
+	var refs []stepRef
 	var problem error
 	var walk func(parse.Node)
 	walk = func(n parse.Node) {
@@ -525,9 +557,16 @@ func parsedRefs(t *template.Template) ([]string, error) {
 			switch {
 			case len(n.Ident) >= 1 && n.Ident[0] == "Input":
 			case len(n.Ident) >= 2 && n.Ident[0] == "Steps":
-				refs = append(refs, n.Ident[1])
+				r := stepRef{step: n.Ident[1]}
+				if len(n.Ident) >= 3 {
+					r.field = n.Ident[2]
+					if !stepFields[r.field] {
+						problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing)", r.step, r.field)
+					}
+				}
+				refs = append(refs, r)
 			default:
-				problem = fmt.Errorf("template: .%s is not available (use .Input.<key> or .Steps.<id>.Output)", strings.Join(n.Ident, "."))
+				problem = fmt.Errorf("template: .%s is not available (use .Input.<key>, .Steps.<id>.Output or .Steps.<id>.JSON.<field>)", strings.Join(n.Ident, "."))
 			}
 		case *parse.TemplateNode:
 			problem = fmt.Errorf("template: {{template}} is not allowed")

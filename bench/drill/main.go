@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentq/agentq/internal/redistest"
 )
 
@@ -31,7 +33,9 @@ type side interface {
 	close()
 }
 
-func main() {
+func main() { os.Exit(mainErr()) }
+
+func mainErr() int {
 	outDir := flag.String("out", "bench/reports", "write <scenario>.md and <scenario>.json here")
 	noNaive := flag.Bool("no-naive", false, "skip the naive baseline")
 	flag.Usage = func() {
@@ -41,14 +45,14 @@ func main() {
 	flag.Parse()
 	if flag.NArg() == 0 {
 		flag.Usage()
-		os.Exit(2)
+		return 2
 	}
 	var scs []*Scenario
 	for _, path := range flag.Args() {
 		sc, err := loadScenario(path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "drill:", err)
-			os.Exit(2)
+			return 2
 		}
 		scs = append(scs, sc)
 	}
@@ -56,14 +60,20 @@ func main() {
 	defer stop()
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "drill:", err)
-		os.Exit(1)
+		return 1
 	}
+	db, rdb, err := redistest.Open()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "drill:", err)
+		return 1
+	}
+	defer redistest.Stop()
 	failed := false
 	for _, sc := range scs {
-		rep, err := drill(ctx, sc, !*noNaive, os.Stderr)
+		rep, err := drill(ctx, sc, db, rdb, !*noNaive, os.Stderr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "drill: %s: %v\n", sc.Name, err)
-			os.Exit(1)
+			return 1
 		}
 		base := filepath.Join(*outDir, slug(sc.Name))
 		var md strings.Builder
@@ -71,11 +81,11 @@ func main() {
 		js, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(base+".md", []byte(md.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "drill:", err)
-			os.Exit(1)
+			return 1
 		}
 		if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "drill:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Println(md.String())
 		for _, t := range rep.Targets {
@@ -84,8 +94,9 @@ func main() {
 	}
 	if failed {
 		fmt.Fprintln(os.Stderr, "drill: a target was missed (see the reports)")
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func slug(s string) string {
@@ -100,12 +111,7 @@ func slug(s string) string {
 	}, s), "-")
 }
 
-func drill(ctx context.Context, sc *Scenario, naive bool, log io.Writer) (*Report, error) {
-	db, rdb, err := redistest.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer redistest.Stop()
+func drill(ctx context.Context, sc *Scenario, db redistest.DB, rdb *redis.Client, naive bool, log io.Writer) (*Report, error) {
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		return nil, err
 	}

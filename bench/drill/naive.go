@@ -99,7 +99,7 @@ func (n *naiveSide) submit(_ context.Context, i int) error {
 		defer n.mu.Unlock()
 		o.Finished = time.Now()
 		if err != nil {
-			o.State, o.Reason = "failed", err.Error()
+			o.State, o.Reason = "failed", naiveClass(err)+": "+err.Error()
 		} else {
 			o.State = "completed"
 		}

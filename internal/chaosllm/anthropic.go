@@ -26,23 +26,40 @@ func contentText(raw json.RawMessage) string {
 
 var anthropicDialect = &dialect{
 	name: "anthropic",
-	parse: func(body []byte) (string, string, bool, error) {
+	parse: func(body []byte) (request, error) {
 		var req struct {
 			Model     string `json:"model"`
 			MaxTokens int    `json:"max_tokens"`
 			Messages  []struct {
 				Content json.RawMessage `json:"content"`
 			} `json:"messages"`
-			Stream bool `json:"stream"`
+			Stream       bool `json:"stream"`
+			OutputConfig *struct {
+				Format *struct {
+					Type   string         `json:"type"`
+					Schema map[string]any `json:"schema"`
+				} `json:"format"`
+			} `json:"output_config"`
+			Tools []struct {
+				Name        string         `json:"name"`
+				InputSchema map[string]any `json:"input_schema"`
+			} `json:"tools"`
 		}
 		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" || req.MaxTokens <= 0 {
-			return "", "", false, errors.New("request body is not a messages request (model and max_tokens are required)")
+			return request{}, errors.New("request body is not a messages request (model and max_tokens are required)")
 		}
 		parts := make([]string, len(req.Messages))
 		for i, m := range req.Messages {
 			parts[i] = contentText(m.Content)
 		}
-		return req.Model, promptOf(parts), req.Stream, nil
+		r := request{model: req.Model, prompt: promptOf(parts), stream: req.Stream}
+		if len(req.Tools) > 0 {
+			r.tool, r.toolSchema = req.Tools[0].Name, req.Tools[0].InputSchema
+		}
+		if c := req.OutputConfig; c != nil && c.Format != nil && c.Format.Type == "json_schema" {
+			r.json, r.schema = true, c.Format.Schema
+		}
+		return r, nil
 	},
 	errorBody: func(_ int, typ, _ string, msg string) any {
 		return map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
@@ -74,6 +91,14 @@ var anthropicDialect = &dialect{
 			"id": id, "type": "message", "role": "assistant", "model": model,
 			"content":     []any{map[string]string{"type": "text", "text": text}},
 			"stop_reason": "end_turn", "stop_sequence": nil,
+			"usage": map[string]int{"input_tokens": in, "output_tokens": out},
+		})
+	},
+	toolAnswer: func(w http.ResponseWriter, id, model, tool, args string, in, out int) {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "type": "message", "role": "assistant", "model": model,
+			"content":     []any{map[string]any{"type": "tool_use", "id": "toolu_" + id, "name": tool, "input": json.RawMessage(args)}},
+			"stop_reason": "tool_use", "stop_sequence": nil,
 			"usage": map[string]int{"input_tokens": in, "output_tokens": out},
 		})
 	},

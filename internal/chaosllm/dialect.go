@@ -9,17 +9,29 @@ import (
 	"strings"
 )
 
+// request is what chaosllm reads of a chat request.
+type request struct {
+	model, prompt string
+	stream        bool
+	json          bool           // structured output was asked for
+	schema        map[string]any // its JSON Schema, if one was sent
+	tool          string         // the first tool offered, if any
+	toolSchema    map[string]any // its parameters
+}
+
 // dialect is what differs between the two wire formats.
 type dialect struct {
 	name string
-	// parse reads a request: model, prompt text, stream flag, or an error.
-	parse func(body []byte) (model, prompt string, stream bool, err error)
+	// parse reads a request, or says why it is not one.
+	parse func(body []byte) (request, error)
 	// errorBody is the JSON error document for a status.
 	errorBody func(status int, typ, code, msg string) any
 	// kinds is the error type and code the provider sends with a status.
 	kinds func(status int, code string) (typ, outCode string)
 	// answer writes a whole answer.
 	answer func(w http.ResponseWriter, id, model, text string, in, out int)
+	// toolAnswer writes a whole answer that calls a tool.
+	toolAnswer func(w http.ResponseWriter, id, model, tool, args string, in, out int)
 	// stream writes the start of a stream and returns a function per chunk
 	// and one that ends the stream.
 	stream func(w http.ResponseWriter, id, model string, in int) (chunk func(string), end func(out int))
@@ -33,11 +45,11 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 	ep := d.name
 	key := keyOf(r)
 	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	var model, prompt string
-	var stream bool
+	var req request
 	if err == nil {
-		model, prompt, stream, err = d.parse(body)
+		req, err = d.parse(body)
 	}
+	model, prompt, stream := req.model, req.prompt, req.stream
 	if err != nil {
 		s.count(ep, key, "bad_request", 0)
 		writeJSON(w, http.StatusBadRequest, d.errorBody(400, "invalid_request_error", "", err.Error()))
@@ -66,12 +78,32 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-request-id", id)
 	w.Header().Set("request-id", id)
 	text := Reply(prompt)
-	out := tokens(text)
+	if req.json {
+		text = jsonAnswer(req.schema, text)
+	}
 	if f := dec.fault; f != nil {
-		s.applyFault(d, w, r, f, dec.phase, key, id, model, text, in, stream)
+		if bad, ok := badOutput(f.Kind, req, text); ok {
+			outcome := f.Kind
+			if !req.json {
+				outcome = "ok" // nothing to break in a plain-text answer
+			}
+			s.count(ep, key, outcome, in)
+			text = bad
+		} else {
+			s.applyFault(d, w, r, f, dec.phase, key, id, model, text, in, stream)
+			return
+		}
+	} else {
+		s.count(ep, key, "ok", in)
+	}
+	out := tokens(text)
+	if req.tool != "" && !stream {
+		// a model given tools calls the first one, with arguments that
+		// match its parameters
+		args, _ := json.Marshal(instance(req.toolSchema, text, 0))
+		d.toolAnswer(w, id, model, req.tool, string(args), in, out)
 		return
 	}
-	s.count(ep, key, "ok", in)
 	if !stream {
 		d.answer(w, id, model, text, in, out)
 		return

@@ -9,22 +9,44 @@ import (
 
 var openAIDialect = &dialect{
 	name: "openai",
-	parse: func(body []byte) (string, string, bool, error) {
+	parse: func(body []byte) (request, error) {
 		var req struct {
 			Model    string `json:"model"`
 			Messages []struct {
 				Content string `json:"content"`
 			} `json:"messages"`
-			Stream bool `json:"stream"`
+			Stream         bool `json:"stream"`
+			ResponseFormat *struct {
+				Type       string `json:"type"`
+				JSONSchema *struct {
+					Schema map[string]any `json:"schema"`
+				} `json:"json_schema"`
+			} `json:"response_format"`
+			Tools []struct {
+				Function struct {
+					Name       string         `json:"name"`
+					Parameters map[string]any `json:"parameters"`
+				} `json:"function"`
+			} `json:"tools"`
 		}
 		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
-			return "", "", false, errors.New("request body is not a chat completion request")
+			return request{}, errors.New("request body is not a chat completion request")
 		}
 		parts := make([]string, len(req.Messages))
 		for i, m := range req.Messages {
 			parts[i] = m.Content
 		}
-		return req.Model, promptOf(parts), req.Stream, nil
+		r := request{model: req.Model, prompt: promptOf(parts), stream: req.Stream}
+		if len(req.Tools) > 0 {
+			r.tool, r.toolSchema = req.Tools[0].Function.Name, req.Tools[0].Function.Parameters
+		}
+		if f := req.ResponseFormat; f != nil && (f.Type == "json_object" || f.Type == "json_schema") {
+			r.json = true
+			if f.JSONSchema != nil {
+				r.schema = f.JSONSchema.Schema
+			}
+		}
+		return r, nil
 	},
 	errorBody: func(_ int, typ, code, msg string) any {
 		var c any
@@ -54,6 +76,16 @@ var openAIDialect = &dialect{
 			"id": id, "object": "chat.completion", "created": 1, "model": model,
 			"choices": []any{map[string]any{"index": 0, "message": map[string]string{"role": "assistant", "content": text}, "finish_reason": "stop"}},
 			"usage":   map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
+		})
+	},
+	toolAnswer: func(w http.ResponseWriter, id, model, tool, args string, in, out int) {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "object": "chat.completion", "created": 1, "model": model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{
+				"role": "assistant", "content": nil,
+				"tool_calls": []any{map[string]any{"id": "call_" + id, "type": "function",
+					"function": map[string]string{"name": tool, "arguments": args}}}}}},
+			"usage": map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 		})
 	},
 	stream: func(w http.ResponseWriter, id, model string, in int) (func(string), func(int)) {

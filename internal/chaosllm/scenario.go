@@ -76,6 +76,11 @@ const (
 	KindHang        = "hang"         // the request is accepted and never answered
 	KindStreamError = "stream_error" // a 200 stream that carries an error event after a few chunks
 	KindRefuse      = "refuse"       // the listener is closed: connections are refused (timeline-wide)
+	// Answers that arrive fine (200, well-formed) but are no use to a
+	// caller that asked for JSON:
+	KindBadJSON       = "bad_json"       // valid JSON that breaks the request's schema
+	KindProseJSON     = "prose_json"     // the JSON answer with prose before and after it
+	KindTruncatedJSON = "truncated_json" // the JSON answer cut off halfway
 )
 
 // Fault is what a request in a phase gets instead of an answer.
@@ -234,12 +239,12 @@ func (f Fault) validate(where string) error {
 		if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 			return fmt.Errorf("%s.status: %d is not an HTTP error status", where, f.Status)
 		}
-	case KindMalformed, KindReset, KindHang, KindStreamError, KindRefuse:
+	case KindMalformed, KindReset, KindHang, KindStreamError, KindRefuse, KindBadJSON, KindProseJSON, KindTruncatedJSON:
 		if f.Status != 0 {
 			return fmt.Errorf("%s.status: kind %s takes no status", where, f.Kind)
 		}
 	default:
-		return fmt.Errorf("%s.kind: %q is not status, empty, html, malformed, reset, hang, stream_error or refuse", where, f.Kind)
+		return fmt.Errorf("%s.kind: %q is not status, empty, html, malformed, reset, hang, stream_error, refuse, bad_json, prose_json or truncated_json", where, f.Kind)
 	}
 	if f.Rate < 0 || f.Rate > 1 {
 		return fmt.Errorf("%s.rate: %v is not in (0, 1]", where, f.Rate)

@@ -63,10 +63,14 @@ type Workflow struct {
 
 // StepRecord is one step's state and result.
 type StepRecord struct {
-	ID         string     `json:"id"`
-	State      string     `json:"state"`
-	Attempts   int        `json:"attempts"`
-	Output     string     `json:"output"`
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Output   string `json:"output"`
+	// JSON is Output parsed, for steps with output.format json (filled in
+	// by tasks.Client, not stored).
+	JSON       any        `json:"json,omitempty"`
+	ToolCalls  string     `json:"tool_calls,omitempty"` // JSON list of tool calls the model made
 	Degraded   bool       `json:"degraded"`
 	Error      string     `json:"error"`
 	Target     string     `json:"target"`
@@ -206,6 +210,7 @@ type Outcome struct {
 	OnlyIfOpen bool
 	Optional   bool
 	Output     string
+	ToolCalls  string // JSON list of the model's tool calls, if any
 	Degraded   bool
 	Error      string
 	Target     string
@@ -234,7 +239,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	}
 	fields := []any{"error", o.Error}
 	if o.Done {
-		fields = append(fields, "output", o.Output, "degraded", b2s(o.Degraded), "target", o.Target,
+		fields = append(fields, "output", o.Output, "tool_calls", o.ToolCalls, "degraded", b2s(o.Degraded), "target", o.Target,
 			"prompt_tokens", o.Usage.PromptTokens, "completion_tokens", o.Usage.CompletionTokens, "input_hash", o.InputHash)
 	}
 	args := []any{step, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), len(fields) / 2}
@@ -362,7 +367,7 @@ func (s *Store) List(ctx context.Context, state string, limit int) ([]*Workflow,
 }
 
 func stepFromMap(id string, m map[string]string) StepRecord {
-	r := StepRecord{ID: id, State: m["state"], Output: m["output"], Degraded: m["degraded"] == "1", Error: m["error"],
+	r := StepRecord{ID: id, State: m["state"], Output: m["output"], ToolCalls: m["tool_calls"], Degraded: m["degraded"] == "1", Error: m["error"],
 		Target: m["target"], InputHash: m["input_hash"], StartedAt: parseTS(m["started_at"]), FinishedAt: parseTS(m["finished_at"])}
 	r.Attempts, _ = strconv.Atoi(m["attempts"])
 	r.Usage.PromptTokens, _ = strconv.Atoi(m["prompt_tokens"])

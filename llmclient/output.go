@@ -1,0 +1,60 @@
+package llmclient
+
+import (
+	"fmt"
+
+	"github.com/agentq/agentq/retry"
+)
+
+// InvalidOutputError is an answer that arrived but failed the request's
+// Output check. Its class is invalid_output.
+type InvalidOutputError struct {
+	Target string // provider/model
+	Err    error  // what the check said
+	Output string // the answer as it came
+}
+
+// outputExcerpt bounds how much of a bad answer an error message carries
+// (the dead-letter list shows it for review).
+const outputExcerpt = 1000
+
+func (e *InvalidOutputError) Error() string {
+	return fmt.Sprintf("%s: invalid output: %v; the answer was: %q", e.Target, e.Err, truncate(e.Output, outputExcerpt))
+}
+
+// Unwrap returns the check's error.
+func (e *InvalidOutputError) Unwrap() error { return e.Err }
+
+// Class is invalid_output.
+func (e *InvalidOutputError) Class() retry.Class { return retry.InvalidOutput }
+
+// checkOutput runs the request's check on a plain answer. A stream is
+// checked by whoever reads it; an answer made of tool calls is the
+// model's move, not a JSON answer.
+func checkOutput(req Request, resp *Response) error {
+	if req.Output == nil || req.Output.Check == nil || resp.stream != nil || len(resp.ToolCalls) > 0 {
+		return nil
+	}
+	return req.Output.Check(resp.Text)
+}
+
+// repairRequest is req with the invalid answer and what was wrong with it
+// appended, asking for the answer again.
+func repairRequest(req Request, inv *InvalidOutputError) Request {
+	msgs := make([]Message, 0, len(req.Messages)+2)
+	msgs = append(msgs, req.Messages...)
+	msgs = append(msgs,
+		Message{Role: "assistant", Content: inv.Output},
+		Message{Role: "user", Content: "That answer is not valid: " + oneLine(inv.Err.Error(), 2000) +
+			". Answer again with only the JSON document, no other text" + schemaHint(req) + "."})
+	req.Messages = msgs
+	return req
+}
+
+func schemaHint(req Request) string {
+	if req.Output.Schema == nil {
+		return ""
+	}
+	return ", matching the JSON Schema you were given"
+}
+

@@ -1,0 +1,274 @@
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/llmclient"
+)
+
+// OutputSpec is a step's output: field. Format "json" makes every answer
+// go through a check (valid JSON, and matching Schema when set); an answer
+// that fails is invalid_output.
+type OutputSpec struct {
+	// Format is text (the default) or json.
+	Format string `yaml:"format" json:"format,omitempty"`
+	// Schema is a JSON Schema, inline or (in a spec read from a file) the
+	// path of a JSON or YAML file relative to the spec's directory. Stored
+	// specs always hold it inline: workers never read files.
+	Schema any `yaml:"schema" json:"schema,omitempty"`
+}
+
+// ToolSpec is a function the model may call, passed through to it.
+type ToolSpec struct {
+	Name        string         `yaml:"name" json:"name"`
+	Description string         `yaml:"description" json:"description,omitempty"`
+	Parameters  map[string]any `yaml:"parameters" json:"parameters,omitempty"`
+}
+
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// wantsJSON reports whether a step's answers must be JSON.
+func (st *Step) wantsJSON() bool { return st.Output != nil && st.Output.Format == "json" }
+
+// schemaMap is the inline schema, if there is one.
+func (o *OutputSpec) schemaMap() (map[string]any, bool) {
+	if o == nil || o.Format != "json" {
+		return nil, false
+	}
+	m, ok := o.Schema.(map[string]any)
+	return m, ok
+}
+
+// checkOutput validates a step's output: field, reads a schema file into
+// the spec and compiles the schema.
+func (s *Spec) checkOutput(st *Step, where string, lim Limits, bad func(int, string, string, ...any)) {
+	o := st.Output
+	if o == nil {
+		return
+	}
+	switch o.Format {
+	case "", "text":
+		if o.Schema != nil {
+			bad(st.line, where+".output.schema", "needs format: json")
+		}
+		return
+	case "json":
+	default:
+		bad(st.line, where+".output.format", "%q is not text or json", o.Format)
+		return
+	}
+	switch v := o.Schema.(type) {
+	case nil:
+		return
+	case string:
+		m, err := loadSchema(lim.SchemaDir, v, lim.MaxSpecBytes)
+		if err != nil {
+			bad(st.line, where+".output.schema", "%v", err)
+			return
+		}
+		o.Schema = m
+	default:
+		m, err := jsonValue(v)
+		if err != nil {
+			bad(st.line, where+".output.schema", "%v", err)
+			return
+		}
+		o.Schema = m
+	}
+	if _, err := compileSchema(st.ID, o.Schema.(map[string]any)); err != nil {
+		bad(st.line, where+".output.schema", "does not compile: %v", err)
+	}
+}
+
+// checkTools validates a step's tools: field.
+func (s *Spec) checkTools(st *Step, where string, bad func(int, string, string, ...any)) {
+	seen := map[string]bool{}
+	for j, t := range st.Tools {
+		w := fmt.Sprintf("%s.tools[%d]", where, j)
+		switch {
+		case !toolName.MatchString(t.Name):
+			bad(st.line, w+".name", "%q is not a tool name (1 to 64 letters, digits, _ or -)", t.Name)
+		case seen[t.Name]:
+			bad(st.line, w+".name", "%q is listed twice", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Parameters == nil {
+			continue
+		}
+		m, err := jsonValue(t.Parameters)
+		if err != nil {
+			bad(st.line, w+".parameters", "%v", err)
+			continue
+		}
+		if typ, _ := m["type"].(string); typ != "object" {
+			bad(st.line, w+".parameters", "must be a JSON Schema of type object")
+			continue
+		}
+		if _, err := compileSchema(st.ID+"-tool-"+t.Name, m); err != nil {
+			bad(st.line, w+".parameters", "does not compile: %v", err)
+			continue
+		}
+		st.Tools[j].Parameters = m
+	}
+}
+
+// refuseLoader keeps schemas self-contained: a $ref to a file or URL is an
+// error, never a read.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref to %s: schemas must be self-contained (no external references)", url)
+}
+
+// jsonValue converts a YAML- or JSON-decoded value into plain JSON types
+// (as encoding/json would decode it), or says why it cannot.
+func jsonValue(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, errors.New("is not a JSON-compatible value (mapping keys must be strings)")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, errors.New("is not a JSON object")
+	}
+	return m, nil
+}
+
+// compileSchema compiles a schema (plain JSON types) with the draft it
+// names, 2020-12 when it names none.
+func compileSchema(name string, schema map[string]any) (*jsonschema.Schema, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	url := "agentq:///" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	return s, nil
+}
+
+// loadSchema reads a schema file named by a spec: JSON or YAML, at most
+// limit bytes, relative to dir.
+func loadSchema(dir, path string, limit int) (map[string]any, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("is a path (%q), but this spec was not read from a file: inline the schema", path)
+	}
+	full := path
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(dir, path)
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", path, errors.Unwrap(err))
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(f, int64(limit)+1)); err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	if buf.Len() > limit {
+		return nil, fmt.Errorf("%s is over %d bytes", path, limit)
+	}
+	var v any
+	if err := yaml.Unmarshal(buf.Bytes(), &v); err != nil {
+		return nil, fmt.Errorf("%s is not JSON or YAML: %s", path, oneLine(err.Error()))
+	}
+	m, err := jsonValue(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s %v", path, err)
+	}
+	return m, nil
+}
+
+// ParseJSONAnswer reads a step's JSON answer: the whole text must be one
+// JSON document; surrounding white space and a single Markdown code fence
+// (```json … ```) are allowed, prose is not. Numbers keep their precision
+// (json.Number).
+func ParseJSONAnswer(text string) (any, error) {
+	t := strings.TrimSpace(text)
+	if strings.HasPrefix(t, "```") && strings.HasSuffix(t, "```") && len(t) >= 6 {
+		t = strings.TrimSpace(strings.TrimSuffix(t[3:], "```"))
+		if i := strings.IndexByte(t, '\n'); i >= 0 && !strings.ContainsAny(t[:i], "{[\"") {
+			t = t[i+1:] // the fence's language tag
+		}
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(t))
+	if err != nil {
+		return nil, fmt.Errorf("not a JSON document: %v", err)
+	}
+	return v, nil
+}
+
+// checker is the Output check for a json step: the answer parses, and
+// matches the schema when there is one.
+func checker(schema *jsonschema.Schema) func(string) error {
+	return func(text string) error {
+		v, err := ParseJSONAnswer(text)
+		if err != nil {
+			return err
+		}
+		if schema != nil {
+			if err := schema.Validate(v); err != nil {
+				return fmt.Errorf("does not match the schema: %s", oneLine(validationText(err)))
+			}
+		}
+		return nil
+	}
+}
+
+// validationText drops the library's first line (which names the
+// schema's internal URL) and keeps the reasons.
+func validationText(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "- "))
+}
+
+// outputRequest is the llmclient.Output for a json step.
+func (st *Step) outputRequest() *llmclient.Output {
+	if !st.wantsJSON() {
+		return nil
+	}
+	o := &llmclient.Output{Name: st.ID, Check: checker(st.schema)}
+	if m, ok := st.Output.Schema.(map[string]any); ok {
+		o.Schema = m
+	}
+	return o
+}
+
+func (st *Step) toolsRequest() []llmclient.Tool {
+	var out []llmclient.Tool
+	for _, t := range st.Tools {
+		out = append(out, llmclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	return out
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n- ", "; ")), " ")
+}

@@ -36,6 +36,9 @@ type DeadLetterDetail struct {
 	// StepError is the step's recorded error: every call of its last
 	// attempt, each with the provider's status, type, code and message.
 	StepError string `json:"step_error"`
+	// RejectedOutput is, for a step dead-lettered as invalid_output, the
+	// last answer that failed its output check.
+	RejectedOutput string `json:"rejected_output,omitempty"`
 }
 
 // ErrNoDeadLetter is returned for a task that is not in the archive.
@@ -138,9 +141,12 @@ func (c *Client) DeadLetterDetail(ctx context.Context, taskID string) (*DeadLett
 	}
 	views := map[string]StepView{}
 	for _, s := range wf.Steps {
-		views[s.ID] = StepView{Output: s.Output, Degraded: s.Degraded, Missing: s.State != store.StepDone}
+		views[s.ID] = viewOf(spec, s.ID, s.Output, s.Degraded, s.State != store.StepDone)
 		if s.ID == d.Step {
 			out.StepError = s.Error
+			if s.State == store.StepDead {
+				out.RejectedOutput = s.Output
+			}
 		}
 	}
 	if out.System, err = render(st.systemT, spec.Input, views); err != nil {

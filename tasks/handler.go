@@ -149,11 +149,7 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
-		v := StepView{Output: d.Output, Degraded: d.Degraded, Missing: d.State != store.StepDone}
-		if dep, ok := spec.Step(id); ok && dep.wantsJSON() && !v.Missing && !v.Degraded {
-			v.JSON, _ = ParseJSONAnswer(d.Output) // validated when it was stored
-		}
-		views[id] = v
+		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
 	system, err := render(st.systemT, spec.Input, views)
 	var prompt string
@@ -233,7 +229,14 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 // deadLetter settles the step as dead and archives the task with the reason.
 func (h *Handler) deadLetter(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, class retry.Class, err error, attempt int) error {
 	reason := fmt.Sprintf("%s: %v", class, err)
-	if serr := h.settle(ctx, p, spec, st, r, store.Outcome{Done: false, Optional: st.Optional, Error: reason}, attempt, class); serr != nil {
+	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason}
+	if class == retry.InvalidOutput {
+		o.Output = rejectedOutput(err)
+		if len(o.Output) > h.o.MaxOutputBytes {
+			o.Output = strings.ToValidUTF8(o.Output[:h.o.MaxOutputBytes], "")
+		}
+	}
+	if serr := h.settle(ctx, p, spec, st, r, o, attempt, class); serr != nil {
 		return serr
 	}
 	h.o.Logger.Error("step dead-lettered", "wf", p.Workflow, "step", p.Step, "class", class, "err", err)

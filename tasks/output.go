@@ -272,3 +272,21 @@ func (st *Step) toolsRequest() []llmclient.Tool {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n- ", "; ")), " ")
 }
+
+// rejectedOutput is the last answer in err that failed an output check.
+func rejectedOutput(err error) string {
+	var re *llmclient.RouteError
+	if errors.As(err, &re) {
+		for i := len(re.Attempts) - 1; i >= 0; i-- {
+			var inv *llmclient.InvalidOutputError
+			if errors.As(re.Attempts[i], &inv) {
+				return inv.Output
+			}
+		}
+	}
+	var inv *llmclient.InvalidOutputError
+	if errors.As(err, &inv) {
+		return inv.Output
+	}
+	return ""
+}

@@ -18,6 +18,16 @@ type StepView struct {
 	Missing  bool // an optional step that was dead-lettered
 }
 
+// viewOf is what a prompt sees of step id's record: for a JSON step that
+// answered, .JSON holds the parsed answer (validated when it was stored).
+func viewOf(spec *Spec, id, output string, degraded, missing bool) StepView {
+	v := StepView{Output: output, Degraded: degraded, Missing: missing}
+	if st, ok := spec.Step(id); ok && st.wantsJSON() && !missing && !degraded {
+		v.JSON, _ = ParseJSONAnswer(output)
+	}
+	return v
+}
+
 // promptData is the template's dot.
 type promptData struct {
 	Input map[string]any

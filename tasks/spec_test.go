@@ -1,6 +1,9 @@
 package tasks
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -131,4 +134,104 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatal("accepted a spec without steps or with a cycle")
 		}
 	})
+}
+
+const jsonSpec = `name: structured
+defaults: { route: report }
+steps:
+  - id: sql
+    prompt: "SQL for {{ .Input.q }}"
+    output:
+      format: json
+      schema: { type: object, required: [query], properties: { query: { type: string } } }
+  - id: use
+    depends_on: [sql]
+    prompt: "Run {{ .Steps.sql.JSON.query }}"
+`
+
+func TestStructuredOutputSpecErrors(t *testing.T) {
+	cases := []struct{ name, spec, want string }{
+		{"schema does not compile", strings.Replace(jsonSpec, "type: string", "type: strang", 1), `steps[0] (sql).output.schema: does not compile`},
+		{"bad format", strings.Replace(jsonSpec, "format: json", "format: xml", 1), `steps[0] (sql).output.format: "xml" is not text or json`},
+		{"schema without json", strings.Replace(jsonSpec, "format: json", "format: text", 1), `steps[0] (sql).output.schema: needs format: json`},
+		{"unknown output field", strings.Replace(jsonSpec, "format: json", "format: text\n      schema_x: 1", 1), `unknown field "schema_x"`},
+		{"external ref", strings.Replace(jsonSpec, "{ type: string }", `{ $ref: "http://example.invalid/s.json" }`, 1), `schemas must be self-contained`},
+		{"schema path without a file", strings.Replace(jsonSpec, "schema: { type: object, required: [query], properties: { query: { type: string } } }", "schema: sql.schema.json", 1), `is a path ("sql.schema.json"), but this spec was not read from a file`},
+		{"unknown step field", strings.Replace(jsonSpec, ".JSON.query", ".Json.query", 1), `.Steps.sql.Json is not available`},
+		{"temperature", strings.Replace(jsonSpec, "    prompt: \"SQL", "    temperature: 3\n    prompt: \"SQL", 1), `steps[0] (sql).temperature: 3 is not between 0 and 2`},
+		{"tool name", strings.Replace(jsonSpec, "    prompt: \"SQL", "    tools: [ { name: \"get weather\" } ]\n    prompt: \"SQL", 1), `steps[0] (sql).tools[0].name: "get weather" is not a tool name`},
+		{"tool parameters", strings.Replace(jsonSpec, "    prompt: \"SQL", "    tools: [ { name: w, parameters: { type: string } } ]\n    prompt: \"SQL", 1), `tools[0].parameters: must be a JSON Schema of type object`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseSpec("w.yaml", []byte(c.spec), routes, Limits{})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			lines := problem.Lines(err)
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Fatalf("got %q, want one line containing %q", lines, c.want)
+			}
+		})
+	}
+	// .JSON of a step without output.format json
+	textDep := strings.Replace(jsonSpec, "format: json\n      schema: { type: object, required: [query], properties: { query: { type: string } } }", "format: text", 1)
+	if _, err := ParseSpec("w.yaml", []byte(textDep), routes, Limits{}); err == nil || !strings.Contains(err.Error(), "reads .Steps.sql.JSON, but step sql has no output.format json") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSchemaFromAFileIsInlined(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sql.schema.yaml"), []byte("type: object\nrequired: [query]\nproperties:\n  query: { type: string }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(jsonSpec, "schema: { type: object, required: [query], properties: { query: { type: string } } }", "schema: sql.schema.yaml", 1)
+	s, err := ParseSpec(filepath.Join(dir, "w.yaml"), []byte(y), routes, Limits{SchemaDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(s)
+	if !strings.Contains(string(b), `"schema":{"properties":{"query":{"type":"string"}},"required":["query"],"type":"object"}`) {
+		t.Fatalf("stored spec does not carry the schema inline: %s", b)
+	}
+	check := s.Steps[0].outputRequest().Check
+	for text, ok := range map[string]bool{
+		`{"query": "select 1"}`:                    true,
+		"```json\n{\"query\": \"select 1\"}\n```":  true,
+		`{"query": 1}`:                             false,
+		`Here it is: {"query": "select 1"}`:        false,
+		`{"query": "sel`:                           false,
+		`{"query": "select 1"} {"query": "again"}`: false,
+	} {
+		if err := check(text); (err == nil) != ok {
+			t.Errorf("check(%q) = %v, want ok=%v", text, err, ok)
+		}
+	}
+	missing := strings.Replace(y, "sql.schema.yaml", "nope.json", 1)
+	if _, err := ParseSpec("w.yaml", []byte(missing), routes, Limits{SchemaDir: dir}); err == nil || !strings.Contains(err.Error(), "output.schema: cannot read nope.json") {
+		t.Fatalf("missing schema file: %v", err)
+	}
+}
+
+func TestRenderJSONField(t *testing.T) {
+	spec, err := ParseSpec("w.yaml", []byte(jsonSpec), routes, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := viewOf(spec, "sql", `{"query": "select * from t", "n": 12345678901234567890}`, false, false)
+	out, err := render(spec.Steps[1].promptT, nil, map[string]StepView{"sql": v})
+	if err != nil || out != "Run select * from t" {
+		t.Fatalf("render = %q, %v", out, err)
+	}
+	// {{ call }} and friends cannot reach anything: the only data are maps
+	for _, bad := range []string{`{{ call .Steps.sql.JSON.query }}`, `{{ .Steps.sql.JSON.query.Method }}`} {
+		tmpl, err := parseTemplate("p", bad)
+		if err != nil {
+			continue
+		}
+		if _, err := render(tmpl, nil, map[string]StepView{"sql": v}); err == nil {
+			t.Errorf("%s rendered", bad)
+		}
+	}
 }

@@ -77,6 +77,9 @@ discard it and the workflow fails.`,
 				if d.StepError != "" && d.StepError != d.Reason {
 					fmt.Fprintf(w, "\nprovider responses:\n  %s\n", d.StepError)
 				}
+				if d.RejectedOutput != "" {
+					fmt.Fprintf(w, "\nrejected output (the last answer that failed the step's output check):\n%s\n", d.RejectedOutput)
+				}
 				if d.System != "" {
 					fmt.Fprintf(w, "\nsystem prompt:\n%s\n", d.System)
 				}

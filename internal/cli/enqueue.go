@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -62,7 +63,11 @@ reach Redis.`,
 			return err
 		}
 		// validate before connecting: bad input never touches Redis
-		spec, err := tasks.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), app.ClientOptions(cfg).Limits)
+		lim := app.ClientOptions(cfg).Limits
+		if args[0] != "-" {
+			lim.SchemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
+		}
+		spec, err := tasks.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), lim)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}

@@ -209,7 +209,7 @@ type Outcome struct {
 	// not been settled already.
 	OnlyIfOpen bool
 	Optional   bool
-	Output     string
+	Output     string // with Done false: the answer that was rejected, if any
 	ToolCalls  string // JSON list of the model's tool calls, if any
 	Degraded   bool
 	Error      string
@@ -238,6 +238,9 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		outcome = StepDead
 	}
 	fields := []any{"error", o.Error}
+	if !o.Done && o.Output != "" {
+		fields = append(fields, "output", o.Output) // the rejected answer, for review
+	}
 	if o.Done {
 		fields = append(fields, "output", o.Output, "tool_calls", o.ToolCalls, "degraded", b2s(o.Degraded), "target", o.Target,
 			"prompt_tokens", o.Usage.PromptTokens, "completion_tokens", o.Usage.CompletionTokens, "input_hash", o.InputHash)

@@ -43,9 +43,12 @@ demo: ## the embedded demo: a workflow through a scripted outage, no services ne
 
 FUZZTIME ?= 20s
 fuzz: ## run each fuzz target for FUZZTIME (default 20s)
-	$(GO) test -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME) ./tasks
-	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime $(FUZZTIME) ./retry
-	$(GO) test -run '^$$' -fuzz FuzzParseScenario -fuzztime $(FUZZTIME) ./internal/chaosllm
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzRenderTemplate$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJSONAnswer$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./retry
+	$(GO) test -run '^$$' -fuzz '^FuzzParseScenario$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
 
 clean: ## remove build output
 	rm -rf $(BIN)

@@ -124,14 +124,22 @@ func (a *agentqSide) begin(ctx context.Context) error {
 	return a.chaos.begin(a.sc.Providers)
 }
 
-// watchBreakers polls the shared breaker states every 50ms and keeps the
-// stretches each target spent open or half-open.
+// watchBreakers reads the shared breaker states whenever a worker
+// announces a change (and every 50ms besides) and keeps the stretches each
+// target spent open or half-open.
 func (a *agentqSide) watchBreakers(ctx context.Context) {
 	br := store.NewBreakers(a.rdb)
 	var names []string
 	for _, p := range a.sc.Providers {
 		names = append(names, p.Name)
 	}
+	poke := make(chan struct{}, 1)
+	_ = store.Subscribe(ctx, a.rdb, func(string, string) {
+		select {
+		case poke <- struct{}{}:
+		default:
+		}
+	}, store.BreakerChanges)
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -166,6 +174,7 @@ func (a *agentqSide) watchBreakers(ctx context.Context) {
 			a.brMu.Unlock()
 			return
 		case <-t.C:
+		case <-poke:
 		}
 	}
 }

@@ -1,0 +1,94 @@
+package tasks
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Garbage put into the queue by hand must be refused with a reason, never
+// crash the worker.
+func FuzzDecodePayload(f *testing.F) {
+	f.Add([]byte(`{"wf":"wf_abc","step":"sql"}`))
+	f.Add([]byte(`{"wf":"","step":"x"}`))
+	f.Add([]byte(`not json`))
+	f.Add([]byte(`{"wf":"a","step":"b","extra":[1,2,{"x":null}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodePayload(b)
+		if err == nil && (p.Workflow == "" || p.Step == "") {
+			t.Fatalf("accepted a payload without ids: %q", b)
+		}
+		if err != nil && err.Error() == "" {
+			t.Fatal("refusal without a reason")
+		}
+	})
+}
+
+// A template that passes the submit-time check renders without panicking
+// and reads nothing but .Input and .Steps: {{ call }}, {{ template }},
+// methods and other fields are refused at submit time or fail at render.
+func FuzzRenderTemplate(f *testing.F) {
+	f.Add("Q: {{ .Input.q }} A: {{ .Steps.a.Output }}", "why", `{"k": "v"}`)
+	f.Add(`{{ .Steps.a.JSON.k }} {{ range .Steps.a.JSON }}{{ . }}{{ end }}`, "x", `{"k": [1, 2]}`)
+	f.Add(`{{ call .Input.q }}`, "x", `{}`)
+	f.Add(`{{ template "x" }}`, "x", `{}`)
+	f.Add(`{{ .Env }}{{ printf "%v" .Input }}`, "x", `[]`)
+	f.Add(`{{ len .Steps.a.Output | printf "%d" }}{{ index .Steps.a.JSON "k" }}`, "x", `{"k": 1}`)
+	f.Fuzz(func(t *testing.T, text, input, answer string) {
+		refs, err := templateRefs("p", text)
+		if err != nil {
+			return // refused at submit time
+		}
+		for _, r := range refs {
+			if r.step != "a" {
+				return // not an ancestor: refused at submit time
+			}
+		}
+		tmpl, err := parseTemplate("p", text)
+		if err != nil {
+			t.Fatalf("checked template does not parse: %v", err)
+		}
+		v := StepView{Output: answer}
+		v.JSON, _ = ParseJSONAnswer(answer)
+		out, err := render(tmpl, map[string]any{"q": input}, map[string]StepView{"a": v})
+		if err == nil && len(out) > maxRenderedBytes {
+			t.Fatalf("rendered %d bytes, over the limit", len(out))
+		}
+		if err == nil && strings.Contains(text, "call") && strings.Contains(out, "func(") {
+			t.Fatalf("a function leaked into the prompt: %q", out)
+		}
+	})
+}
+
+// Any model answer is judged without panicking: either one JSON document
+// (possibly fenced) or an error that says why not.
+func FuzzParseJSONAnswer(f *testing.F) {
+	f.Add(`{"query": "select 1"}`)
+	f.Add("```json\n{\"a\": [1, 2.5, null]}\n```")
+	f.Add(`Sure! {"a": 1}`)
+	f.Add(`{"a": "trunc`)
+	f.Add("```")
+	f.Add(`[1] [2]`)
+	f.Fuzz(func(t *testing.T, text string) {
+		v, err := ParseJSONAnswer(text)
+		if err != nil {
+			if v != nil {
+				t.Fatal("a value with an error")
+			}
+			return
+		}
+		// what was accepted is JSON: it encodes, and decodes to the same
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot encode it: %v", text, err)
+		}
+		again, err := ParseJSONAnswer(string(b))
+		if err != nil {
+			t.Fatalf("re-encoded answer %s does not parse: %v", b, err)
+		}
+		b2, _ := json.Marshal(again)
+		if string(b) != string(b2) {
+			t.Fatalf("round trip changed the value: %s vs %s", b, b2)
+		}
+	})
+}

@@ -38,6 +38,32 @@ func Redis(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
 	return rdb, nil
 }
 
+// WaitForRedis is Redis, tried again with backoff (0.5s doubling to 10s)
+// until Redis answers, up to wait in all (wait ≤ 0: one try) or until ctx
+// ends. Each failed try is logged at warn level.
+func WaitForRedis(ctx context.Context, c config.Redis, wait time.Duration, log *slog.Logger) (redis.UniversalClient, error) {
+	deadline := time.Now().Add(wait)
+	delay := 500 * time.Millisecond
+	for {
+		rdb, err := Redis(ctx, c)
+		if err == nil || wait <= 0 {
+			return rdb, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, fmt.Errorf("%w (gave up after waiting %s)", err, wait)
+		}
+		d := min(delay, left)
+		log.Warn("Redis is not answering yet; trying again", "in", d, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (stopped while waiting: %v)", err, ctx.Err())
+		case <-time.After(d):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
 // Providers builds one adapter per configured provider. transport may be
 // nil (http.DefaultTransport).
 func Providers(cfg config.Config, transport http.RoundTripper) (map[string]llmclient.Provider, error) {

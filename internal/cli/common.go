@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -78,4 +79,16 @@ func (c *common) logger(cmd *cobra.Command) (*slog.Logger, error) {
 		return nil, usageErr("--log-level: %q is not debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewJSONHandler(c.env.Err, &slog.HandlerOptions{Level: l})), nil
+}
+
+// forever is what --wait-for-redis means without a value.
+const forever = 100 * 365 * 24 * time.Hour
+
+// addWaitForRedis registers --wait-for-redis: without it a command that
+// cannot reach Redis at start exits 3 at once; with it the command keeps
+// trying with backoff (alone: until Redis answers or the process is
+// stopped; with a duration: for that long, then exit 3).
+func addWaitForRedis(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "wait-for-redis", 0, "keep trying to reach Redis at start, with backoff: alone until it answers, or =DURATION for that long (--wait-for-redis=2m); without it, exit 3 at once")
+	cmd.Flags().Lookup("wait-for-redis").NoOptDefVal = forever.String()
 }

@@ -40,6 +40,8 @@ a token the dashboard listens on loopback only.`,
 	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
 	cmd.Flags().StringVar(&addr, "addr", ":8080", "listen address")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "refuse every change")
+	var waitFor time.Duration
+	addWaitForRedis(cmd, &waitFor)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := c.load(cmd)
 		if err != nil {
@@ -60,7 +62,7 @@ a token the dashboard listens on loopback only.`,
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "dashboard: AGENTQ_DASHBOARD_TOKEN is not set: listening on %s (loopback) only, changes allowed from there\n", addr)
 		}
-		rdb, err := app.Redis(cmd.Context(), cfg.Redis)
+		rdb, err := app.WaitForRedis(cmd.Context(), cfg.Redis, waitFor, log)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ func Worker(env Env) *cobra.Command {
 	var (
 		embedded bool
 		serve    bool
+		waitFor  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -36,6 +38,7 @@ workflow completed). With --serve it keeps running afterwards.`,
 	c := addCommon(cmd, &env)
 	cmd.Flags().BoolVar(&embedded, "embedded", false, "demo mode: in-process Redis and chaosllm, run the demo workflow")
 	cmd.Flags().BoolVar(&serve, "serve", false, "with --embedded: keep serving after the demo")
+	addWaitForRedis(cmd, &waitFor)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if serve && !embedded {
 			return usageErr("--serve only goes with --embedded")
@@ -65,7 +68,7 @@ workflow completed). With --serve it keeps running afterwards.`,
 			return err
 		}
 		defer stop(context.WithoutCancel(cmd.Context()))
-		return worker.Run(cmd.Context(), worker.Options{Config: cfg, Logger: log})
+		return worker.Run(cmd.Context(), worker.Options{Config: cfg, Logger: log, WaitForRedis: waitFor})
 	}
 	return cmd
 }

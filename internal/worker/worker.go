@@ -30,6 +30,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Redis, when set, is used instead of connecting to Config.Redis.
 	Redis redis.UniversalClient
+	// WaitForRedis, when positive, keeps trying to reach Config.Redis at
+	// start (with backoff) for up to this long; zero: one try.
+	WaitForRedis time.Duration
 	// Transport carries LLM calls; nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// Events hears each settled step; may be nil.
@@ -84,7 +87,7 @@ func Run(ctx context.Context, o Options) error {
 	rdb := o.Redis
 	if rdb == nil {
 		var err error
-		if rdb, err = app.Redis(ctx, cfg.Redis); err != nil {
+		if rdb, err = app.WaitForRedis(ctx, cfg.Redis, o.WaitForRedis, o.Logger); err != nil {
 			return err
 		}
 		defer rdb.Close()

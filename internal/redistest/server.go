@@ -1,0 +1,97 @@
+package redistest
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Server is a dedicated redis-server for one test, with arguments of the
+// test's choosing (a password, TLS, AOF), that the test can stop and start
+// again on the same port and data directory.
+type Server struct {
+	tb   testing.TB
+	bin  string
+	args []string
+	Port int
+	Dir  string
+	cmd  *exec.Cmd
+}
+
+// NewServer prepares a redis-server with --port, --bind 127.0.0.1, --dir
+// and then args; Start runs it. Without redis-server the test is skipped,
+// or failed under CI=true.
+func NewServer(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("CI=true but redis-server is missing")
+		}
+		tb.Skip("this test needs its own redis-server")
+	}
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{tb: tb, bin: bin, args: args, Port: port, Dir: tb.TempDir()}
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
+
+// Start runs the server (again) and returns once its port accepts
+// connections.
+func (s *Server) Start() {
+	s.tb.Helper()
+	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir, "--logfile", ""}, s.args...)
+	s.cmd = exec.Command(s.bin, args...)
+	if err := s.cmd.Start(); err != nil {
+		s.tb.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("redis-server on %s did not listen within 10s", s.Addr())
+		}
+		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+	}
+}
+
+// Stop ends the server with SIGTERM, as an orchestrator does (Redis
+// flushes its append-only file first), and waits for it.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+	s.cmd = nil
+}
+
+// Kill ends the server at once (SIGKILL).
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}

@@ -119,7 +119,7 @@ var anthropicDialect = &dialect{
 	streamError: func(w http.ResponseWriter, typ, msg string) {
 		sse(w, "error", map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
 	},
-	authError: func() (int, any) {
+	authError: func(string) (int, any) {
 		return http.StatusUnauthorized, map[string]any{"type": "error", "error": map[string]string{"type": "authentication_error", "message": "invalid x-api-key"}}
 	},
 }

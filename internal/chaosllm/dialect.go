@@ -38,7 +38,9 @@ type dialect struct {
 	// streamError writes an error event into a started stream.
 	streamError func(w http.ResponseWriter, typ, msg string)
 	// authStatus is what a rejected key gets.
-	authError func() (status int, body any)
+	// authError is what a rejected key gets (OpenAI echoes the key, as
+	// some providers and proxies do: clients must scrub it).
+	authError func(key string) (status int, body any)
 }
 
 func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
@@ -63,7 +65,7 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.count(ep, key, "unauthorized", in)
-		status, b := d.authError()
+		status, b := d.authError(key)
 		writeJSON(w, status, b)
 		return
 	}

@@ -106,8 +106,8 @@ var openAIDialect = &dialect{
 	streamError: func(w http.ResponseWriter, typ, msg string) {
 		sse(w, "", map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
 	},
-	authError: func() (int, any) {
-		return http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "Incorrect API key provided.", "type": "invalid_request_error", "param": nil, "code": "invalid_api_key"}}
+	authError: func(key string) (int, any) {
+		return http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "Incorrect API key provided: " + key + ". You can find your API key in your account settings.", "type": "invalid_request_error", "param": nil, "code": "invalid_api_key"}}
 	},
 }
 

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -145,8 +146,9 @@ func Config(chaosURL string, db redistest.DB) (config.Config, error) {
 // Options tune Start.
 type Options struct {
 	Scenario  chaosllm.Scenario
-	NoWorker  bool // start everything but the worker
-	LogOutput bool // send worker logs to stderr (debugging)
+	NoWorker  bool      // start everything but the worker
+	LogOutput bool      // send worker logs to stderr (debugging)
+	LogTo     io.Writer // send worker logs here, as JSON at debug level (must be safe for concurrent writes)
 	// Middleware wraps the worker's step handler (fault injection).
 	Middleware func(asynq.Handler) asynq.Handler
 	// Metrics serves the worker's /metrics on a loopback port (MetricsURL).
@@ -219,6 +221,9 @@ func (e *Env) StartWorker(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	if e.opts.LogOutput {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if e.opts.LogTo != nil {
+		log = slog.New(slog.NewJSONHandler(e.opts.LogTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})

@@ -52,6 +52,17 @@ type Redis struct {
 	Cluster []string `yaml:"cluster"`
 	// Sentinel, when set, finds the master through Redis Sentinel.
 	Sentinel *Sentinel `yaml:"sentinel"`
+	// TLS, when set, turns TLS on (as a rediss:// URL does) and says whom
+	// to trust; nil with a rediss:// URL trusts the system's roots.
+	TLS *RedisTLS `yaml:"tls"`
+}
+
+// RedisTLS configures TLS to Redis. Files are PEM.
+type RedisTLS struct {
+	CAFile     string `yaml:"ca_file"`     // CAs to trust; empty: the system's roots
+	CertFile   string `yaml:"cert_file"`   // a client certificate, for servers that ask (tls-auth-clients)
+	KeyFile    string `yaml:"key_file"`    // its key
+	ServerName string `yaml:"server_name"` // the name to verify; empty: the host connected to
 }
 
 // Sentinel names a master and the sentinels that watch it.
@@ -247,6 +258,14 @@ func (c *Config) validate() error {
 		}
 	} else if c.Redis.Addr == "" {
 		bad("redis.addr", "is empty (set redis.addr or redis.url)")
+	}
+	if t := c.Redis.TLS; t != nil {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			bad("redis.tls", "cert_file and key_file go together")
+		}
+		if _, err := t.Config(); err != nil {
+			bad("redis.tls", "%v", err)
+		}
 	}
 	seen := map[string]bool{}
 	for i, p := range c.Providers {

@@ -1,7 +1,11 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -22,15 +26,51 @@ func (r Redis) Options() (*redis.Options, error) {
 			o.Username = r.Username
 		}
 		o.DialTimeout = r.DialTimeout.D()
+		if r.TLS != nil {
+			if o.TLSConfig, err = r.TLS.Config(); err != nil {
+				return nil, err
+			}
+		}
 		return o, nil
 	}
-	return &redis.Options{
+	o := &redis.Options{
 		Addr:        r.Addr,
 		Username:    r.Username,
 		Password:    r.Password.Reveal(),
 		DB:          r.DB,
 		DialTimeout: r.DialTimeout.D(),
-	}, nil
+	}
+	if r.TLS != nil {
+		var err error
+		if o.TLSConfig, err = r.TLS.Config(); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Config builds the TLS configuration: TLS 1.2 or later, the CA file's
+// certificates as roots when given, the client certificate when given.
+func (t *RedisTLS) Config() (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", errors.Unwrap(err))
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" && t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file/key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // Universal returns options for a standalone server, a Sentinel-watched

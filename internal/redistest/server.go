@@ -42,6 +42,16 @@ func NewServer(tb testing.TB, args ...string) *Server {
 	return s
 }
 
+// SetArg replaces every argument equal to placeholder (e.g. "PORT", for
+// --tls-port) with value.
+func (s *Server) SetArg(placeholder, value string) {
+	for i, a := range s.args {
+		if a == placeholder {
+			s.args[i] = value
+		}
+	}
+}
+
 // Addr is host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
 

@@ -57,4 +57,3 @@ func schemaHint(req Request) string {
 	}
 	return ", matching the JSON Schema you were given"
 }
-

@@ -259,6 +259,25 @@ func withSettleMargin(ctx context.Context) (context.Context, context.CancelFunc)
 // settleTimeout bounds bookkeeping that must outlive the attempt's deadline.
 const settleTimeout = 5 * time.Second
 
+// untilStored runs an idempotent write until it succeeds, it fails for a
+// reason other than reaching Redis (a missing workflow), or ctx ends:
+// 100ms, doubling to 1s, between tries.
+func untilStored(ctx context.Context, write func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || errors.Is(err, store.ErrNotFound) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
 // settle records the outcome and enqueues the dependents it made ready.
 // It runs even when the attempt's context has ended (a timeout must still
 // be recorded), bounded by settleTimeout.
@@ -270,7 +289,16 @@ func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r
 		ds, _ := spec.Step(d)
 		deps = append(deps, store.Dependent{ID: d, Deps: ds.DependsOn})
 	}
-	state, ready, err := h.o.Store.Settle(ctx, p.Workflow, st.ID, o, deps)
+	var (
+		state string
+		ready []string
+	)
+	// both writes are idempotent, so a Redis that is restarting is waited
+	// for (within settleTimeout) rather than losing an answer already paid for
+	err := untilStored(ctx, func() (err error) {
+		state, ready, err = h.o.Store.Settle(ctx, p.Workflow, st.ID, o, deps)
+		return err
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -281,8 +309,10 @@ func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r
 		h.o.BeforeEnqueue(p.Workflow, st.ID, ready)
 	}
 	for _, d := range ready {
-		if err := enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention()); err != nil {
-			return err // retried: the settle is idempotent and returns d again
+		if err := untilStored(ctx, func() error {
+			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention())
+		}); err != nil {
+			return err // retried by asynq: the settle is idempotent and returns d again
 		}
 	}
 	stepState := store.StepDone

@@ -126,6 +126,7 @@ func TestCrashBetweenSettleAndEnqueueStillRunsTheBodyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits about a minute for asynq to recover the crashed worker's task")
 	}
+	t.Parallel() // the minute's wait overlaps the other crash drill's
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	id := e.Submit(t, e.Spec(chordSpec(5)))
 	// a worker process that exits the moment the last member settled,

@@ -155,6 +155,9 @@ type Options struct {
 	Metrics bool
 	// Cluster runs everything on a throwaway three-master Redis Cluster.
 	Cluster bool
+	// RedisAddr, when set, is a Redis of the test's own (database 0), e.g.
+	// a redistest.Server it restarts.
+	RedisAddr string
 }
 
 // Start builds the environment.
@@ -164,10 +167,16 @@ func Start(t *testing.T, o Options) *Env {
 		db  redistest.DB
 		rdb redis.UniversalClient
 	)
-	if o.Cluster {
+	switch {
+	case o.RedisAddr != "":
+		db = redistest.DB{Addr: o.RedisAddr, Kind: "redis-server"}
+		c := redis.NewClient(db.Options())
+		t.Cleanup(func() { c.Close() })
+		rdb = c
+	case o.Cluster:
 		cc, addrs := redistest.Cluster(t)
 		rdb, db = cc, redistest.DB{Addr: addrs[0], Kind: "cluster"}
-	} else {
+	default:
 		var c *redis.Client
 		db, c = redistest.New(t)
 		rdb = c

@@ -1,0 +1,176 @@
+package tasks_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+// SIGKILL a worker process while a chord member's LLM call is in flight:
+// asynq's recoverer brings the task back, the member runs again (its call
+// had not finished, so it is called again), and the body runs exactly once.
+func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits about a minute for asynq to recover the killed worker's task")
+	}
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
+	spec := e.Spec(strings.Replace(chordSpec(3), "defaults: { route: solo }", "defaults: { route: solo, timeout: 10s }", 1))
+	id := e.Submit(t, spec)
+	p := startWorkerProcess(t, e, 4)
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Chaos.Snapshot().Count("openai", "", "hang") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no call reached chaosllm")
+		}
+		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	killed := time.Now()
+	wf, _ := e.Store.Get(context.Background(), id)
+	var hung string
+	for _, s := range wf.Steps[:3] {
+		if s.State == store.StepRunning {
+			hung = s.ID
+		}
+	}
+	if hung == "" || wf.Steps[3].State != store.StepPending {
+		t.Fatalf("after the kill: %+v (want one member running, the body pending)", wf.Steps)
+	}
+	e.StartWorker(t)
+	wf = e.Wait(t, id, 150*time.Second, store.StateCompleted)
+	t.Logf("step %s recovered and the workflow completed %.1fs after the SIGKILL", hung, time.Since(killed).Seconds())
+	st := e.Chaos.Snapshot()
+	if ok, hang := st.Count("openai", "", "ok"), st.Count("openai", "", "hang")+st.Count("openai", "", "client_gone"); ok != 4 || hang != 1 {
+		t.Fatalf("chaosllm: %d answers (want 4: three members and the body), %d hung calls (want 1); %+v", ok, hang, st.Calls)
+	}
+	for _, s := range wf.Steps {
+		want := 1
+		if s.ID == hung {
+			want = 2
+		}
+		if s.Attempts != want {
+			t.Errorf("step %s ran %d times, want %d", s.ID, s.Attempts, want)
+		}
+	}
+}
+
+// Restart Redis (append-only file, fsync every second; stopped with
+// SIGTERM as an orchestrator does) while workflows run: every workflow
+// completes once it is back, workers and the dashboard reconnect by
+// themselves, nothing is lost.
+func TestRedisRestartMidRun(t *testing.T) {
+	srv := redistest.NewServer(t, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
+	srv.Start()
+	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Latency: chaosllm.Fixed(200 * time.Millisecond)}}}})
+	dash, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dash.Close()
+	hs := httptest.NewServer(dash)
+	defer hs.Close()
+
+	const n = 20
+	chain := "name: chain\ndefaults: { route: solo }\nsteps:\n  - { id: a, prompt: \"a {{ .Input.n }}\" }\n" +
+		"  - { id: b, depends_on: [a], prompt: \"b {{ .Steps.a.Output }}\" }\n  - { id: c, depends_on: [b], prompt: \"c {{ .Steps.b.Output }}\" }\n"
+	var ids []string
+	for i := 0; i < n; i++ {
+		spec := e.Spec(chain)
+		spec.Input = map[string]any{"n": i}
+		ids = append(ids, e.Submit(t, spec))
+	}
+	// let some steps finish, then take Redis away for two seconds
+	deadline := time.Now().Add(20 * time.Second)
+	for e.Chaos.Snapshot().Count("openai", "", "ok") < n {
+		if time.Now().After(deadline) {
+			t.Fatal("the workflows did not get going")
+		}
+		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+	}
+	srv.Stop()
+	outage := time.NewTimer(2 * time.Second) // the outage's length, not a wait for anything
+	<-outage.C
+	srv.Start()
+
+	completed := 0
+	for _, id := range ids {
+		wf := e.Wait(t, id, 90*time.Second, store.StateCompleted)
+		if wf.State == store.StateCompleted {
+			completed++
+		}
+	}
+	if completed != n {
+		t.Fatalf("%d of %d workflows completed", completed, n)
+	}
+	// every step answered; a call cut off by the outage may have been made
+	// again, but never more than the steps in flight at the time (8)
+	if ok := e.Chaos.Snapshot().Count("openai", "", "ok"); ok < 3*n || ok > 3*n+8 {
+		t.Fatalf("%d answers for %d steps", ok, 3*n)
+	}
+	// the dashboard reconnected too
+	resp, err := http.Get(hs.URL + "/workflows/" + ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "completed") {
+		t.Fatalf("dashboard after the restart: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// Garbage put into the queue by hand is dead-lettered with a reason and
+// the worker goes on serving real workflows.
+func TestGarbageTasksAreDeadLetteredAndTheWorkerGoesOn(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	garbage := map[string]string{
+		"not-json":   "this is not JSON \x00\xff",
+		"no-ids":     `{"wf": "", "step": ""}`,
+		"wrong-type": `["wf", "step"]`,
+		"huge":       `{"wf": "` + strings.Repeat("x", 1<<16) + `"}`,
+	}
+	for name, payload := range garbage {
+		if _, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeStep, []byte(payload)), asynq.TaskID("garbage-"+name), asynq.MaxRetry(3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q, err := insp.GetQueueInfo("default")
+		if err == nil && q.Archived == len(garbage) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("garbage not dead-lettered: %+v %v", q, err)
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
+	for name := range garbage {
+		info, err := insp.GetTaskInfo("default", "garbage-"+name)
+		if err != nil || info.State != asynq.TaskStateArchived || info.Retried != 0 || !strings.Contains(info.LastErr, "payload") {
+			t.Errorf("%s: %+v %v (want archived at once, with the reason)", name, info, err)
+		}
+	}
+	id := e.Submit(t, e.Spec(step("solo", "")))
+	e.Wait(t, id, 10*time.Second, store.StateCompleted)
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"go.uber.org/goleak"
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/redistest"
@@ -24,16 +23,7 @@ func TestMain(m *testing.M) {
 		workerChild()
 		return
 	}
-	code := redistest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.Main(m))
 }
 
 const oneStep = `

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +117,13 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	r := spec.resolve(st)
 	taskID, _ := asynq.GetTaskID(ctx)
-	a, err := h.o.Store.Begin(ctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
+	var a *store.Attempt
+	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
+	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again
+		a, err = h.o.Store.Begin(bctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
+		return err
+	})
+	bcancel()
 	var busy *store.BusyError
 	if errors.As(err, &busy) {
 		// a duplicate delivery while another task runs the step: look again
@@ -259,14 +267,15 @@ func withSettleMargin(ctx context.Context) (context.Context, context.CancelFunc)
 // settleTimeout bounds bookkeeping that must outlive the attempt's deadline.
 const settleTimeout = 5 * time.Second
 
-// untilStored runs an idempotent write until it succeeds, it fails for a
-// reason other than reaching Redis (a missing workflow), or ctx ends:
-// 100ms, doubling to 1s, between tries.
+// untilStored runs an idempotent write until it succeeds, fails for a
+// reason other than Redis being unreachable, or ctx ends: 100ms, doubling
+// to 1s, between tries. A Redis restart then costs a step a few seconds,
+// not a failed attempt.
 func untilStored(ctx context.Context, write func() error) error {
 	delay := 100 * time.Millisecond
 	for {
 		err := write()
-		if err == nil || errors.Is(err, store.ErrNotFound) || ctx.Err() != nil {
+		if err == nil || !redisUnavailable(err) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -276,6 +285,14 @@ func untilStored(ctx context.Context, write func() error) error {
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// redisUnavailable reports an error that says Redis could not be reached
+// or is still loading its data, as opposed to an answer.
+func redisUnavailable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.HasPrefix(err.Error(), "LOADING ") || strings.Contains(err.Error(), "LOADING Redis is loading")
 }
 
 // settle records the outcome and enqueues the dependents it made ready.

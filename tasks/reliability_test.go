@@ -79,7 +79,8 @@ func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
 func TestRedisRestartMidRun(t *testing.T) {
 	srv := redistest.NewServer(t, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 	srv.Start()
-	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+	var logs lockedBuffer
+	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), LogTo: &logs, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Latency: chaosllm.Fixed(200 * time.Millisecond)}}}})
 	dash, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: srv.Addr()}})
 	if err != nil {
@@ -110,10 +111,32 @@ func TestRedisRestartMidRun(t *testing.T) {
 	outage := time.NewTimer(2 * time.Second) // the outage's length, not a wait for anything
 	<-outage.C
 	srv.Start()
+	defer func() {
+		if t.Failed() {
+			t.Logf("redis-server's log:\n%s", srv.Log())
+		}
+	}()
 
 	completed := 0
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, id := range ids {
+			for _, s := range []string{"a", "b", "c"} {
+				info, err := insp.GetTaskInfo("default", tasks.TaskID(id, s))
+				if err == nil {
+					t.Logf("%s/%s: %s retried %d last error %q", id, s, info.State, info.Retried, info.LastErr)
+				}
+			}
+		}
+		t.Logf("worker logs:\n%s", logs.String())
+	}()
 	for _, id := range ids {
-		wf := e.Wait(t, id, 90*time.Second, store.StateCompleted)
+		// usually seconds; up to asynq's recovery (60–120s) for a step whose
+		// attempt failed while Redis was away (see docs/operations.md)
+		wf := e.Wait(t, id, 150*time.Second, store.StateCompleted)
 		if wf.State == store.StateCompleted {
 			completed++
 		}

@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"go.uber.org/goleak"
 	"net"
 	"os"
 	"os/exec"
@@ -40,12 +41,28 @@ var (
 	nextDB = 1
 )
 
-// Main runs a package's tests and stops the package's server afterwards.
-// Use it from TestMain: os.Exit(redistest.Main(m)).
+// Main runs a package's tests, stops the package's server afterwards and,
+// when every test passed, fails the run if goroutines were left behind
+// (goleak; idle HTTP keep-alive connections aside). Use it from TestMain:
+// os.Exit(redistest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	Stop()
+	if code == 0 {
+		if err := Leaks(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	return code
+}
+
+// Leaks reports goroutines still running, but for idle HTTP keep-alive
+// connections of the default transport (closed by the process's end).
+func Leaks() error {
+	return goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
 // Stop stops the server this package started, if any.

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -52,6 +53,12 @@ func (s *Server) SetArg(placeholder, value string) {
 	}
 }
 
+// Log is what the server printed so far (every run).
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	return string(b)
+}
+
 // Addr is host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
 
@@ -61,6 +68,12 @@ func (s *Server) Start() {
 	s.tb.Helper()
 	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir, "--logfile", ""}, s.args...)
 	s.cmd = exec.Command(s.bin, args...)
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "redis.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer logf.Close()
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -313,11 +314,19 @@ func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...strin
 	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	var last *store.Workflow
+	var (
+		last    *store.Workflow
+		lastErr error
+	)
 	for time.Now().Before(deadline) {
 		wf, err := e.Store.Get(t.Context(), id)
-		if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
+		}
+		if err != nil { // Redis away (a restart drill): look again until the deadline
+			lastErr = err
+			<-tick.C
+			continue
 		}
 		last = wf
 		for _, s := range states {
@@ -327,6 +336,6 @@ func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...strin
 		}
 		<-tick.C
 	}
-	t.Fatalf("workflow %s did not reach %v within %s; last: %+v", id, states, limit, last)
+	t.Fatalf("workflow %s did not reach %v within %s; last: %+v (last error: %v)", id, states, limit, last, lastErr)
 	return nil
 }

@@ -31,7 +31,7 @@ func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
 		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
 	spec := e.Spec(strings.Replace(chordSpec(3), "defaults: { route: solo }", "defaults: { route: solo, timeout: 10s }", 1))
 	id := e.Submit(t, spec)
-	p := startWorkerProcess(t, e, 4)
+	p := startWorkerProcess(t, e, 1) // one step at a time: only the hung member is in flight at the kill
 	deadline := time.Now().Add(10 * time.Second)
 	for e.Chaos.Snapshot().Count("openai", "", "hang") == 0 {
 		if time.Now().After(deadline) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -233,5 +234,35 @@ func TestRenderJSONField(t *testing.T) {
 		if _, err := render(tmpl, nil, map[string]StepView{"sql": v}); err == nil {
 			t.Errorf("%s rendered", bad)
 		}
+	}
+}
+
+// Template injection: nothing beyond .Input and the ancestors' .Steps is
+// reachable, and text that arrives through inputs or outputs is never
+// executed as a template.
+func TestTemplateInjection(t *testing.T) {
+	refused := map[string]string{
+		`{{ template "x" }}`: "{{template}} is not allowed",
+		`{{ define "x" }}hi{{ end }}{{ block "y" . }}{{ end }}`: "{{template}} is not allowed",
+		`{{ .Steps }}`:            ".Steps is not available",
+		`{{ .Env.HOME }}`:         ".Env.HOME is not available",
+		`{{ .Steps.sql.Prompt }}`: ".Steps.sql.Prompt is not available",
+	}
+	for text, want := range refused {
+		y := strings.Replace(jsonSpec, `"Run {{ .Steps.sql.JSON.query }}"`, strconv.Quote(text), 1)
+		if _, err := ParseSpec("w.yaml", []byte(y), routes, Limits{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", text, err, want)
+		}
+	}
+	// accepted at submit time, but nothing to call at render time
+	tmpl, _ := parseTemplate("p", `{{ call .Input.q }}`)
+	if _, err := render(tmpl, map[string]any{"q": "os.Exit"}, nil); err == nil {
+		t.Error("{{ call }} on an input rendered")
+	}
+	// an input or an upstream answer that looks like a template stays text
+	tmpl, _ = parseTemplate("p", `Q: {{ .Input.q }} A: {{ .Steps.a.Output }}`)
+	out, err := render(tmpl, map[string]any{"q": "{{ .Env }}"}, map[string]StepView{"a": {Output: `{{ template "x" }}`}})
+	if err != nil || out != `Q: {{ .Env }} A: {{ template "x" }}` {
+		t.Fatalf("render = %q, %v", out, err)
 	}
 }

@@ -123,3 +123,23 @@ func (h healthStoreAdapter) Add(ctx context.Context, batches []HealthBatch, ttl 
 	}
 	return h.HealthStats.Add(ctx, adds, ttl)
 }
+
+// An invalid answer counts against the target's health (quality), while
+// key problems and cancellations do not.
+func TestInvalidOutputLowersHealth(t *testing.T) {
+	h := NewHealth(nil, HealthConfig{Window: time.Minute, Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}}, nil, nil)
+	for i := 0; i < 10; i++ {
+		h.observe("p", "good", retry.OK, 10*time.Millisecond)
+		h.observe("p", "sloppy", retry.OK, 10*time.Millisecond)
+		h.observe("p", "sloppy", retry.InvalidOutput, 10*time.Millisecond)
+		h.observe("p", "keyless", retry.OK, 10*time.Millisecond)
+		h.observe("p", "keyless", retry.RateLimited, 10*time.Millisecond)
+	}
+	if err := h.Sync(context.Background(), []string{"p"}); err != nil {
+		t.Fatal(err)
+	}
+	good, sloppy, keyless := h.Score("p", "good"), h.Score("p", "sloppy"), h.Score("p", "keyless")
+	if !(sloppy < good) || keyless != good {
+		t.Fatalf("scores: good %.3f, sloppy %.3f (want lower), keyless %.3f (want = good)", good, sloppy, keyless)
+	}
+}

@@ -116,15 +116,7 @@ func BenchmarkRoutingDecision(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ok, _ := br.allow(ctx, "openai", "gpt-4.1")
-		now := time.Now()
-		pick := -1
-		for i, id := range ids {
-			if usable, _, _ := keys.check("openai", id, now); usable {
-				pick = i
-				break
-			}
-		}
-		if !ok || pick != 1 {
+		if pick := firstUsable(keys, ids); !ok || pick != 1 {
 			b.Fatal("wrong decision")
 		}
 	}
@@ -140,18 +132,22 @@ func BenchmarkKeyPick(b *testing.B) {
 	keys.Cool(ctx, "openai", ids[1], time.Now().Add(time.Hour))
 	b.ReportAllocs()
 	for b.Loop() {
-		now := time.Now()
-		pick := -1
-		for i, id := range ids {
-			if usable, _, _ := keys.check("openai", id, now); usable {
-				pick = i
-				break
-			}
-		}
-		if pick != 2 {
+		if firstUsable(keys, ids) != 2 {
 			b.Fatal("wrong key")
 		}
 	}
+}
+
+// firstUsable is the router's key pick: the first key neither cooling
+// nor disabled, or -1.
+func firstUsable(keys *KeyPools, ids []string) int {
+	now := time.Now()
+	for i, id := range ids {
+		if usable, _, _ := keys.check("openai", id, now); usable {
+			return i
+		}
+	}
+	return -1
 }
 
 // sony/gobreaker's Execute around a no-op, in the same run, for scale.

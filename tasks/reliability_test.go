@@ -79,7 +79,7 @@ func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
 func TestRedisRestartMidRun(t *testing.T) {
 	srv := redistest.NewServer(t, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 	srv.Start()
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), LogTo: &logs, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Latency: chaosllm.Fixed(200 * time.Millisecond)}}}})
 	dash, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: srv.Addr()}})

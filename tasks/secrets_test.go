@@ -1,12 +1,10 @@
 package tasks_test
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +18,6 @@ import (
 	"github.com/agentq/agentq/llmclient"
 )
 
-// lockedBuffer collects worker logs written from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // After a scripted outage in which providers reject a key and echo it back
 // (as some providers and proxies do), no API key's text is anywhere: not in
 // Redis (every key and value, task payloads and asynq's error messages
@@ -45,7 +25,7 @@ func (l *lockedBuffer) String() string {
 // answer (asynqmon's too). Keys are named by fingerprint only.
 func TestNoSecretAnywhereAfterAnOutage(t *testing.T) {
 	k1, k2 := testenv.Keys[0], testenv.Keys[1]
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, Scenario: chaosllm.Scenario{
 		Keys: []string{k2}, // k1 is rejected: 401 with the key echoed in the message
 		Timelines: []chaosllm.Timeline{

@@ -82,18 +82,21 @@ func TestSpecErrors(t *testing.T) {
 		{"no route anywhere", "name: x\nsteps:\n  - id: a\n    prompt: hi\n", `steps[0] (a).route: is empty`},
 		{"too big", "name: x\ninput: {a: \"" + strings.Repeat("x", 2<<20) + "\"}\n", `over the limit`},
 	}
+	wantOneProblem(t, cases)
+}
+
+// wantOneProblem parses each spec and wants exactly one problem line that
+// contains want.
+func wantOneProblem(t *testing.T, cases []struct{ name, spec, want string }) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseSpec("w.yaml", []byte(c.spec), routes, Limits{})
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			lines := problem.Lines(err)
-			if len(lines) != 1 {
-				t.Fatalf("want one problem, got %q", lines)
-			}
-			if !strings.Contains(lines[0], c.want) {
-				t.Errorf("got %q, want it to contain %q", lines[0], c.want)
+			if lines := problem.Lines(err); len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Fatalf("got %q, want one line containing %q", lines, c.want)
 			}
 		})
 	}
@@ -163,18 +166,7 @@ func TestStructuredOutputSpecErrors(t *testing.T) {
 		{"tool name", strings.Replace(jsonSpec, "    prompt: \"SQL", "    tools: [ { name: \"get weather\" } ]\n    prompt: \"SQL", 1), `steps[0] (sql).tools[0].name: "get weather" is not a tool name`},
 		{"tool parameters", strings.Replace(jsonSpec, "    prompt: \"SQL", "    tools: [ { name: w, parameters: { type: string } } ]\n    prompt: \"SQL", 1), `tools[0].parameters: must be a JSON Schema of type object`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseSpec("w.yaml", []byte(c.spec), routes, Limits{})
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			lines := problem.Lines(err)
-			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
-				t.Fatalf("got %q, want one line containing %q", lines, c.want)
-			}
-		})
-	}
+	wantOneProblem(t, cases)
 	// .JSON of a step without output.format json
 	textDep := strings.Replace(jsonSpec, "format: json\n      schema: { type: object, required: [query], properties: { query: { type: string } } }", "format: text", 1)
 	if _, err := ParseSpec("w.yaml", []byte(textDep), routes, Limits{}); err == nil || !strings.Contains(err.Error(), "reads .Steps.sql.JSON, but step sql has no output.format json") {

@@ -1,15 +1,11 @@
 package chaoscli_test
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/agentq/agentq/internal/redistest"
 )
 
-// TestMain fails the run if a test leaves goroutines behind (idle HTTP
-// keep-alive connections aside).
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
-}
+// TestMain fails the run if a test leaves goroutines behind.
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

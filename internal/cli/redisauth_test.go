@@ -38,9 +38,9 @@ func startChaos(t *testing.T) string {
 }
 
 // startWorker runs the worker command until the test ends.
-func startWorker(t *testing.T, vars map[string]string, args ...string) *syncBuffer {
+func startWorker(t *testing.T, vars map[string]string, args ...string) *testenv.Buffer {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testenv.Buffer
 	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	cmd := cli.Worker(env)
 	cmd.SetArgs(args)

@@ -1,11 +1,9 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,7 +70,7 @@ func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 func TestDashboardWithoutATokenBindsLoopback(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	vars, cfgPath := envFor(t, e)
-	var out, errOut syncBuffer
+	var out, errOut testenv.Buffer
 	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	cmd := cli.Dashboard(env)
 	cmd.SetArgs([]string{"--config", cfgPath, "--addr", "0.0.0.0:0"})
@@ -97,16 +95,3 @@ func TestDashboardWithoutATokenBindsLoopback(t *testing.T) {
 		t.Fatalf("out %q err %q", out.String(), errOut.String())
 	}
 }
-
-// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

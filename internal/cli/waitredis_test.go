@@ -35,7 +35,7 @@ func TestWorkerWaitsForRedis(t *testing.T) {
 	}
 
 	// alone: waits until Redis comes up, then runs
-	var out, errOut syncBuffer
+	var out, errOut testenv.Buffer
 	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	cmd := cli.Worker(env)
 	cmd.SetArgs([]string{"--config", cfg, "--wait-for-redis"})

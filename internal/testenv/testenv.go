@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -338,4 +339,24 @@ func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...strin
 	}
 	t.Fatalf("workflow %s did not reach %v within %s; last: %+v (last error: %v)", id, states, limit, last, lastErr)
 	return nil
+}
+
+// Buffer is a bytes.Buffer that a worker or command may write from many
+// goroutines while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -56,9 +56,7 @@ func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
 			case "properties":
 				schema.Properties = v
 			case "required":
-				for _, r := range asStrings(v) {
-					schema.Required = append(schema.Required, r)
-				}
+				schema.Required = append(schema.Required, asStrings(v)...)
 			default:
 				schema.ExtraFields[k] = v
 			}

@@ -146,3 +146,24 @@ func TestParseQueues(t *testing.T) {
 		}
 	}
 }
+
+// Keys can come from files (secrets mounted by Kubernetes or Docker); a
+// missing file is one line naming it.
+func TestKeysFromFiles(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "openai-key")
+	if err := os.WriteFile(keyFile, []byte("sk-from-a-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(good, "${OA_KEY}", "${file:"+keyFile+"}", 1)
+	c, err := config.Load(config.Input{Path: write(t, y), LookupEnv: env(map[string]string{"AN_KEY": "sk-a"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Providers[0].Keys[0].Reveal(); k != "sk-from-a-file" {
+		t.Fatalf("key = %q", k)
+	}
+	_, err = config.Load(config.Input{Path: write(t, strings.Replace(y, keyFile, "/nonexistent/key", 1)), LookupEnv: env(map[string]string{"AN_KEY": "sk-a"})})
+	if err == nil || !strings.Contains(err.Error(), "${file:/nonexistent/key}: open /nonexistent/key: no such file or directory") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -140,6 +140,7 @@ var (
 	lineMsg      = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	typeMismatch = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into (\\S+)$")
 	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+	fileRef      = regexp.MustCompile(`\$\{file:([^}]+)\}`)
 )
 
 func yamlError(source, msg string) error {
@@ -157,6 +158,19 @@ func yamlError(source, msg string) error {
 // variable that is unset (and has no default) is an error naming it.
 func expand(source string, n *yaml.Node, lookup func(string) (string, bool)) []error {
 	var errs []error
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${file:") {
+		// a secret mounted as a file (Kubernetes, Docker secrets): its
+		// content, without the trailing newline
+		n.Value = fileRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			path := fileRef.FindStringSubmatch(ref)[1]
+			b, err := readFile(path)
+			if err != nil {
+				errs = append(errs, &FieldError{Source: source, Line: n.Line, Msg: fmt.Sprintf("${file:%s}: %v", path, err)})
+				return ""
+			}
+			return strings.TrimRight(string(b), "\r\n")
+		})
+	}
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)

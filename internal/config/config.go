@@ -175,6 +175,13 @@ type Worker struct {
 	// ShutdownTimeout is how long running steps may finish after SIGTERM;
 	// default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// PollInterval is how often an idle worker looks for steps; default
+	// 100ms (asynq's own default, 1s, would add up to a second to every
+	// hand-off in a quiet chain).
+	PollInterval Duration `yaml:"poll_interval"`
+	// RetryPollInterval is how often retries that are due go back to their
+	// queue; default 1s (asynq's own, 5s, would make a 1s backoff up to 6s).
+	RetryPollInterval Duration `yaml:"retry_poll_interval"`
 }
 
 // Limits bound what a submitted workflow may hold.
@@ -196,7 +203,8 @@ func Default() Config {
 			Breaker: Breaker{ConsecutiveFailures: 5, ErrorRate: 0.5, Window: Duration(10 * time.Second), MinCalls: 10, Cooldown: Duration(30 * time.Second), ProbeInterval: Duration(10 * time.Second)},
 			Health:  Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
 		},
-		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second)},
+		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second),
+			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
 		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20},
 	}
 }
@@ -382,6 +390,11 @@ func (c *Config) validate() error {
 	}
 	if c.Resilience.Health.Window.D() <= 0 {
 		bad("resilience.health.window", "must be positive")
+	}
+	for f, d := range map[string]Duration{"worker.poll_interval": c.Worker.PollInterval, "worker.retry_poll_interval": c.Worker.RetryPollInterval} {
+		if d.D() < 10*time.Millisecond || d.D() > time.Minute {
+			bad(f, "%s is not between 10ms and 1m", d)
+		}
 	}
 	if c.Worker.Concurrency < 1 {
 		bad("worker.concurrency", "%d is under 1", c.Worker.Concurrency)

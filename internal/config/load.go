@@ -280,6 +280,12 @@ func (c *Config) applyDefaults() {
 	if w.ShutdownTimeout == 0 {
 		w.ShutdownTimeout = dw.ShutdownTimeout
 	}
+	if w.PollInterval == 0 {
+		w.PollInterval = dw.PollInterval
+	}
+	if w.RetryPollInterval == 0 {
+		w.RetryPollInterval = dw.RetryPollInterval
+	}
 	l, dl := &c.Limits, d.Limits
 	if l.MaxSteps == 0 {
 		l.MaxSteps = dl.MaxSteps

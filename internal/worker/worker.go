@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -39,10 +40,11 @@ type Options struct {
 	Events func(tasks.StepEvent)
 	// Random feeds retry jitter; nil: math/rand/v2.
 	Random func() float64
-	// TaskCheckInterval is how often idle workers poll; 0: asynq's 1s.
+	// TaskCheckInterval is how often idle workers poll; 0:
+	// Config.Worker.PollInterval.
 	TaskCheckInterval time.Duration
 	// DelayedTaskCheckInterval is how often retries that are due are moved
-	// back to their queue; 0: asynq's 5s.
+	// back to their queue; 0: Config.Worker.RetryPollInterval.
 	DelayedTaskCheckInterval time.Duration
 	// Ready is called once the server takes tasks; may be nil.
 	Ready func()
@@ -190,8 +192,8 @@ func Run(ctx context.Context, o Options) error {
 		RetryDelayFunc:           policy.RetryDelay,
 		IsFailure:                policy.IsFailure,
 		ShutdownTimeout:          cfg.Worker.ShutdownTimeout.D(),
-		TaskCheckInterval:        o.TaskCheckInterval,
-		DelayedTaskCheckInterval: o.DelayedTaskCheckInterval,
+		TaskCheckInterval:        cmp.Or(o.TaskCheckInterval, cfg.Worker.PollInterval.D()),
+		DelayedTaskCheckInterval: cmp.Or(o.DelayedTaskCheckInterval, cfg.Worker.RetryPollInterval.D()),
 		Logger:                   asynqLogger{o.Logger},
 		LogLevel:                 asynq.WarnLevel,
 	})

@@ -25,8 +25,8 @@ import (
 const workerEnv = "AGENTQ_TEST_WORKER"
 
 // workerChild runs a real worker until SIGTERM, then exits 0. With
-// _CRASH_BEFORE_ENQUEUE it exits 3 between a settle that made a step ready
-// and that step's enqueue (the crash drill).
+// _CRASH_BEFORE_ENQUEUE it SIGKILLs itself between a settle that made a
+// step ready and that step's enqueue: the worst moment of a fan-in.
 func workerChild() {
 	var db redistest.DB
 	db.Addr = os.Getenv(workerEnv + "_REDIS")
@@ -45,7 +45,8 @@ func workerChild() {
 	if os.Getenv(workerEnv+"_CRASH_BEFORE_ENQUEUE") != "" {
 		o.BeforeEnqueue = func(_, _ string, ready []string) {
 			if len(ready) > 0 {
-				os.Exit(3) // the process dies between settle and enqueue
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // no defers, no goodbyes
+				select {}
 			}
 		}
 	}

@@ -189,9 +189,22 @@ func (e *RouteError) Error() string {
 func (e *RouteError) Unwrap() []error { return e.Attempts }
 
 // Class is the class that decides what happens next: canceled if the call
-// was canceled, a non-retryable class if every attempt had one (the request
-// itself is bad), else the last retryable class.
+// was canceled; the request's own fault (bad_request, context_length,
+// content_filter) if the route stopped on one, even after another key or
+// target failed for a reason of its own; a non-retryable class if every
+// attempt had one; else the last retryable class.
 func (e *RouteError) Class() retry.Class {
+	if n := len(e.Attempts); n > 0 {
+		switch c := ClassOf(e.Attempts[n-1]); c {
+		case retry.BadRequest, retry.ContextLength, retry.ContentFilter:
+			for _, a := range e.Attempts {
+				if ClassOf(a) == retry.Canceled {
+					return retry.Canceled
+				}
+			}
+			return c
+		}
+	}
 	var last retry.Class = retry.Network
 	allFinal := len(e.Attempts) > 0
 	for _, a := range e.Attempts {

@@ -117,3 +117,19 @@ func TestRouteAsStreamingProvider(t *testing.T) {
 		t.Fatalf("calls %+v", st.Calls)
 	}
 }
+
+// A request the provider refused stops the route and dead-letters the step,
+// even when an earlier key of the same attempt was rejected (retryable on
+// its own).
+func TestRouteErrorClassBadRequestAfterAKeyProblem(t *testing.T) {
+	e := &llmclient.RouteError{Route: "r", Attempts: []error{
+		&llmclient.Error{Status: 401}, &llmclient.Error{Status: 400}}}
+	if c := e.Class(); c != retry.BadRequest {
+		t.Fatalf("class %s, want bad_request", c)
+	}
+	e = &llmclient.RouteError{Route: "r", Attempts: []error{
+		&llmclient.Error{Status: 503}, &llmclient.Error{Status: 500}}}
+	if c := e.Class(); c != retry.Server {
+		t.Fatalf("class %s, want server", c)
+	}
+}

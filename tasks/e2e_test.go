@@ -234,3 +234,24 @@ func TestGarbagePayloadIsDeadLettered(t *testing.T) {
 	id := e.Submit(t, e.Spec(oneStep))
 	e.Wait(t, id, 10*time.Second, store.StateCompleted)
 }
+
+// waitDeadLetters returns the dead letters (of class, if not empty) once
+// there is at least one: a workflow is blocked as soon as its step settles
+// dead, and asynq archives the task a moment later.
+func waitDeadLetters(t *testing.T, e *testenv.Env, class string) []tasks.DeadLetter {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		dls, err := e.Client.DeadLetters(t.Context(), class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dls) > 0 {
+			return dls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no dead letter of class %q within 10s", class)
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
+}

@@ -156,9 +156,9 @@ func TestEveryTargetInvalidDeadLettersTheStepWithTheOutput(t *testing.T) {
 			t.Fatalf("%s truncated_json calls = %d, want 2 (the answer and one repair); no retries of a step every target failed", ep, got)
 		}
 	}
-	dls, err := e.Client.DeadLetters(t.Context(), string(retry.InvalidOutput))
-	if err != nil || len(dls) != 1 {
-		t.Fatalf("dead letters of class invalid_output: %v %+v", err, dls)
+	dls := waitDeadLetters(t, e, string(retry.InvalidOutput))
+	if len(dls) != 1 {
+		t.Fatalf("dead letters of class invalid_output: %+v", dls)
 	}
 	d, err := e.Client.DeadLetterDetail(t.Context(), dls[0].TaskID)
 	if err != nil {

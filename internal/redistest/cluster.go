@@ -20,14 +20,8 @@ import (
 // redis-server and redis-cli it skips the test, or fails it under CI=true.
 func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 	tb.Helper()
-	bin, err1 := exec.LookPath("redis-server")
-	cli, err2 := exec.LookPath("redis-cli")
-	if err1 != nil || err2 != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal("CI=true but redis-server or redis-cli is missing")
-		}
-		tb.Skip("a Redis Cluster needs redis-server and redis-cli")
-	}
+	bins := need(tb, "a Redis Cluster", "redis-server", "redis-cli")
+	bin, cli := bins[0], bins[1]
 	var addrs []string
 	for i := 0; i < 3; i++ {
 		port, err := freePort()
@@ -72,6 +66,24 @@ func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 	}
 }
 
+// need finds the binaries a drill needs on the PATH; without them it skips
+// the test, or fails it under CI=true (where they must be installed).
+func need(tb testing.TB, what string, names ...string) []string {
+	tb.Helper()
+	var paths []string
+	for _, n := range names {
+		p, err := exec.LookPath(n)
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				tb.Fatalf("CI=true but %s is missing (%s needs it)", n, what)
+			}
+			tb.Skipf("%s needs %s", what, strings.Join(names, " and "))
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
 func waitPing(tb testing.TB, addr string) {
 	tb.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
@@ -89,13 +101,7 @@ func waitPing(tb testing.TB, addr string) {
 // "agentq") and returns both addresses; stopped at the end of the test.
 func Sentinel(tb testing.TB) (master, sentinel string) {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal("CI=true but redis-server is missing")
-		}
-		tb.Skip("Sentinel needs redis-server")
-	}
+	bin := need(tb, "Sentinel", "redis-server")[0]
 	// start runs redis-server with args (a config file first, if any)
 	start := func(args ...string) string {
 		port, err := freePort()

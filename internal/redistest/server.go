@@ -27,13 +27,7 @@ type Server struct {
 // or failed under CI=true.
 func NewServer(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal("CI=true but redis-server is missing")
-		}
-		tb.Skip("this test needs its own redis-server")
-	}
+	bin := need(tb, "this test's own Redis", "redis-server")[0]
 	port, err := freePort()
 	if err != nil {
 		tb.Fatal(err)

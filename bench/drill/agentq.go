@@ -21,24 +21,24 @@ import (
 
 // agentqSide runs the scenario on real agentq workers.
 type agentqSide struct {
-	sc      *Scenario
-	db      redistest.DB
-	rdb     *redis.Client
-	chaos   *chaosSet
-	cfg     config.Config
-	rec     recorder
-	client  *tasks.Client
-	spec    *tasks.Spec
-	stopW   func()
-	werrs   chan error
-	mu      sync.Mutex
-	ids     []string
-	subAt   map[string]time.Time
-	brMu    sync.Mutex
-	open    map[string]*interval // target -> its current not-closed stretch
-	opened  map[string][]interval
-	stopBr  func()
-	cooloff time.Duration
+	sc       *Scenario
+	db       redistest.DB
+	rdb      *redis.Client
+	chaos    *chaosSet
+	cfg      config.Config
+	rec      recorder
+	client   *tasks.Client
+	spec     *tasks.Spec
+	stopW    func()
+	werrs    chan error
+	mu       sync.Mutex
+	ids      []string
+	subAt    map[string]time.Time
+	brMu     sync.Mutex
+	open     map[string]*interval // target -> its current not-closed stretch
+	opened   map[string][]interval
+	stopBr   func()
+	cooldown time.Duration
 }
 
 func (a *agentqSide) name() string { return "agentq" }
@@ -76,7 +76,7 @@ func (a *agentqSide) prepare(ctx context.Context) error {
 	if a.cfg, err = agentqConfig(a.sc, a.chaos.urls, a.db); err != nil {
 		return err
 	}
-	a.cooloff = a.cfg.Resilience.Breaker.Cooldown.D()
+	a.cooldown = a.cfg.Resilience.Breaker.Cooldown.D()
 	a.client = tasks.NewClient(a.rdb, tasks.ClientOptions{Retention: 2 * time.Hour, Routes: []string{"drill"}})
 	wf, err := yaml.Marshal(&a.sc.Workflow)
 	if err != nil {
@@ -210,7 +210,7 @@ func (a *agentqSide) pending(ctx context.Context) (int, error) {
 
 func (a *agentqSide) collect(ctx context.Context) (*result, error) {
 	a.stopBr()
-	r := &result{Name: "agentq", breakers: a.opened, cooldown: a.cooloff}
+	r := &result{Name: "agentq", breakers: a.opened, cooldown: a.cooldown}
 	insp := asynq.NewInspectorFromRedisClient(a.rdb)
 	queued := 0
 	if qs, err := insp.Queues(); err == nil {

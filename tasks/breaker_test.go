@@ -41,9 +41,15 @@ func TestOpenBreakerStopsCallsUntilOneProbe(t *testing.T) {
 	if n := resets(); n != breakerThreshold {
 		t.Fatalf("the dead primary got %d calls, want %d (the threshold, then none while open)", n, breakerThreshold)
 	}
-	opened := time.Now()
-	// after the cooldown exactly one probe goes (and fails: open again)
-	time.Sleep(time.Until(opened.Add(breakerCooldown + 300*time.Millisecond))) //nolint: waiting out a cooldown, not synchronising
+	// after the cooldown exactly one probe goes (the workers' active prober
+	// sends it) and fails: open again, so the steps after it call nothing
+	deadline := time.Now().Add(3 * breakerCooldown)
+	for resets() < breakerThreshold+1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe within three cooldowns")
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
 	for i := 0; i < 5; i++ {
 		runOne()
 	}
@@ -54,7 +60,7 @@ func TestOpenBreakerStopsCallsUntilOneProbe(t *testing.T) {
 	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * breakerCooldown)
+	deadline = time.Now().Add(3 * breakerCooldown)
 	for runOne() != "oa/m-oa" {
 		if time.Now().After(deadline) {
 			t.Fatal("traffic did not return to the recovered primary")

@@ -34,7 +34,16 @@ func TestHedgeKeepsLatencyWhenThePrimaryHangs(t *testing.T) {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p99 := lat[len(lat)-1]
-	time.Sleep(1200 * time.Millisecond) //nolint: the workers' health sync runs every second
+	// the hedge needs the primary's p95: wait until the worker's health
+	// beat has stored the healthy calls (it computes the percentiles from
+	// what it just stored, in the same beat)
+	deadline := time.Now().Add(5 * time.Second)
+	for storedCalls(t, e, "oa", "m-oa") < int64(len(lat)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the health beat did not store the primary's calls within 5s")
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
 	hang := chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}},
 		{Endpoint: "anthropic", Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(20 * time.Millisecond)}}}}}
@@ -74,4 +83,19 @@ func TestMaxConcurrencyIsNeverExceeded(t *testing.T) {
 	if st.PeakInFlight["anthropic"] != 2 || st.Count("anthropic", "", "ok") != 8 {
 		t.Fatalf("peak in flight %d (want 2), answers %d (want 8)", st.PeakInFlight["anthropic"], st.Count("anthropic", "", "ok"))
 	}
+}
+
+// storedCalls sums a target's calls over the health buckets in Redis.
+func storedCalls(t *testing.T, e *testenv.Env, provider, model string) int64 {
+	t.Helper()
+	keys, err := e.Redis.Keys(t.Context(), store.Prefix+"{prov:"+provider+"}:health:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, k := range keys {
+		v, _ := e.Redis.HGet(t.Context(), k, model+"|calls").Int64()
+		n += v
+	}
+	return n
 }

@@ -86,9 +86,13 @@ func (s *Spec) checkOutput(st *Step, where string, lim Limits, bad func(int, str
 		}
 		o.Schema = m
 	}
-	if _, err := compileSchema(st.ID, o.Schema.(map[string]any)); err != nil {
+	sch, err := compileSchema(st.ID, o.Schema.(map[string]any))
+	if err != nil {
 		bad(st.line, where+".output.schema", "does not compile: %v", err)
+		return
 	}
+	st.schema = sch // prepare keeps it
+
 }
 
 // checkTools validates a step's tools: field.

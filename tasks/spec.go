@@ -392,8 +392,7 @@ func (s *Spec) prepare() error {
 				add(r.step)
 			}
 		}
-		st.schema = nil
-		if m, ok := st.Output.schemaMap(); ok {
+		if m, ok := st.Output.schemaMap(); ok && st.schema == nil { // compiled by validate at submit
 			if st.schema, err = compileSchema(st.ID, m); err != nil {
 				return fmt.Errorf("steps (%s).output.schema: %w", st.ID, err)
 			}

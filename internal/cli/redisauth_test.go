@@ -23,18 +23,14 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// startChaos serves chaosllm on loopback until the test ends.
+// startChaos serves a healthy chaosllm until the test ends.
 func startChaos(t *testing.T) string {
 	t.Helper()
 	srv, err := chaosllm.New(chaosllm.Scenario{}, chaosllm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc, done := make(chan net.Addr, 1), make(chan error, 1)
-	go func() { done <- chaosllm.Serve(ctx, "127.0.0.1:0", srv, func(a net.Addr) { addrc <- a }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + (<-addrc).String()
+	return testenv.ServeChaos(t, srv)
 }
 
 // startWorker runs the worker command until the test ends.

@@ -116,9 +116,9 @@ worker:
 retention: 1h
 `
 
-// serveChaos serves chaosllm on a loopback port (closing its listener in
-// refuse phases) until the test ends.
-func serveChaos(t *testing.T, srv *chaosllm.Server) string {
+// ServeChaos serves chaosllm on a loopback port (closing its listener in
+// refuse phases) until the test ends, and returns its URL.
+func ServeChaos(t *testing.T, srv *chaosllm.Server) string {
 	// a root owned by the harness: canceled in Cleanup, after the workers
 	// registered later have stopped (cleanups run last-in first-out)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,7 +190,7 @@ func Start(t *testing.T, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := serveChaos(t, chaos)
+	url := ServeChaos(t, chaos)
 	cfg, err := Config(url, db)
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ type params struct {
 	celery                       bool
 	python, celeryPool           string
 	resources                    []int
+	floor                        bool
 }
 
 // Run is one workload's agentq and bare asynq figures.
@@ -43,11 +44,24 @@ type Run struct {
 		Seconds, StepsPerSec, WorkflowsPerSec float64
 		HandoffP50ms, HandoffP99ms            float64
 		LLMCalls                              int
+		Redis                                 RedisCost
 	}
 	Bare struct {
 		Seconds, StepsPerSec, WorkflowsPerSec float64
+		Redis                                 RedisCost
 	}
 	Ratio float64 // agentq steps/s ÷ bare steps/s
+	// Floor (with -floor): bare asynq plus N scripted writes of the answer
+	// per task, the least any durable per-step bookkeeping adds.
+	Floor []FloorRun `json:",omitempty"`
+}
+
+// FloorRun is bare asynq with Writes extra round trips per task.
+type FloorRun struct {
+	Writes               int
+	Seconds, StepsPerSec float64
+	Ratio                float64 // to bare asynq in the same run
+	Redis                RedisCost
 }
 
 // Report is what one run measured; -json writes it.
@@ -80,6 +94,7 @@ func main() {
 	flag.BoolVar(&p.celery, "celery", false, "also run the chords on Celery (bench/celery; needs Celery and redis-py for -python)")
 	flag.StringVar(&p.python, "python", defaultPython(), "python interpreter with Celery")
 	flag.StringVar(&p.celeryPool, "celery-pool", "threads", "Celery worker pool: threads or prefork (-concurrency of either)")
+	flag.BoolVar(&p.floor, "floor", false, "also run bare asynq with one and two scripted writes of the answer per task: the floor of any durable per-step bookkeeping")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
@@ -207,7 +222,16 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 		return res, err
 	}
 	before := chaos.Snapshot().Total
-	secs, handoffs, err := runAgentq(ctx, p, sh, rdb, db, chaosURL)
+	m := &meter{rdb: rdb, steps: steps}
+	var (
+		secs     float64
+		handoffs []float64
+		err      error
+	)
+	// labelled so that a -cpuprofile can be read per run (pprof -tagfocus)
+	pprof.Do(ctx, pprof.Labels("run", "agentq "+sh.name), func(ctx context.Context) {
+		secs, handoffs, err = runAgentq(ctx, p, sh, rdb, db, chaosURL, m)
+	})
 	if err != nil {
 		return res, fmt.Errorf("agentq %s: %w", sh.name, err)
 	}
@@ -215,6 +239,7 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 	res.Agentq.StepsPerSec = float64(steps) / secs
 	res.Agentq.WorkflowsPerSec = float64(sh.workflows) / secs
 	res.Agentq.HandoffP50ms, res.Agentq.HandoffP99ms = percentile(handoffs, 50), percentile(handoffs, 99)
+	res.Agentq.Redis = m.cost
 	res.Agentq.LLMCalls = chaos.Snapshot().Total - before
 	if res.Agentq.LLMCalls != steps {
 		return res, fmt.Errorf("agentq %s made %d LLM calls for %d steps", sh.name, res.Agentq.LLMCalls, steps)
@@ -222,14 +247,31 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		return res, err
 	}
-	bsecs, err := runBare(ctx, p, sh, rdb, chaosURL)
+	m = &meter{rdb: rdb, steps: steps}
+	var bsecs float64
+	pprof.Do(ctx, pprof.Labels("run", "bare "+sh.name), func(ctx context.Context) {
+		bsecs, err = runBare(ctx, p, sh, rdb, chaosURL, m, 0)
+	})
 	if err != nil {
 		return res, fmt.Errorf("bare asynq %s: %w", sh.name, err)
 	}
+	res.Bare.Redis = m.cost
 	res.Bare.Seconds = bsecs
 	res.Bare.StepsPerSec = float64(steps) / bsecs
 	res.Bare.WorkflowsPerSec = float64(sh.workflows) / bsecs
 	res.Ratio = res.Agentq.StepsPerSec / res.Bare.StepsPerSec
+	for writes := 1; p.floor && writes <= 2; writes++ {
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			return res, err
+		}
+		m = &meter{rdb: rdb, steps: steps}
+		fsecs, err := runBare(ctx, p, sh, rdb, chaosURL, m, writes)
+		if err != nil {
+			return res, fmt.Errorf("bare asynq + %d writes %s: %w", writes, sh.name, err)
+		}
+		sps := float64(steps) / fsecs
+		res.Floor = append(res.Floor, FloorRun{Writes: writes, Seconds: fsecs, StepsPerSec: sps, Ratio: sps / res.Bare.StepsPerSec, Redis: m.cost})
+	}
 	return res, nil
 }
 
@@ -239,6 +281,10 @@ func printReport(out io.Writer, p params, r *Report) {
 		fmt.Fprintf(out, "| agentq %s | %.2f | %.0f | %.1f | %.2f | %.1f ms | %.1f ms |\n", name, x.Agentq.Seconds, x.Agentq.StepsPerSec,
 			x.Agentq.WorkflowsPerSec, x.Ratio, x.Agentq.HandoffP50ms, x.Agentq.HandoffP99ms)
 		fmt.Fprintf(out, "| bare asynq, same calls | %.2f | %.0f | %.1f | 1 | – | – |\n", x.Bare.Seconds, x.Bare.StepsPerSec, x.Bare.WorkflowsPerSec)
+		for _, f := range x.Floor {
+			fmt.Fprintf(out, "| bare asynq + %d write(s) of the answer per step | %.2f | %.0f | %.1f | %.2f | – | – |\n", f.Writes, f.Seconds, f.StepsPerSec,
+				f.StepsPerSec/float64(x.StepsPerWorkflow), f.Ratio)
+		}
 	}
 	row("chords", &r.Chords)
 	if r.Chains != nil {
@@ -247,6 +293,22 @@ func printReport(out io.Writer, p params, r *Report) {
 	if c := r.Celery; c != nil {
 		fmt.Fprintf(out, "| celery chords (%s pool) | %.2f | %.0f | %.1f | – | – | – |\n", c.Pool, c.Seconds, c.StepsPerSec, c.ChordsPerSec)
 		fmt.Fprintf(out, "\nchords/s: agentq %.1f× Celery's, bare asynq %.1f× Celery's\n", r.CeleryRatio, r.BareCeleryRatio)
+	}
+	fmt.Fprintf(out, "\n| run | CPU µs per step: this process | redis-server | Redis commands per step | Redis µs executing them | most costly |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
+	cost := func(name string, c RedisCost) {
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.1f | %.1f | %s |\n", name, c.ProcCPUMicros, c.RedisCPUMicros, c.CallsPerStep, c.MicrosPerStep, strings.Join(c.Top, "; "))
+	}
+	cost("agentq chords", r.Chords.Agentq.Redis)
+	cost("bare chords", r.Chords.Bare.Redis)
+	for _, f := range r.Chords.Floor {
+		cost(fmt.Sprintf("bare chords + %d write(s)", f.Writes), f.Redis)
+	}
+	if r.Chains != nil {
+		cost("agentq chains", r.Chains.Agentq.Redis)
+		cost("bare chains", r.Chains.Bare.Redis)
+		for _, f := range r.Chains.Floor {
+			cost(fmt.Sprintf("bare chains + %d write(s)", f.Writes), f.Redis)
+		}
 	}
 	if len(r.Resources) > 0 {
 		fmt.Fprintf(out, "\n| worker concurrency | steps | seconds | peak RSS | CPU s per 1,000 steps (user) |\n| ---: | ---: | ---: | ---: | ---: |\n")

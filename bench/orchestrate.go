@@ -117,7 +117,7 @@ func submitAll(ctx context.Context, client *tasks.Client, sh shape) ([]string, e
 // runAgentq runs sh on an in-process agentq worker and returns the
 // seconds from the first submit to the last workflow settling, and the
 // hand-off latencies.
-func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaosURL string) (float64, []float64, error) {
+func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaosURL string, m *meter) (float64, []float64, error) {
 	cfg, err := benchCfg(db, chaosURL, p.concurrency)
 	if err != nil {
 		return 0, nil, err
@@ -143,6 +143,9 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	case err := <-werr:
 		return 0, nil, err
 	}
+	if err := m.start(ctx); err != nil {
+		return 0, nil, err
+	}
 	start := time.Now()
 	ids, err := submitAll(ctx, client, sh)
 	if err != nil {
@@ -154,6 +157,7 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 		return 0, nil, fmt.Errorf("only %d of %d %s finished in 10 minutes", done.Load(), sh.workflows, sh.name)
 	}
 	secs := time.Since(start).Seconds()
+	m.stop(ctx)
 	var handoffs []float64
 	for _, id := range ids {
 		wf, err := client.Status(ctx, id)
@@ -169,10 +173,17 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	return secs, handoffs, <-werr
 }
 
+// floorScript is the cheapest durable write of a step's answer.
+var floorScript = redis.NewScript(`redis.call('HSET', KEYS[1], 'output', ARGV[1]) return 1`)
+
 // runBare makes the same calls from a plain asynq handler on the same
 // Redis: for chords, workflows×steps independent tasks; for chains, each
 // task enqueues the next link of its chain when its call returns.
-func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosURL string) (float64, error) {
+//
+// writes > 0 adds that many round trips per task, each storing the answer
+// under the task's key with a Lua script: the floor of what any durable
+// per-step bookkeeping costs on top of asynq (-floor).
+func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosURL string, m *meter, writes int) (float64, error) {
 	ocfg := openai.DefaultConfig("bench-key")
 	ocfg.BaseURL = chaosURL + "/v1"
 	oc := openai.NewClientWithConfig(ocfg)
@@ -185,10 +196,16 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 	ac := asynq.NewClientFromRedisClient(rdb)
 	mux := asynq.NewServeMux()
 	mux.HandleFunc("bare", func(ctx context.Context, t *asynq.Task) error {
-		_, err := oc.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "bench-model",
+		resp, err := oc.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "bench-model",
 			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: string(t.Payload())}}})
 		if err != nil {
 			return err
+		}
+		for i := 0; i < writes; i++ {
+			id, _ := asynq.GetTaskID(ctx)
+			if err := floorScript.Run(ctx, rdb, []string{"bench:floor:" + id}, resp.Choices[0].Message.Content).Err(); err != nil {
+				return err
+			}
 		}
 		if chain {
 			// payload "chain <n> <link>"
@@ -209,6 +226,9 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 		return 0, err
 	}
 	defer srv.Shutdown()
+	if err := m.start(ctx); err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	first := n
 	if chain {
@@ -228,5 +248,7 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 	case <-time.After(10 * time.Minute):
 		return 0, fmt.Errorf("only %d of %d tasks finished in 10 minutes", done.Load(), n)
 	}
-	return time.Since(start).Seconds(), nil
+	secs := time.Since(start).Seconds()
+	m.stop(ctx)
+	return secs, nil
 }

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCost is what Redis itself did during one run: commands executed
+// (a script counts once, plus the commands it calls) and the microseconds
+// Redis spent executing them, both per step.
+type RedisCost struct {
+	CallsPerStep, MicrosPerStep float64
+	// CPU µs per step of this process (worker, chaosllm and the producer
+	// alike) and of redis-server (execution, I/O and all).
+	ProcCPUMicros, RedisCPUMicros float64
+	// Top lists the commands that cost the most, "name calls µs".
+	Top []string `json:",omitempty"`
+}
+
+// meter measures the CPU and Redis work between the start and the end of
+// a timed run (reading the results afterwards is not counted).
+type meter struct {
+	rdb   *redis.Client
+	steps int
+	from  cpuMark
+	cost  RedisCost
+}
+
+func (m *meter) start(ctx context.Context) error {
+	if err := m.rdb.ConfigResetStat(ctx).Err(); err != nil {
+		return err
+	}
+	m.from = markCPU(ctx, m.rdb)
+	return nil
+}
+
+func (m *meter) stop(ctx context.Context) {
+	proc, rcpu := m.from.perStep(ctx, m.rdb, m.steps)
+	m.cost = redisCost(ctx, m.rdb, m.steps)
+	m.cost.ProcCPUMicros, m.cost.RedisCPUMicros = proc, rcpu
+}
+
+// redisCost reads Redis's command statistics after a run of steps steps.
+// A server without commandstats (miniredis) reports zeroes.
+func redisCost(ctx context.Context, rdb *redis.Client, steps int) RedisCost {
+	var c RedisCost
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil || steps == 0 {
+		return c
+	}
+	type row struct {
+		name         string
+		calls, usecs float64
+	}
+	var rows []row
+	for _, line := range strings.Split(info, "\n") {
+		// cmdstat_evalsha:calls=10,usec=55,usec_per_call=5.50,...
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		r := row{name: strings.TrimPrefix(name, "cmdstat_")}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				r.calls = f
+			case "usec":
+				r.usecs = f
+			}
+		}
+		if r.name == "config" || r.name == "info" {
+			continue
+		}
+		c.CallsPerStep += r.calls / float64(steps)
+		c.MicrosPerStep += r.usecs / float64(steps)
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].usecs > rows[j].usecs })
+	for i := 0; i < len(rows) && i < 6; i++ {
+		c.Top = append(c.Top, rows[i].name+" "+strconv.FormatFloat(rows[i].calls/float64(steps), 'f', 2, 64)+"/step "+
+			strconv.FormatFloat(rows[i].usecs/float64(steps), 'f', 1, 64)+"µs/step")
+	}
+	return c
+}
+
+// cpuMark is a reading of this process's and Redis's CPU time.
+type cpuMark struct{ proc, redis time.Duration }
+
+func markCPU(ctx context.Context, rdb *redis.Client) cpuMark {
+	var m cpuMark
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		m.proc = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if info, err := rdb.Info(ctx, "cpu").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, _ := strconv.ParseFloat(v, 64)
+				m.redis += time.Duration(f * float64(time.Second))
+			}
+		}
+	}
+	return m
+}
+
+// perStep is the CPU spent since m, in microseconds per step.
+func (m cpuMark) perStep(ctx context.Context, rdb *redis.Client, steps int) (proc, redis float64) {
+	n := markCPU(ctx, rdb)
+	return float64((n.proc - m.proc).Microseconds()) / float64(steps), float64((n.redis - m.redis).Microseconds()) / float64(steps)
+}

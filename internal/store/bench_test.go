@@ -1,0 +1,89 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// BenchmarkChordBookkeeping is a workflow's whole Redis bookkeeping for a
+// chord of 10 members and a body: create, then begin and settle of every
+// step, one at a time. Besides ns/step it reports the microseconds Redis
+// itself spent executing the commands (redis-µs/step), the figure that
+// bounds a worker fleet's throughput on one Redis.
+func BenchmarkChordBookkeeping(b *testing.B) {
+	db, rdb := redistest.New(b)
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	members := make([]string, 10)
+	for i := range members {
+		members[i] = fmt.Sprintf("m%d", i)
+	}
+	steps := append(append([]string{}, members...), "body")
+	body := []store.Dependent{{ID: "body", Deps: members}}
+	spec := []byte(strings.Repeat(`{"id":"m0","prompt":"member {{ .Input.n }}"},`, 11))
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		wf := "bench" + strconv.Itoa(i)
+		if err := s.Create(ctx, store.NewWorkflow{ID: wf, Name: "chord", Spec: spec, Steps: steps}); err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range members {
+			if _, err := s.Begin(ctx, wf, m, wf+":"+m, time.Minute, nil); err != nil {
+				b.Fatal(err)
+			}
+			o := store.Outcome{Done: true, Output: "an answer of a few words", Target: "chaos/bench-model", InputHash: "0123456789abcdef"}
+			if _, _, err := s.Settle(ctx, wf, m, o, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a, err := s.Begin(ctx, wf, "body", wf+":body", time.Minute, members)
+		if err != nil || len(a.Deps) != len(members) {
+			b.Fatalf("begin body: %v %+v", err, a)
+		}
+		state, _, err := s.Settle(ctx, wf, "body", store.Outcome{Done: true, Output: "joined"}, nil)
+		if err != nil || state != store.StateCompleted {
+			b.Fatalf("settle body: %q %v", state, err)
+		}
+	}
+	b.StopTimer()
+	steps11 := float64(b.N * len(steps))
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/steps11, "ns/step")
+	if db.Kind == "redis-server" {
+		b.ReportMetric(redisMicros(b, rdb)/steps11, "redis-µs/step")
+	}
+}
+
+// redisMicros is the time Redis spent executing scripts and commands
+// (inner commands of scripts are part of their script's time).
+func redisMicros(b *testing.B, rdb *redis.Client) float64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !(name == "cmdstat_evalsha" || name == "cmdstat_eval" || name == "cmdstat_zadd" || name == "cmdstat_zremrangebyscore") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return total
+}

@@ -10,12 +10,9 @@ import "strconv"
 // Prefix is the start of every key agentq writes.
 const Prefix = "agentq:"
 
-func wfTag(id string) string      { return Prefix + "{wf:" + id + "}" }
-func wfKey(id string) string      { return wfTag(id) + ":wf" }
-func stepKey(id, s string) string { return wfTag(id) + ":step:" + s }
-func settledKey(id string) string { return wfTag(id) + ":settled" }
-func failedKey(id string) string  { return wfTag(id) + ":failed" }
-func indexKey() string            { return Prefix + "workflows" }
+// wfKey is a workflow's record, steps included (scripts.go has its fields).
+func wfKey(id string) string { return Prefix + "{wf:" + id + "}:wf" }
+func indexKey() string       { return Prefix + "workflows" }
 
 func provTag(p string) string     { return Prefix + "{prov:" + p + "}" }
 func coolingKey(p string) string  { return provTag(p) + ":cooling" }

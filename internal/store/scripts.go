@@ -2,157 +2,196 @@ package store
 
 import "github.com/redis/go-redis/v9"
 
-// createScript writes a workflow record and its step records atomically,
-// or nothing if the id is taken.
-// KEYS: wf, settled, failed, step keys...
-// ARGV: ttl, nfields, field/value pairs of the wf hash...
-var createScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local ttl = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
-local h = {}
-for i = 3, 2 + 2 * n do h[#h + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], unpack(h))
-redis.call('EXPIRE', KEYS[1], ttl)
-for k = 4, #KEYS do
-  redis.call('HSET', KEYS[k], 'state', 'pending', 'attempts', 0)
-  redis.call('EXPIRE', KEYS[k], ttl)
+// A workflow is one Redis hash (wfKey): its own fields (id, name, state,
+// created_at, finished_at, spec, steps, nsteps, nsettled, nfailed) and each
+// step's fields named "<step>.<field>" (state, attempts, owner,
+// lease_until, started_at, finished_at, output, tool_calls, degraded,
+// error, target, prompt_tokens, completion_tokens, input_hash, and the
+// membership flags settled and failed). Step ids cannot contain ".", so
+// the names cannot collide. One key per workflow means one TTL to refresh
+// and scripts that read and write everything they need in one HMGET and
+// one HSET. A step that has no fields yet is pending.
+//
+// The fan-in is decided by membership, not counters: a step is settled
+// when its "settled" flag is 1, and a dependent is ready when every one of
+// its inputs' flags is. nsettled and nfailed count the flags, changed only
+// when a flag flips, so redeliveries cannot skew them.
+
+// luaHelpers are shared by the scripts: HMGET and HSET over field lists of
+// any length (Lua's unpack has a limit of a few thousand values).
+const luaHelpers = `
+local function hmget(k, f)
+  if #f <= 4000 then return redis.call('HMGET', k, unpack(f)) end
+  local out = {}
+  for i = 1, #f, 4000 do
+    local r = redis.call('HMGET', k, unpack(f, i, math.min(i + 3999, #f)))
+    for j = 1, #r do out[#out + 1] = r[j] end
+  end
+  return out
 end
+local function hset(k, f, from)
+  for i = from, #f, 4000 do redis.call('HSET', k, unpack(f, i, math.min(i + 3999, #f))) end
+end
+`
+
+// createScript writes a workflow record, or nothing if the id is taken.
+// KEYS: wf. ARGV: ttl, field/value pairs... Returns 1, or 0 if taken.
+var createScript = redis.NewScript(luaHelpers + `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+hset(KEYS[1], ARGV, 2)
+redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 `)
 
-// beginScript starts an attempt at a step: it counts the attempt, marks the
-// step running under a lease held by the asynq task (unless it is already
-// done: a redelivery), and returns all a handler needs in one round trip.
-// While another task holds an unexpired lease on the step, it returns
+// beginScript starts an attempt at a step: it counts the attempt and marks
+// the step running under a lease held by the asynq task (unless it is
+// already done: a redelivery), and returns all a handler needs in one round
+// trip. While another task holds an unexpired lease on the step, it returns
 // {'busy', lease_until} and changes nothing: concurrent duplicates never
 // call the LLM twice. The same task (a redelivery after a crash) may take
 // its own lease over.
-// KEYS: wf, step, dependency step keys...
-// ARGV: now (ms), owner (asynq task id), lease (ms)
-// Returns: {wf state, step fields (flat), {dep fields}...} or {} if gone.
-var beginScript = redis.NewScript(`
-local state = redis.call('HGET', KEYS[1], 'state')
+// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), step, inputs...
+// Returns {} if the workflow is gone, else the values of beginFields (the
+// workflow's state first, then the step's, after the call) followed by
+// state, output, degraded of each input.
+var beginScript = redis.NewScript(luaHelpers + `
+local K, now, owner, p = KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[4] .. '.'
+local q = {'state', p .. 'state', p .. 'owner', p .. 'lease_until', p .. 'attempts', p .. 'started_at', p .. 'input_hash',
+  p .. 'output', p .. 'tool_calls', p .. 'degraded', p .. 'target', p .. 'prompt_tokens', p .. 'completion_tokens'}
+for i = 5, #ARGV do
+  local d = ARGV[i] .. '.'
+  q[#q + 1] = d .. 'state'; q[#q + 1] = d .. 'output'; q[#q + 1] = d .. 'degraded'
+end
+local v = hmget(K, q)
+local state = v[1]
 if not state then return {} end
-local now = tonumber(ARGV[1])
 if state ~= 'canceled' then
-  local s = redis.call('HGET', KEYS[2], 'state')
-  if s == 'running' then
-    local owner = redis.call('HGET', KEYS[2], 'owner')
-    local until_ = tonumber(redis.call('HGET', KEYS[2], 'lease_until') or '0')
-    if owner and owner ~= ARGV[2] and until_ > now then
-      return {'busy', tostring(until_)}
-    end
+  local s = v[2]
+  if s == 'running' and v[3] and v[3] ~= owner and tonumber(v[4] or '0') > now then
+    return {'busy', v[4]}
   end
+  local w = {}
   if s ~= 'done' then
-    redis.call('HINCRBY', KEYS[2], 'attempts', 1)
-    redis.call('HSET', KEYS[2], 'state', 'running', 'owner', ARGV[2], 'lease_until', now + tonumber(ARGV[3]))
-    if not redis.call('HGET', KEYS[2], 'started_at') then
-      redis.call('HSET', KEYS[2], 'started_at', ARGV[1])
+    local attempts = tonumber(v[5] or '0') + 1
+    w = {p .. 'state', 'running', p .. 'owner', owner, p .. 'lease_until', tostring(now + tonumber(ARGV[3])), p .. 'attempts', attempts}
+    v[2], v[3], v[5] = 'running', owner, tostring(attempts)
+    if not v[6] then
+      w[#w + 1] = p .. 'started_at'; w[#w + 1] = ARGV[1]
+      v[6] = ARGV[1]
     end
   end
   if state == 'pending' then
-    redis.call('HSET', KEYS[1], 'state', 'running')
-    state = 'running'
+    w[#w + 1] = 'state'; w[#w + 1] = 'running'
+    v[1] = 'running'
   end
+  if #w > 0 then redis.call('HSET', K, unpack(w)) end
 end
-local out = {state, redis.call('HGETALL', KEYS[2])}
-for k = 3, #KEYS do
-  out[#out + 1] = redis.call('HMGET', KEYS[k], 'state', 'output', 'degraded')
-end
-return out
+return v
 `)
 
-// settleScript records a step's final outcome, idempotently (set
-// membership, not counters), and returns the dependents whose inputs are
-// now all settled (none once the workflow is canceled). A step that is done, or dead but optional, is settled; a
-// dead step that is not optional blocks the workflow.
-// Outcome "dead_if_open" settles the step dead only if it is not settled
-// yet (the safety net for attempts asynq gave up on).
-// KEYS: wf, step, settled, failed, dependent step keys...
-// ARGV: step, outcome (done|dead|dead_if_open), optional (0|1), now, ttl, nfields,
-//
-//	field/value pairs..., then per dependent: ndeps, deps...
-//
-// Returns: {workflow state, ready dependent index (1-based into dependents)...}
-var settleScript = redis.NewScript(`
-local wfstate = redis.call('HGET', KEYS[1], 'state')
+// settleScript records a step's final outcome, idempotently (membership
+// flags, not counters), and returns the dependents whose inputs are now
+// all settled (none once the workflow is canceled). A step that is done,
+// or dead but optional, is settled; a dead step that is not optional
+// blocks the workflow. Outcome "dead_if_open" settles the step dead only
+// if it is not settled yet (the safety net for attempts asynq gave up on).
+// KEYS: wf. ARGV: step, outcome (done|dead|dead_if_open), optional (0|1),
+// now, ttl, nfields, field/value pairs..., then per dependent: id, ndeps,
+// deps...
+// Returns: {workflow state, ready dependent index (1-based)...} or {'gone'}.
+var settleScript = redis.NewScript(luaHelpers + `
+local K, step, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4]
+local p = step .. '.'
+local nf = tonumber(ARGV[6])
+local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', p .. 'state', p .. 'settled', p .. 'failed'}
+local deps = {}
+local j = 7 + 2 * nf
+while j <= #ARGV do
+  local e = {id = ARGV[j], nd = tonumber(ARGV[j + 1]), from = j + 2, at = #q + 1}
+  q[#q + 1] = e.id .. '.state'
+  for x = 0, e.nd - 1 do q[#q + 1] = ARGV[e.from + x] .. '.settled' end
+  deps[#deps + 1] = e
+  j = e.from + e.nd
+end
+local v = hmget(K, q)
+local wfstate = v[1]
 if not wfstate then return {'gone'} end
-local step, outcome, optional, now, ttl = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], tonumber(ARGV[5])
 if outcome == 'dead_if_open' then
-  local s = redis.call('HGET', KEYS[2], 'state')
-  if s == 'done' or s == 'dead' then return {wfstate} end
+  if v[6] == 'done' or v[6] == 'dead' then return {wfstate} end
   outcome = 'dead'
 end
-local i = 6
-local nf = tonumber(ARGV[i]); i = i + 1
-if nf > 0 then
-  local h = {}
-  for j = 1, 2 * nf do h[j] = ARGV[i + j - 1] end
-  redis.call('HSET', KEYS[2], unpack(h))
-  i = i + 2 * nf
+local w = {}
+for x = 0, nf - 1 do
+  w[#w + 1] = p .. ARGV[7 + 2 * x]; w[#w + 1] = ARGV[8 + 2 * x]
 end
-if outcome == 'done' then
-  redis.call('HSET', KEYS[2], 'state', 'done', 'finished_at', now)
-  redis.call('SREM', KEYS[4], step)
-  redis.call('SADD', KEYS[3], step)
-else
-  redis.call('HSET', KEYS[2], 'state', 'dead', 'finished_at', now)
-  if optional then
-    redis.call('SADD', KEYS[3], step)
-  else
-    redis.call('SADD', KEYS[4], step)
+w[#w + 1] = p .. 'state'; w[#w + 1] = outcome
+w[#w + 1] = p .. 'finished_at'; w[#w + 1] = now
+local nsettled, nfailed = tonumber(v[3] or '0'), tonumber(v[4] or '0')
+local settled = v[7] == '1'
+if outcome == 'done' or optional then
+  if v[8] == '1' then
+    nfailed = nfailed - 1
+    w[#w + 1] = p .. 'failed'; w[#w + 1] = '0'
   end
+  if not settled then
+    settled, nsettled = true, nsettled + 1
+    w[#w + 1] = p .. 'settled'; w[#w + 1] = '1'
+  end
+elseif v[8] ~= '1' then
+  nfailed = nfailed + 1
+  w[#w + 1] = p .. 'failed'; w[#w + 1] = '1'
 end
 local out = {''}
-for k = 5, #KEYS do
-  local nd = tonumber(ARGV[i]); i = i + 1
+for n, e in ipairs(deps) do
   local ready = true
-  for j = 0, nd - 1 do
-    if redis.call('SISMEMBER', KEYS[3], ARGV[i + j]) == 0 then ready = false end
+  for x = 0, e.nd - 1 do
+    local ok
+    if ARGV[e.from + x] == step then ok = settled else ok = v[e.at + 1 + x] == '1' end
+    if not ok then ready = false; break end
   end
-  i = i + nd
-  local ds = redis.call('HGET', KEYS[k], 'state')
-  if ready and wfstate ~= 'canceled' and (ds == 'pending' or ds == 'queued') then
-    redis.call('HSET', KEYS[k], 'state', 'queued')
-    out[#out + 1] = k - 4
+  local ds = v[e.at]
+  if ready and wfstate ~= 'canceled' and (not ds or ds == 'pending' or ds == 'queued') then
+    if ds ~= 'queued' then w[#w + 1] = e.id .. '.state'; w[#w + 1] = 'queued' end
+    out[#out + 1] = n
   end
-  redis.call('EXPIRE', KEYS[k], ttl)
 end
 if wfstate ~= 'canceled' then
-  local total = tonumber(redis.call('HGET', KEYS[1], 'nsteps'))
-  if redis.call('SCARD', KEYS[3]) >= total then
-    wfstate = 'completed'
-    if not redis.call('HGET', KEYS[1], 'finished_at') then
-      redis.call('HSET', KEYS[1], 'finished_at', now)
-    end
-  elseif redis.call('SCARD', KEYS[4]) > 0 then
-    wfstate = 'blocked'
-  else
-    wfstate = 'running'
+  local ns = 'running'
+  if nsettled >= tonumber(v[2]) then
+    ns = 'completed'
+    if not v[5] then w[#w + 1] = 'finished_at'; w[#w + 1] = now end
+  elseif nfailed > 0 then
+    ns = 'blocked'
   end
-  redis.call('HSET', KEYS[1], 'state', wfstate)
+  if ns ~= wfstate then w[#w + 1] = 'state'; w[#w + 1] = ns end
+  wfstate = ns
 end
-for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ttl) end
+w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled
+w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed
+hset(K, w, 1)
+redis.call('EXPIRE', K, ARGV[5])
 out[1] = wfstate
 return out
 `)
 
 // cancelScript marks a workflow canceled unless it already ended, and each
 // of its steps that has not settled.
-// KEYS: wf, step keys... ARGV: now. Returns the state after the call, or ”
+// KEYS: wf. ARGV: now, steps... Returns the state after the call, or ”
 // if gone.
-var cancelScript = redis.NewScript(`
-local s = redis.call('HGET', KEYS[1], 'state')
+var cancelScript = redis.NewScript(luaHelpers + `
+local q = {'state'}
+for i = 2, #ARGV do q[#q + 1] = ARGV[i] .. '.state' end
+local v = hmget(KEYS[1], q)
+local s = v[1]
 if not s then return '' end
 if s == 'completed' or s == 'failed' or s == 'canceled' then return s end
-redis.call('HSET', KEYS[1], 'state', 'canceled', 'finished_at', ARGV[1])
-for k = 2, #KEYS do
-  local st = redis.call('HGET', KEYS[k], 'state')
-  if st and st ~= 'done' and st ~= 'dead' then
-    redis.call('HSET', KEYS[k], 'state', 'canceled')
+local w = {'state', 'canceled', 'finished_at', ARGV[1]}
+for i = 2, #v do
+  if v[i] ~= 'done' and v[i] ~= 'dead' then
+    w[#w + 1] = ARGV[i] .. '.state'; w[#w + 1] = 'canceled'
   end
 end
+hset(KEYS[1], w, 1)
 return 'canceled'
 `)
 

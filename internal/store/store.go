@@ -126,24 +126,19 @@ func parseTS(v string) *time.Time {
 	return &t
 }
 
-// Create writes the workflow record and its pending steps in one script.
+// Create writes the workflow record in one script.
 func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	stepsJSON, _ := json.Marshal(w.Steps)
 	now := s.now()
-	fields := []any{"id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
-		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps)}
-	keys := []string{wfKey(w.ID), settledKey(w.ID), failedKey(w.ID)}
-	for _, st := range w.Steps {
-		keys = append(keys, stepKey(w.ID, st))
-	}
-	args := append([]any{s.ttl(), len(fields) / 2}, fields...)
+	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
+		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0}
 	// One round trip: the record script and the index entry (another slot,
 	// so a separate command; a cluster client splits the pipeline by slot).
 	// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and Redis
 	// caches the compiled script either way. An index entry for an id that
 	// turns out to be taken points at the existing workflow: harmless.
 	pipe := s.rdb.Pipeline()
-	created := createScript.Eval(ctx, pipe, keys, args...)
+	created := createScript.Eval(ctx, pipe, []string{wfKey(w.ID)}, args...)
 	pipe.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
 	pipe.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -170,32 +165,45 @@ func (e *BusyError) Error() string {
 	return "step is running under another task until " + e.Until.Format(time.RFC3339Nano)
 }
 
+// beginFields is how many values beginScript returns before the inputs'.
+const beginFields = 13
+
 // Begin counts an attempt at a step by the asynq task owner, leasing the
 // step for lease, and loads what the handler needs in one round trip. It
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Duration, inputs []string) (*Attempt, error) {
-	keys := []string{wfKey(wf), stepKey(wf, step)}
+	args := make([]any, 0, 4+len(inputs))
+	args = append(args, ts(s.now()), owner, lease.Milliseconds(), step)
 	for _, d := range inputs {
-		keys = append(keys, stepKey(wf, d))
+		args = append(args, d)
 	}
-	res, err := beginScript.Run(ctx, s.rdb, keys, ts(s.now()), owner, lease.Milliseconds()).Slice()
+	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
 	}
 	if len(res) == 2 && str(res[0]) == "busy" {
 		return nil, &BusyError{Until: *parseTS(str(res[1]))}
 	}
-	if len(res) < 2 {
+	if len(res) != beginFields+3*len(inputs) {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
-	a := &Attempt{WorkflowState: str(res[0]), Deps: map[string]StepRecord{}}
-	a.Step = stepFromFlat(step, res[1])
+	// the order of beginScript's query
+	v := func(i int) string { return str(res[i]) }
+	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs))}
+	a.Step = StepRecord{ID: step, State: v(1), InputHash: v(6), Output: v(7), ToolCalls: v(8), Degraded: v(9) == "1", Target: v(10),
+		StartedAt: parseTS(v(5))}
+	a.Step.Attempts, _ = strconv.Atoi(v(4))
+	a.Step.Usage.PromptTokens, _ = strconv.Atoi(v(11))
+	a.Step.Usage.CompletionTokens, _ = strconv.Atoi(v(12))
+	if a.Step.State == "" {
+		a.Step.State = StepPending
+	}
 	for i, d := range inputs {
-		vals, _ := res[2+i].([]any)
-		r := StepRecord{ID: d}
-		if len(vals) == 3 {
-			r.State, r.Output, r.Degraded = str(vals[0]), str(vals[1]), str(vals[2]) == "1"
+		at := beginFields + 3*i
+		r := StepRecord{ID: d, State: v(at), Output: v(at + 1), Degraded: v(at+2) == "1"}
+		if r.State == "" {
+			r.State = StepPending
 		}
 		a.Deps[d] = r
 	}
@@ -229,7 +237,6 @@ type Dependent struct {
 // step again returns the same dependents (if they have not started), so the
 // caller can always enqueue them (with deterministic task ids).
 func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (string, []string, error) {
-	keys := []string{wfKey(wf), stepKey(wf, step), settledKey(wf), failedKey(wf)}
 	outcome := StepDone
 	switch {
 	case !o.Done && o.OnlyIfOpen:
@@ -237,24 +244,23 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	case !o.Done:
 		outcome = StepDead
 	}
-	fields := []any{"error", o.Error}
-	if !o.Done && o.Output != "" {
-		fields = append(fields, "output", o.Output) // the rejected answer, for review
-	}
-	if o.Done {
-		fields = append(fields, "output", o.Output, "tool_calls", o.ToolCalls, "degraded", b2s(o.Degraded), "target", o.Target,
+	args := make([]any, 0, 24+3*len(dependents))
+	args = append(args, step, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), 0, "error", o.Error)
+	switch {
+	case o.Done:
+		args = append(args, "output", o.Output, "tool_calls", o.ToolCalls, "degraded", b2s(o.Degraded), "target", o.Target,
 			"prompt_tokens", o.Usage.PromptTokens, "completion_tokens", o.Usage.CompletionTokens, "input_hash", o.InputHash)
+	case o.Output != "":
+		args = append(args, "output", o.Output) // the rejected answer, for review
 	}
-	args := []any{step, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), len(fields) / 2}
-	args = append(args, fields...)
+	args[5] = (len(args) - 6) / 2
 	for _, d := range dependents {
-		keys = append(keys, stepKey(wf, d.ID))
-		args = append(args, len(d.Deps))
+		args = append(args, d.ID, len(d.Deps))
 		for _, x := range d.Deps {
 			args = append(args, x)
 		}
 	}
-	res, err := settleScript.Run(ctx, s.rdb, keys, args...).Slice()
+	res, err := settleScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
 		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
 	}
@@ -273,17 +279,18 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 
 // RecordError notes a failed attempt's error on the step without settling it.
 func (s *Store) RecordError(ctx context.Context, wf, step, msg string) error {
-	return s.rdb.HSet(ctx, stepKey(wf, step), "error", msg).Err()
+	return s.rdb.HSet(ctx, wfKey(wf), step+".error", msg).Err()
 }
 
 // Cancel marks a workflow and its unsettled steps canceled; steps stop at
 // their next start. It returns the workflow's state after the call.
 func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, error) {
-	keys := []string{wfKey(wf)}
+	args := make([]any, 0, 1+len(steps))
+	args = append(args, ts(s.now()))
 	for _, st := range steps {
-		keys = append(keys, stepKey(wf, st))
+		args = append(args, st)
 	}
-	st, err := cancelScript.Run(ctx, s.rdb, keys, ts(s.now())).Text()
+	st, err := cancelScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("store: cancel %s: %w", wf, err)
 	}
@@ -305,31 +312,52 @@ func (s *Store) Fail(ctx context.Context, wf string) error {
 	return nil
 }
 
-// Get reads a workflow with all its steps.
+// workflowFields are the record's own fields that Get reads (not the spec).
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps"}
+
+// stepFields are the fields of a step that Get reads, in this order.
+var stepFields = []string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at"}
+
+// Get reads a workflow with all its steps: two reads of one hash, the
+// second only if the first found it (the step list says which fields).
 func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
-	h, err := s.rdb.HGetAll(ctx, wfKey(id)).Result()
+	h, err := s.rdb.HMGet(ctx, wfKey(id), workflowFields...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("store: get %s: %w", id, err)
 	}
-	if len(h) == 0 {
+	if h[0] == nil {
 		return nil, fmt.Errorf("store: get %s: %w", id, ErrNotFound)
 	}
 	var steps []string
-	_ = json.Unmarshal([]byte(h["steps"]), &steps)
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(steps))
-	for i, st := range steps {
-		cmds[i] = pipe.HGetAll(ctx, stepKey(id, st))
+	_ = json.Unmarshal([]byte(str(h[5])), &steps)
+	fields := make([]string, 0, len(steps)*len(stepFields))
+	for _, st := range steps {
+		for _, f := range stepFields {
+			fields = append(fields, st+"."+f)
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("store: get %s steps: %w", id, err)
+	var vals []any
+	if len(fields) > 0 {
+		if vals, err = s.rdb.HMGet(ctx, wfKey(id), fields...).Result(); err != nil {
+			return nil, fmt.Errorf("store: get %s steps: %w", id, err)
+		}
 	}
-	w := &Workflow{ID: h["id"], Name: h["name"], State: h["state"], Steps: []StepRecord{}, FinishedAt: parseTS(h["finished_at"])}
-	if c := parseTS(h["created_at"]); c != nil {
+	w := &Workflow{ID: str(h[0]), Name: str(h[1]), State: str(h[2]), Steps: make([]StepRecord, 0, len(steps)), FinishedAt: parseTS(str(h[4]))}
+	if c := parseTS(str(h[3])); c != nil {
 		w.CreatedAt = *c
 	}
 	for i, st := range steps {
-		w.Steps = append(w.Steps, stepFromMap(st, cmds[i].Val()))
+		v := func(f int) string { return str(vals[i*len(stepFields)+f]) }
+		r := StepRecord{ID: st, State: v(0), Output: v(2), ToolCalls: v(3), Degraded: v(4) == "1", Error: v(5), Target: v(6),
+			InputHash: v(9), StartedAt: parseTS(v(10)), FinishedAt: parseTS(v(11))}
+		r.Attempts, _ = strconv.Atoi(v(1))
+		r.Usage.PromptTokens, _ = strconv.Atoi(v(7))
+		r.Usage.CompletionTokens, _ = strconv.Atoi(v(8))
+		if r.State == "" {
+			r.State = StepPending
+		}
+		w.Steps = append(w.Steps, r)
 	}
 	return w, nil
 }
@@ -367,27 +395,6 @@ func (s *Store) List(ctx context.Context, state string, limit int) ([]*Workflow,
 		}
 	}
 	return out, nil
-}
-
-func stepFromMap(id string, m map[string]string) StepRecord {
-	r := StepRecord{ID: id, State: m["state"], Output: m["output"], ToolCalls: m["tool_calls"], Degraded: m["degraded"] == "1", Error: m["error"],
-		Target: m["target"], InputHash: m["input_hash"], StartedAt: parseTS(m["started_at"]), FinishedAt: parseTS(m["finished_at"])}
-	r.Attempts, _ = strconv.Atoi(m["attempts"])
-	r.Usage.PromptTokens, _ = strconv.Atoi(m["prompt_tokens"])
-	r.Usage.CompletionTokens, _ = strconv.Atoi(m["completion_tokens"])
-	if r.State == "" {
-		r.State = StepPending
-	}
-	return r
-}
-
-func stepFromFlat(id string, v any) StepRecord {
-	flat, _ := v.([]any)
-	m := map[string]string{}
-	for i := 0; i+1 < len(flat); i += 2 {
-		m[str(flat[i])] = str(flat[i+1])
-	}
-	return stepFromMap(id, m)
 }
 
 func str(v any) string {

@@ -35,6 +35,7 @@ type params struct {
 	python, celeryPool           string
 	resources                    []int
 	floor                        bool
+	runs                         int
 }
 
 // Run is one workload's agentq and bare asynq figures.
@@ -51,6 +52,9 @@ type Run struct {
 		Redis                                 RedisCost
 	}
 	Ratio float64 // agentq steps/s ÷ bare steps/s
+	// Ratios are every repetition's (-runs), lowest first; the figures
+	// above are those of the median repetition.
+	Ratios []float64 `json:",omitempty"`
 	// Floor (with -floor): bare asynq plus N scripted writes of the answer
 	// per task, the least any durable per-step bookkeeping adds.
 	Floor []FloorRun `json:",omitempty"`
@@ -95,6 +99,7 @@ func main() {
 	flag.StringVar(&p.python, "python", defaultPython(), "python interpreter with Celery")
 	flag.StringVar(&p.celeryPool, "celery-pool", "threads", "Celery worker pool: threads or prefork (-concurrency of either)")
 	flag.BoolVar(&p.floor, "floor", false, "also run bare asynq with one and two scripted writes of the answer per task: the floor of any durable per-step bookkeeping")
+	flag.IntVar(&p.runs, "runs", 1, "repeat each agentq/bare asynq measurement this many times and report the median ratio (shared machines are noisy)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
@@ -142,8 +147,8 @@ func splitComma(s string) []string {
 }
 
 func run(ctx context.Context, p params, out io.Writer) error {
-	if p.chords < 1 || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 {
-		return errors.New("-chords, -members, -length and -concurrency must be at least 1, -chains at least 0")
+	if p.chords < 1 || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 || p.runs < 1 {
+		return errors.New("-chords, -members, -length, -concurrency and -runs must be at least 1, -chains at least 0")
 	}
 	db, rdb, err := redistest.Open()
 	if err != nil {
@@ -169,9 +174,20 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	for _, sh := range shapes {
 		fmt.Fprintf(out, "bench: %d %s × %d steps = %d steps\n", sh.workflows, sh.name, sh.steps, sh.workflows*sh.steps)
-		res, err := measure(ctx, p, sh, rdb, db, chaos, chaosURL)
-		if err != nil {
-			return err
+		// each repetition measures agentq and bare asynq back to back; the
+		// repetition with the median ratio is reported, with every ratio
+		var runs []Run
+		for i := 0; i < p.runs; i++ {
+			res, err := measure(ctx, p, sh, rdb, db, chaos, chaosURL)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, res)
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].Ratio < runs[j].Ratio })
+		res := runs[len(runs)/2]
+		for _, x := range runs {
+			res.Ratios = append(res.Ratios, x.Ratio)
 		}
 		if sh.name == "chords" {
 			r.Chords = res
@@ -290,6 +306,13 @@ func printReport(out io.Writer, p params, r *Report) {
 	if r.Chains != nil {
 		row("chains", r.Chains)
 	}
+	if len(r.Chords.Ratios) > 1 {
+		fmt.Fprintf(out, "\nratios of %d repetitions (median reported above): chords %s", len(r.Chords.Ratios), ratios(r.Chords.Ratios))
+		if r.Chains != nil {
+			fmt.Fprintf(out, ", chains %s", ratios(r.Chains.Ratios))
+		}
+		fmt.Fprintln(out)
+	}
 	if c := r.Celery; c != nil {
 		fmt.Fprintf(out, "| celery chords (%s pool) | %.2f | %.0f | %.1f | – | – | – |\n", c.Pool, c.Seconds, c.StepsPerSec, c.ChordsPerSec)
 		fmt.Fprintf(out, "\nchords/s: agentq %.1f× Celery's, bare asynq %.1f× Celery's\n", r.CeleryRatio, r.BareCeleryRatio)
@@ -322,6 +345,14 @@ func printReport(out io.Writer, p params, r *Report) {
 	if r.Celery != nil && r.CeleryRatio < 3 {
 		fmt.Fprintf(out, "\ntarget missed: agentq chords/s %.1f× Celery's < 3×\n", r.CeleryRatio)
 	}
+}
+
+func ratios(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, " ")
 }
 
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {

@@ -136,6 +136,12 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Warn("step task dropped: workflow not found")
 		return nil
 	}
+	if errors.Is(err, store.ErrOldLayout) {
+		// kept in the dead-letter queue, not dropped: requeue it once a
+		// worker of the version that wrote it runs
+		log.Error("step task dead-lettered", "err", err)
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
 	if err != nil {
 		return err
 	}

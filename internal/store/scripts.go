@@ -43,6 +43,9 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 `)
 
+// Field names are built by the caller (Go), not by the scripts: Lua string
+// concatenation costs Redis about as much as a field write.
+
 // beginScript starts an attempt at a step: it counts the attempt and marks
 // the step running under a lease held by the asynq task (unless it is
 // already done: a redelivery), and returns all a handler needs in one round
@@ -50,34 +53,34 @@ return 1
 // {'busy', lease_until} and changes nothing: concurrent duplicates never
 // call the LLM twice. The same task (a redelivery after a crash) may take
 // its own lease over.
-// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), step, inputs...
-// Returns {} if the workflow is gone, else the values of beginFields (the
-// workflow's state first, then the step's, after the call) followed by
-// state, output, degraded of each input.
+// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the step's
+// fields state, owner, lease_until, attempts, started_at and the rest of
+// its checkpoint (Go's beginStepFields order), then state, output,
+// degraded of each input.
+// Returns {} if the workflow is gone, {'layout'} if its record predates
+// this layout, else the workflow's state and settled count followed by the
+// values of the fields asked for, the step's as they are after the call.
 var beginScript = redis.NewScript(luaHelpers + `
-local K, now, owner, p = KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[4] .. '.'
-local q = {'state', p .. 'state', p .. 'owner', p .. 'lease_until', p .. 'attempts', p .. 'started_at', p .. 'input_hash',
-  p .. 'output', p .. 'tool_calls', p .. 'degraded', p .. 'target', p .. 'prompt_tokens', p .. 'completion_tokens'}
-for i = 5, #ARGV do
-  local d = ARGV[i] .. '.'
-  q[#q + 1] = d .. 'state'; q[#q + 1] = d .. 'output'; q[#q + 1] = d .. 'degraded'
-end
+local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local q = {'state', 'nsettled'}
+for i = 4, #ARGV do q[#q + 1] = ARGV[i] end
 local v = hmget(K, q)
 local state = v[1]
 if not state then return {} end
+if not v[2] then return {'layout'} end
 if state ~= 'canceled' then
-  local s = v[2]
-  if s == 'running' and v[3] and v[3] ~= owner and tonumber(v[4] or '0') > now then
-    return {'busy', v[4]}
+  local s = v[3]
+  if s == 'running' and v[4] and v[4] ~= owner and tonumber(v[5] or '0') > now then
+    return {'busy', v[5]}
   end
   local w = {}
   if s ~= 'done' then
-    local attempts = tonumber(v[5] or '0') + 1
-    w = {p .. 'state', 'running', p .. 'owner', owner, p .. 'lease_until', tostring(now + tonumber(ARGV[3])), p .. 'attempts', attempts}
-    v[2], v[3], v[5] = 'running', owner, tostring(attempts)
-    if not v[6] then
-      w[#w + 1] = p .. 'started_at'; w[#w + 1] = ARGV[1]
-      v[6] = ARGV[1]
+    local attempts = tonumber(v[6] or '0') + 1
+    w = {ARGV[4], 'running', ARGV[5], owner, ARGV[6], tostring(now + tonumber(ARGV[3])), ARGV[7], attempts}
+    v[3], v[4], v[6] = 'running', owner, tostring(attempts)
+    if not v[7] then
+      w[#w + 1] = ARGV[8]; w[#w + 1] = ARGV[1]
+      v[7] = ARGV[1]
     end
   end
   if state == 'pending' then
@@ -95,63 +98,63 @@ return v
 // or dead but optional, is settled; a dead step that is not optional
 // blocks the workflow. Outcome "dead_if_open" settles the step dead only
 // if it is not settled yet (the safety net for attempts asynq gave up on).
-// KEYS: wf. ARGV: step, outcome (done|dead|dead_if_open), optional (0|1),
-// now, ttl, nfields, field/value pairs..., then per dependent: id, ndeps,
-// deps...
-// Returns: {workflow state, ready dependent index (1-based)...} or {'gone'}.
+// KEYS: wf. ARGV: outcome (done|dead|dead_if_open), optional (0|1), now,
+// ttl, the step's state, settled, failed and finished_at field names,
+// nfields, field/value pairs..., then per dependent: its state field,
+// ndeps, the settled fields of its inputs...
+// Returns: {workflow state, ready dependent index (1-based)...}, {'gone'}
+// or {'layout'} (a record of an older layout).
 var settleScript = redis.NewScript(luaHelpers + `
-local K, step, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4]
-local p = step .. '.'
-local nf = tonumber(ARGV[6])
-local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', p .. 'state', p .. 'settled', p .. 'failed'}
+local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
+local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
+local nf = tonumber(ARGV[9])
+local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', fstate, fsettled, ffailed}
 local deps = {}
-local j = 7 + 2 * nf
+local j = 10 + 2 * nf
 while j <= #ARGV do
-  local e = {id = ARGV[j], nd = tonumber(ARGV[j + 1]), from = j + 2, at = #q + 1}
-  q[#q + 1] = e.id .. '.state'
-  for x = 0, e.nd - 1 do q[#q + 1] = ARGV[e.from + x] .. '.settled' end
-  deps[#deps + 1] = e
-  j = e.from + e.nd
+  local nd = tonumber(ARGV[j + 1])
+  deps[#deps + 1] = {j, nd, #q + 1}
+  q[#q + 1] = ARGV[j]
+  for x = j + 2, j + 1 + nd do q[#q + 1] = ARGV[x] end
+  j = j + 2 + nd
 end
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
+if not v[3] then return {'layout'} end
 if outcome == 'dead_if_open' then
   if v[6] == 'done' or v[6] == 'dead' then return {wfstate} end
   outcome = 'dead'
 end
-local w = {}
-for x = 0, nf - 1 do
-  w[#w + 1] = p .. ARGV[7 + 2 * x]; w[#w + 1] = ARGV[8 + 2 * x]
-end
-w[#w + 1] = p .. 'state'; w[#w + 1] = outcome
-w[#w + 1] = p .. 'finished_at'; w[#w + 1] = now
+local w = {fstate, outcome, ARGV[8], now}
+for x = 10, 9 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3] or '0'), tonumber(v[4] or '0')
 local settled = v[7] == '1'
 if outcome == 'done' or optional then
   if v[8] == '1' then
     nfailed = nfailed - 1
-    w[#w + 1] = p .. 'failed'; w[#w + 1] = '0'
+    w[#w + 1] = ffailed; w[#w + 1] = '0'
   end
   if not settled then
     settled, nsettled = true, nsettled + 1
-    w[#w + 1] = p .. 'settled'; w[#w + 1] = '1'
+    w[#w + 1] = fsettled; w[#w + 1] = '1'
   end
 elseif v[8] ~= '1' then
   nfailed = nfailed + 1
-  w[#w + 1] = p .. 'failed'; w[#w + 1] = '1'
+  w[#w + 1] = ffailed; w[#w + 1] = '1'
 end
 local out = {''}
 for n, e in ipairs(deps) do
+  local from, nd, at = e[1], e[2], e[3]
   local ready = true
-  for x = 0, e.nd - 1 do
+  for x = 1, nd do
     local ok
-    if ARGV[e.from + x] == step then ok = settled else ok = v[e.at + 1 + x] == '1' end
+    if ARGV[from + 1 + x] == fsettled then ok = settled else ok = v[at + x] == '1' end
     if not ok then ready = false; break end
   end
-  local ds = v[e.at]
+  local ds = v[at]
   if ready and wfstate ~= 'canceled' and (not ds or ds == 'pending' or ds == 'queued') then
-    if ds ~= 'queued' then w[#w + 1] = e.id .. '.state'; w[#w + 1] = 'queued' end
+    if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
     out[#out + 1] = n
   end
 end
@@ -169,18 +172,18 @@ end
 w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled
 w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed
 hset(K, w, 1)
-redis.call('EXPIRE', K, ARGV[5])
+redis.call('EXPIRE', K, ARGV[4])
 out[1] = wfstate
 return out
 `)
 
 // cancelScript marks a workflow canceled unless it already ended, and each
 // of its steps that has not settled.
-// KEYS: wf. ARGV: now, steps... Returns the state after the call, or ”
-// if gone.
+// KEYS: wf. ARGV: now, the steps' state fields... Returns the state after
+// the call, or ” if gone.
 var cancelScript = redis.NewScript(luaHelpers + `
 local q = {'state'}
-for i = 2, #ARGV do q[#q + 1] = ARGV[i] .. '.state' end
+for i = 2, #ARGV do q[#q + 1] = ARGV[i] end
 local v = hmget(KEYS[1], q)
 local s = v[1]
 if not s then return '' end
@@ -188,7 +191,7 @@ if s == 'completed' or s == 'failed' or s == 'canceled' then return s end
 local w = {'state', 'canceled', 'finished_at', ARGV[1]}
 for i = 2, #v do
   if v[i] ~= 'done' and v[i] ~= 'dead' then
-    w[#w + 1] = ARGV[i] .. '.state'; w[#w + 1] = 'canceled'
+    w[#w + 1] = ARGV[i]; w[#w + 1] = 'canceled'
   end
 end
 hset(KEYS[1], w, 1)

@@ -41,6 +41,11 @@ func Terminal(state string) bool {
 // ErrNotFound is returned for a workflow id that does not exist (or expired).
 var ErrNotFound = errors.New("workflow not found")
 
+// ErrOldLayout is returned for a workflow whose record an older agentq
+// wrote (one key per step, before the one-hash layout): this worker cannot
+// run or settle its steps without losing checkpoints or the fan-in.
+var ErrOldLayout = errors.New("workflow record has an older Redis layout (written by an earlier agentq); finish it with that version")
+
 // ErrExists is returned when creating a workflow whose id is taken.
 var ErrExists = errors.New("workflow id already exists")
 
@@ -165,18 +170,27 @@ func (e *BusyError) Error() string {
 	return "step is running under another task until " + e.Until.Format(time.RFC3339Nano)
 }
 
-// beginFields is how many values beginScript returns before the inputs'.
-const beginFields = 13
+// beginStepFields are the step's fields beginScript reads, in its order
+// (the first five it also writes).
+var beginStepFields = []string{"state", "owner", "lease_until", "attempts", "started_at",
+	"input_hash", "output", "tool_calls", "degraded", "target", "prompt_tokens", "completion_tokens"}
+
+// beginFields is how many values beginScript returns before the inputs':
+// the workflow's state and settled count, and the step's fields.
+var beginFields = 2 + len(beginStepFields)
 
 // Begin counts an attempt at a step by the asynq task owner, leasing the
 // step for lease, and loads what the handler needs in one round trip. It
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Duration, inputs []string) (*Attempt, error) {
-	args := make([]any, 0, 4+len(inputs))
-	args = append(args, ts(s.now()), owner, lease.Milliseconds(), step)
+	args := make([]any, 0, 3+len(beginStepFields)+3*len(inputs))
+	args = append(args, ts(s.now()), owner, lease.Milliseconds())
+	for _, f := range beginStepFields {
+		args = append(args, step+"."+f)
+	}
 	for _, d := range inputs {
-		args = append(args, d)
+		args = append(args, d+".state", d+".output", d+".degraded")
 	}
 	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
@@ -185,17 +199,20 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 	if len(res) == 2 && str(res[0]) == "busy" {
 		return nil, &BusyError{Until: *parseTS(str(res[1]))}
 	}
+	if len(res) == 1 && str(res[0]) == "layout" {
+		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
+	}
 	if len(res) != beginFields+3*len(inputs) {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
 	// the order of beginScript's query
 	v := func(i int) string { return str(res[i]) }
 	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs))}
-	a.Step = StepRecord{ID: step, State: v(1), InputHash: v(6), Output: v(7), ToolCalls: v(8), Degraded: v(9) == "1", Target: v(10),
-		StartedAt: parseTS(v(5))}
-	a.Step.Attempts, _ = strconv.Atoi(v(4))
-	a.Step.Usage.PromptTokens, _ = strconv.Atoi(v(11))
-	a.Step.Usage.CompletionTokens, _ = strconv.Atoi(v(12))
+	a.Step = StepRecord{ID: step, State: v(2), InputHash: v(7), Output: v(8), ToolCalls: v(9), Degraded: v(10) == "1", Target: v(11),
+		StartedAt: parseTS(v(6))}
+	a.Step.Attempts, _ = strconv.Atoi(v(5))
+	a.Step.Usage.PromptTokens, _ = strconv.Atoi(v(12))
+	a.Step.Usage.CompletionTokens, _ = strconv.Atoi(v(13))
 	if a.Step.State == "" {
 		a.Step.State = StepPending
 	}
@@ -244,20 +261,22 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	case !o.Done:
 		outcome = StepDead
 	}
-	args := make([]any, 0, 24+3*len(dependents))
-	args = append(args, step, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), 0, "error", o.Error)
+	p := step + "."
+	args := make([]any, 0, 26+4*len(dependents))
+	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at", 0,
+		p+"error", o.Error)
 	switch {
 	case o.Done:
-		args = append(args, "output", o.Output, "tool_calls", o.ToolCalls, "degraded", b2s(o.Degraded), "target", o.Target,
-			"prompt_tokens", o.Usage.PromptTokens, "completion_tokens", o.Usage.CompletionTokens, "input_hash", o.InputHash)
+		args = append(args, p+"output", o.Output, p+"tool_calls", o.ToolCalls, p+"degraded", b2s(o.Degraded), p+"target", o.Target,
+			p+"prompt_tokens", o.Usage.PromptTokens, p+"completion_tokens", o.Usage.CompletionTokens, p+"input_hash", o.InputHash)
 	case o.Output != "":
-		args = append(args, "output", o.Output) // the rejected answer, for review
+		args = append(args, p+"output", o.Output) // the rejected answer, for review
 	}
-	args[5] = (len(args) - 6) / 2
+	args[8] = (len(args) - 9) / 2
 	for _, d := range dependents {
-		args = append(args, d.ID, len(d.Deps))
+		args = append(args, d.ID+".state", len(d.Deps))
 		for _, x := range d.Deps {
-			args = append(args, x)
+			args = append(args, x+".settled")
 		}
 	}
 	res, err := settleScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
@@ -265,8 +284,11 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
 	}
 	state := str(res[0])
-	if state == "gone" {
+	switch state {
+	case "gone":
 		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrNotFound)
+	case "layout":
+		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrOldLayout)
 	}
 	var ready []string
 	for _, v := range res[1:] {
@@ -288,7 +310,7 @@ func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, 
 	args := make([]any, 0, 1+len(steps))
 	args = append(args, ts(s.now()))
 	for _, st := range steps {
-		args = append(args, st)
+		args = append(args, st+".state")
 	}
 	st, err := cancelScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Text()
 	if err != nil {

@@ -242,3 +242,24 @@ func TestEverythingHasTTLAndSharesASlot(t *testing.T) {
 		}
 	}
 }
+
+func TestOlderLayoutIsRefusedNotRerun(t *testing.T) {
+	_, rdb := redistest.New(t)
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	// a record as the one-key-per-step layout wrote it: no counts in the
+	// workflow hash, the steps' state elsewhere
+	key := store.Prefix + "{wf:old}:wf"
+	if err := rdb.HSet(ctx, key, "id", "old", "state", "running", "steps", `["a","d"]`, "nsteps", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, "old", "a", "t-a", time.Minute, nil); !errors.Is(err, store.ErrOldLayout) {
+		t.Fatalf("begin on an old record: %v, want ErrOldLayout", err)
+	}
+	if _, _, err := s.Settle(ctx, "old", "a", store.Outcome{Done: true}, chordDeps); !errors.Is(err, store.ErrOldLayout) {
+		t.Fatalf("settle on an old record: %v, want ErrOldLayout", err)
+	}
+	if n, _ := rdb.HLen(ctx, key).Result(); n != 4 {
+		t.Fatalf("the old record was written to: %d fields", n)
+	}
+}

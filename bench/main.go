@@ -340,7 +340,7 @@ func printReport(out io.Writer, p params, r *Report) {
 		}
 	}
 	if r.Chords.Ratio < 0.8 {
-		fmt.Fprintf(out, "\ntarget missed: chords ratio %.2f < 0.8 of bare asynq (bench/README.md says why)\n", r.Chords.Ratio)
+		fmt.Fprintf(out, "\ntarget missed: chords ratio %.2f < 0.8 of bare asynq (docs/benchmarks.md says why; -floor shows the floor)\n", r.Chords.Ratio)
 	}
 	if r.Celery != nil && r.CeleryRatio < 3 {
 		fmt.Fprintf(out, "\ntarget missed: agentq chords/s %.1f× Celery's < 3×\n", r.CeleryRatio)

@@ -45,11 +45,11 @@ type Run struct {
 		Seconds, StepsPerSec, WorkflowsPerSec float64
 		HandoffP50ms, HandoffP99ms            float64
 		LLMCalls                              int
-		Redis                                 RedisCost
+		Cost                                  Cost
 	}
 	Bare struct {
 		Seconds, StepsPerSec, WorkflowsPerSec float64
-		Redis                                 RedisCost
+		Cost                                  Cost
 	}
 	Ratio float64 // agentq steps/s ÷ bare steps/s
 	// Ratios are every repetition's (-runs), lowest first; the figures
@@ -65,7 +65,7 @@ type FloorRun struct {
 	Writes               int
 	Seconds, StepsPerSec float64
 	Ratio                float64 // to bare asynq in the same run
-	Redis                RedisCost
+	Cost                 Cost
 }
 
 // Report is what one run measured; -json writes it.
@@ -255,7 +255,7 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 	res.Agentq.StepsPerSec = float64(steps) / secs
 	res.Agentq.WorkflowsPerSec = float64(sh.workflows) / secs
 	res.Agentq.HandoffP50ms, res.Agentq.HandoffP99ms = percentile(handoffs, 50), percentile(handoffs, 99)
-	res.Agentq.Redis = m.cost
+	res.Agentq.Cost = m.cost
 	res.Agentq.LLMCalls = chaos.Snapshot().Total - before
 	if res.Agentq.LLMCalls != steps {
 		return res, fmt.Errorf("agentq %s made %d LLM calls for %d steps", sh.name, res.Agentq.LLMCalls, steps)
@@ -271,7 +271,7 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 	if err != nil {
 		return res, fmt.Errorf("bare asynq %s: %w", sh.name, err)
 	}
-	res.Bare.Redis = m.cost
+	res.Bare.Cost = m.cost
 	res.Bare.Seconds = bsecs
 	res.Bare.StepsPerSec = float64(steps) / bsecs
 	res.Bare.WorkflowsPerSec = float64(sh.workflows) / bsecs
@@ -286,7 +286,7 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 			return res, fmt.Errorf("bare asynq + %d writes %s: %w", writes, sh.name, err)
 		}
 		sps := float64(steps) / fsecs
-		res.Floor = append(res.Floor, FloorRun{Writes: writes, Seconds: fsecs, StepsPerSec: sps, Ratio: sps / res.Bare.StepsPerSec, Redis: m.cost})
+		res.Floor = append(res.Floor, FloorRun{Writes: writes, Seconds: fsecs, StepsPerSec: sps, Ratio: sps / res.Bare.StepsPerSec, Cost: m.cost})
 	}
 	return res, nil
 }
@@ -306,6 +306,10 @@ func printReport(out io.Writer, p params, r *Report) {
 	if r.Chains != nil {
 		row("chains", r.Chains)
 	}
+	if c := r.Celery; c != nil {
+		fmt.Fprintf(out, "| celery chords (%s pool) | %.2f | %.0f | %.1f | – | – | – |\n", c.Pool, c.Seconds, c.StepsPerSec, c.ChordsPerSec)
+		fmt.Fprintf(out, "\nchords/s: agentq %.1f× Celery's, bare asynq %.1f× Celery's\n", r.CeleryRatio, r.BareCeleryRatio)
+	}
 	if len(r.Chords.Ratios) > 1 {
 		fmt.Fprintf(out, "\nratios of %d repetitions (median reported above): chords %s", len(r.Chords.Ratios), ratios(r.Chords.Ratios))
 		if r.Chains != nil {
@@ -313,26 +317,7 @@ func printReport(out io.Writer, p params, r *Report) {
 		}
 		fmt.Fprintln(out)
 	}
-	if c := r.Celery; c != nil {
-		fmt.Fprintf(out, "| celery chords (%s pool) | %.2f | %.0f | %.1f | – | – | – |\n", c.Pool, c.Seconds, c.StepsPerSec, c.ChordsPerSec)
-		fmt.Fprintf(out, "\nchords/s: agentq %.1f× Celery's, bare asynq %.1f× Celery's\n", r.CeleryRatio, r.BareCeleryRatio)
-	}
-	fmt.Fprintf(out, "\n| run | CPU µs per step: this process | redis-server | Redis commands per step | Redis µs executing them | most costly |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
-	cost := func(name string, c RedisCost) {
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.1f | %.1f | %s |\n", name, c.ProcCPUMicros, c.RedisCPUMicros, c.CallsPerStep, c.MicrosPerStep, strings.Join(c.Top, "; "))
-	}
-	cost("agentq chords", r.Chords.Agentq.Redis)
-	cost("bare chords", r.Chords.Bare.Redis)
-	for _, f := range r.Chords.Floor {
-		cost(fmt.Sprintf("bare chords + %d write(s)", f.Writes), f.Redis)
-	}
-	if r.Chains != nil {
-		cost("agentq chains", r.Chains.Agentq.Redis)
-		cost("bare chains", r.Chains.Bare.Redis)
-		for _, f := range r.Chains.Floor {
-			cost(fmt.Sprintf("bare chains + %d write(s)", f.Writes), f.Redis)
-		}
-	}
+	printCosts(out, r)
 	if len(r.Resources) > 0 {
 		fmt.Fprintf(out, "\n| worker concurrency | steps | seconds | peak RSS | CPU s per 1,000 steps (user) |\n| ---: | ---: | ---: | ---: | ---: |\n")
 		for _, x := range r.Resources {
@@ -344,6 +329,29 @@ func printReport(out io.Writer, p params, r *Report) {
 	}
 	if r.Celery != nil && r.CeleryRatio < 3 {
 		fmt.Fprintf(out, "\ntarget missed: agentq chords/s %.1f× Celery's < 3×\n", r.CeleryRatio)
+	}
+}
+
+// printCosts prints each run's cost per step, when Redis kept statistics.
+func printCosts(out io.Writer, r *Report) {
+	if r.Chords.Agentq.Cost.CallsPerStep == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n| run | CPU µs per step: this process | redis-server | Redis commands per step | Redis µs executing them | most costly |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
+	cost := func(name string, c Cost) {
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.1f | %.1f | %s |\n", name, c.ProcCPUMicros, c.RedisCPUMicros, c.CallsPerStep, c.MicrosPerStep, strings.Join(c.Top, "; "))
+	}
+	cost("agentq chords", r.Chords.Agentq.Cost)
+	cost("bare chords", r.Chords.Bare.Cost)
+	for _, f := range r.Chords.Floor {
+		cost(fmt.Sprintf("bare chords + %d write(s)", f.Writes), f.Cost)
+	}
+	if r.Chains != nil {
+		cost("agentq chains", r.Chains.Agentq.Cost)
+		cost("bare chains", r.Chains.Bare.Cost)
+		for _, f := range r.Chains.Floor {
+			cost(fmt.Sprintf("bare chains + %d write(s)", f.Writes), f.Cost)
+		}
 	}
 }
 

@@ -143,9 +143,7 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	case err := <-werr:
 		return 0, nil, err
 	}
-	if err := m.start(ctx); err != nil {
-		return 0, nil, err
-	}
+	m.start(ctx)
 	start := time.Now()
 	ids, err := submitAll(ctx, client, sh)
 	if err != nil {
@@ -201,8 +199,8 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 		if err != nil {
 			return err
 		}
+		id, _ := asynq.GetTaskID(ctx)
 		for i := 0; i < writes; i++ {
-			id, _ := asynq.GetTaskID(ctx)
 			if err := floorScript.Run(ctx, rdb, []string{"bench:floor:" + id}, resp.Choices[0].Message.Content).Err(); err != nil {
 				return err
 			}
@@ -226,9 +224,7 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 		return 0, err
 	}
 	defer srv.Shutdown()
-	if err := m.start(ctx); err != nil {
-		return 0, err
-	}
+	m.start(ctx)
 	start := time.Now()
 	first := n
 	if chain {

@@ -11,47 +11,47 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisCost is what Redis itself did during one run: commands executed
-// (a script counts once, plus the commands it calls) and the microseconds
-// Redis spent executing them, both per step.
-type RedisCost struct {
-	CallsPerStep, MicrosPerStep float64
-	// CPU µs per step of this process (worker, chaosllm and the producer
-	// alike) and of redis-server (execution, I/O and all).
+// Cost is what one timed run cost, per step: CPU of this process (worker,
+// chaosllm and the producer alike) and of redis-server (execution, I/O and
+// all), the commands Redis executed (a script counts once, plus the
+// commands it calls) and the microseconds it spent executing them.
+// Against a server without these statistics (miniredis) it stays zero.
+type Cost struct {
 	ProcCPUMicros, RedisCPUMicros float64
+	CallsPerStep, MicrosPerStep   float64
 	// Top lists the commands that cost the most, "name calls µs".
 	Top []string `json:",omitempty"`
 }
 
-// meter measures the CPU and Redis work between the start and the end of
-// a timed run (reading the results afterwards is not counted).
+// meter measures a timed run, from start to stop (reading the results
+// afterwards is not counted).
 type meter struct {
 	rdb   *redis.Client
 	steps int
 	from  cpuMark
-	cost  RedisCost
+	stats bool // Redis's statistics were reset at the start
+	cost  Cost
 }
 
-func (m *meter) start(ctx context.Context) error {
-	if err := m.rdb.ConfigResetStat(ctx).Err(); err != nil {
-		return err
-	}
+func (m *meter) start(ctx context.Context) {
+	m.stats = m.rdb.ConfigResetStat(ctx).Err() == nil
 	m.from = markCPU(ctx, m.rdb)
-	return nil
 }
 
 func (m *meter) stop(ctx context.Context) {
+	if !m.stats || m.steps == 0 {
+		return
+	}
 	proc, rcpu := m.from.perStep(ctx, m.rdb, m.steps)
-	m.cost = redisCost(ctx, m.rdb, m.steps)
+	m.cost = commandCost(ctx, m.rdb, m.steps)
 	m.cost.ProcCPUMicros, m.cost.RedisCPUMicros = proc, rcpu
 }
 
-// redisCost reads Redis's command statistics after a run of steps steps.
-// A server without commandstats (miniredis) reports zeroes.
-func redisCost(ctx context.Context, rdb *redis.Client, steps int) RedisCost {
-	var c RedisCost
+// commandCost reads Redis's command statistics after a run of steps steps.
+func commandCost(ctx context.Context, rdb *redis.Client, steps int) Cost {
+	var c Cost
 	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil || steps == 0 {
+	if err != nil {
 		return c
 	}
 	type row struct {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -393,46 +392,3 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 }
 
 func classOf(err error) retry.Class { return llmclient.ClassOf(err) }
-
-// specCache keeps parsed specs by workflow id: specs never change, so the
-// hot path reads a spec from Redis once per workflow per worker.
-type specCache struct {
-	mu    sync.Mutex
-	max   int
-	m     map[string]*Spec
-	order []string
-}
-
-func (c *specCache) get(ctx context.Context, st *store.Store, wf string) (*Spec, error) {
-	c.mu.Lock()
-	if s, ok := c.m[wf]; ok {
-		c.mu.Unlock()
-		return s, nil
-	}
-	c.mu.Unlock()
-	raw, err := st.Spec(ctx, wf)
-	if err != nil {
-		return nil, err
-	}
-	var s Spec
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("workflow %s: stored spec is unreadable: %v: %w", wf, err, asynq.SkipRetry)
-	}
-	if err := s.prepare(); err != nil {
-		return nil, fmt.Errorf("workflow %s: stored spec: %v: %w", wf, err, asynq.SkipRetry)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]*Spec{}
-	}
-	if _, ok := c.m[wf]; !ok {
-		c.m[wf] = &s
-		c.order = append(c.order, wf)
-		if len(c.order) > c.max {
-			delete(c.m, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	return c.m[wf], nil
-}

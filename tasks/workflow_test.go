@@ -199,11 +199,13 @@ steps:
   - { id: queued, prompt: "parallel" }
   - { id: after, depends_on: [slow], prompt: "two" }
 `))
-	// wait until both roots are running (their calls are in flight)
+	// wait until both roots are running and their calls have reached the
+	// provider (a step is marked running before its request is sent)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		wf, _ := e.Store.Get(context.Background(), id)
-		if wf.Steps[0].State == store.StepRunning && wf.Steps[1].State == store.StepRunning {
+		if wf.Steps[0].State == store.StepRunning && wf.Steps[1].State == store.StepRunning &&
+			e.Chaos.Snapshot().PeakInFlight["openai"] >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -199,10 +199,12 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 		if err != nil {
 			return err
 		}
-		id, _ := asynq.GetTaskID(ctx)
-		for i := 0; i < writes; i++ {
-			if err := floorScript.Run(ctx, rdb, []string{"bench:floor:" + id}, resp.Choices[0].Message.Content).Err(); err != nil {
-				return err
+		if writes > 0 {
+			id, _ := asynq.GetTaskID(ctx)
+			for i := 0; i < writes; i++ {
+				if err := floorScript.Run(ctx, rdb, []string{"bench:floor:" + id}, resp.Choices[0].Message.Content).Err(); err != nil {
+					return err
+				}
 			}
 		}
 		if chain {

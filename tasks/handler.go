@@ -139,7 +139,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// kept in the dead-letter queue, not dropped: requeue it once a
 		// worker of the version that wrote it runs
 		log.Error("step task dead-lettered", "err", err)
-		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
 	if err != nil {
 		return err
@@ -366,6 +366,9 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	var se *StepError
 	if errors.As(err, &se) && se.Class == classBusy {
 		return // a duplicate; the task that holds the step settles it
+	}
+	if errors.Is(err, store.ErrOldLayout) {
+		return // this worker cannot settle that record either
 	}
 	p, perr := decodePayload(t.Payload())
 	if perr != nil {

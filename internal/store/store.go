@@ -263,6 +263,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	}
 	p := step + "."
 	args := make([]any, 0, 26+4*len(dependents))
+	// args[8] is the number of field/value pairs that follow it, set below
 	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at", 0,
 		p+"error", o.Error)
 	switch {

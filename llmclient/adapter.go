@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/redact"
 )
 
 // Options configures an adapter. The zero value of every optional field is
@@ -22,6 +24,14 @@ type Options struct {
 	Transport http.RoundTripper
 	// Now is the clock used for latency and HTTP-date Retry-After; nil means time.Now.
 	Now func() time.Time
+	// MaxResponseBytes bounds what is read of one 2xx answer or stream;
+	// 0 means DefaultMaxResponseBytes. Error bodies are always cut at 64 KiB.
+	MaxResponseBytes int64
+	// Redactor removes the process's other secrets (the Redis password,
+	// the dashboard token, other providers' keys) from every text the
+	// adapter returns; nil removes the adapter's own keys (named by their
+	// fingerprints) and key-shaped tokens only, which it always does.
+	Redactor *redact.Redactor
 }
 
 func (o Options) validate() error {
@@ -30,6 +40,9 @@ func (o Options) validate() error {
 	}
 	if len(o.Keys) == 0 {
 		return errors.New("llmclient: provider " + o.Name + " has no keys")
+	}
+	if o.MaxResponseBytes < 0 {
+		return errors.New("llmclient: provider " + o.Name + ": max response bytes is negative")
 	}
 	return nil
 }
@@ -43,26 +56,33 @@ func WithKey(ctx context.Context, idx int) context.Context {
 	return context.WithValue(ctx, keyCtx{}, idx)
 }
 
-// base is what both adapters share: key fingerprints, the scrubber, the
+// base is what both adapters share: key fingerprints, the redactor, the
 // clock, and the translation of SDK errors into *Error.
 type base struct {
-	name string
-	fps  []string
-	ids  []string
-	scr  scrubber
-	now  func() time.Time
+	name      string
+	fps       []string
+	ids       []string
+	red       *redact.Redactor
+	now       func() time.Time
+	maxAnswer int64
 }
 
 func newBase(o Options) base {
-	b := base{name: o.Name, now: o.Now}
+	b := base{name: o.Name, now: o.Now, red: o.Redactor, maxAnswer: o.MaxResponseBytes}
 	if b.now == nil {
 		b.now = time.Now
+	}
+	if b.maxAnswer == 0 {
+		b.maxAnswer = DefaultMaxResponseBytes
 	}
 	for i, k := range o.Keys {
 		b.fps = append(b.fps, Fingerprint(o.Name, i, k))
 		b.ids = append(b.ids, KeyID(k))
+		b.red = b.red.With(b.fps[i], k) // an echoed key reads as its fingerprint
 	}
-	b.scr = scrubber{keys: o.Keys, fps: b.fps}
+	if b.red == nil {
+		b.red = redact.New()
+	}
 	return b
 }
 
@@ -114,7 +134,7 @@ func (b *base) toError(ctx context.Context, model string, key int, c *capture, e
 	}
 	var syn *json.SyntaxError
 	if status >= 200 && status < 300 && e.Type == "" && (errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		strings.Contains(err.Error(), "unexpected end of JSON input") || strings.Contains(err.Error(), "no choices")) {
+		strings.Contains(err.Error(), "unexpected end of JSON input")) {
 		e.Type = TypeMalformed // a 200 whose body is not a usable answer
 	}
 	if header != nil {
@@ -123,8 +143,12 @@ func (b *base) toError(ctx context.Context, model string, key int, c *capture, e
 			e.RequestID = requestID(header)
 		}
 	}
-	e.Body = b.scr.scrub(truncate(body, bodyExcerptLimit))
-	e.Message = b.scr.scrub(truncate(e.Message, bodyExcerptLimit))
+	if c != nil && c.overLimit() {
+		e.Type, e.InStream = TypeTooLarge, true
+	} else if errors.Is(err, errEmptyAnswer) {
+		e.Type = TypeEmpty
+	}
+	b.redactError(e, body)
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrStreamStalled) || (errors.As(err, &ne) && ne.Timeout()) {
 		e.Timeout = true
@@ -137,6 +161,34 @@ func (b *base) toError(ctx context.Context, model string, key int, c *capture, e
 	}
 	return e
 }
+
+// errTextLimit bounds the text of the SDK error an *Error wraps.
+const errTextLimit = 2 << 10
+
+// redactError is the one place where provider text enters an *Error: every
+// field a provider (or anything between it and us) could have written is
+// cut and has every configured secret and key-shaped token removed, and the
+// SDK's error, whose text may embed the raw body, prints redacted too.
+func (b *base) redactError(e *Error, body string) {
+	e.Body = b.red.Truncate(body, bodyExcerptLimit)
+	e.Message = b.red.Truncate(e.Message, bodyExcerptLimit)
+	e.Code = b.red.Truncate(e.Code, 128)
+	e.Type = b.red.Truncate(e.Type, 128)
+	e.RequestID = b.red.Truncate(e.RequestID, 128)
+	if e.Err != nil {
+		e.Err = &redactedError{text: b.red.Truncate(e.Err.Error(), errTextLimit), err: e.Err}
+	}
+}
+
+// redactedError prints a redacted text for an error whose own text may hold
+// a secret; errors.Is and errors.As still see the original.
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // parseErrorBody reads the {"error": {"type", "code", "message"}} shape both
 // providers use (Anthropic: {"type":"error","error":{"type","message"}}).
@@ -186,19 +238,4 @@ func codeString(c any) string {
 		b, _ := json.Marshal(v)
 		return string(b)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	// do not cut a UTF-8 sequence in half
-	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
-		s = s[:len(s)-1]
-	}
-	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
 }

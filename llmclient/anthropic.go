@@ -27,7 +27,7 @@ func NewAnthropic(o Options) (*Anthropic, error) {
 		return nil, err
 	}
 	a := &Anthropic{base: newBase(o)}
-	hc := newHTTPClient(o.Transport)
+	hc := newHTTPClient(o.Transport, a.maxAnswer)
 	for _, k := range o.Keys {
 		opts := []option.RequestOption{
 			option.WithoutEnvironmentDefaults(),
@@ -105,11 +105,11 @@ func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 		e := a.toError(ctx, req.Model, k, c, errors.New("200 answer is not a message"), parseAnthropicError)
 		e.InStream = true
 		if code, typ, m := parseErrorBody([]byte(raw)); typ != "" {
-			e.Code, e.Type, e.Message = code, typ, a.scr.scrub(m)
+			e.Code, e.Type, e.Message = a.red.Truncate(code, 128), a.red.Truncate(typ, 128), a.red.Truncate(m, bodyExcerptLimit)
 		} else {
 			e.Type = TypeMalformed
 		}
-		e.Body = a.scr.scrub(truncate(raw, bodyExcerptLimit))
+		e.Body = a.red.Truncate(raw, bodyExcerptLimit)
 		return nil, e
 	}
 	var text strings.Builder
@@ -121,6 +121,9 @@ func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 		case "tool_use":
 			calls = append(calls, ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
 		}
+	}
+	if text.Len() == 0 && len(calls) == 0 {
+		return nil, a.toError(ctx, req.Model, k, c, errEmptyAnswer, parseAnthropicError)
 	}
 	_, h, _ := c.snapshot()
 	return &Response{

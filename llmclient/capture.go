@@ -2,6 +2,7 @@ package llmclient
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,14 +14,33 @@ import (
 // bodyExcerptLimit bounds how much of an error body an Error keeps.
 const bodyExcerptLimit = 512
 
+// errorBodyLimit is where a non-2xx body ends: the SDKs read error bodies
+// whole, so a provider (or a proxy in front of it) that sends a huge or
+// never-ending error page would otherwise take the worker's memory. The
+// body is cut by an early EOF, not a read error, so the SDK still reports
+// the status and the failure keeps its class (a 429 stays rate_limited).
+const errorBodyLimit = 64 << 10
+
+// DefaultMaxResponseBytes is how much of a 2xx answer (or of a stream's
+// whole body) an adapter reads when Options.MaxResponseBytes is zero.
+const DefaultMaxResponseBytes = 8 << 20
+
+// ErrResponseTooLarge is the read error of a 2xx body that went past the
+// adapter's MaxResponseBytes. The call fails with an *Error of type
+// TypeTooLarge (class server: the next target or a later retry may answer
+// within bounds).
+var ErrResponseTooLarge = errors.New("response body is larger than the adapter's limit")
+
 // capture records what the SDKs do not expose on their errors: the response
-// status and headers (Retry-After, request ids) and the start of an error
-// body. It rides in the request's context; captureTransport fills it.
+// status and headers (Retry-After, request ids), the start of an error
+// body, and whether an answer went past the size limit. It rides in the
+// request's context; captureTransport fills it.
 type capture struct {
-	mu     sync.Mutex
-	status int
-	header http.Header
-	body   []byte
+	mu       sync.Mutex
+	status   int
+	header   http.Header
+	body     []byte
+	tooLarge bool
 }
 
 type captureKey struct{}
@@ -36,34 +56,78 @@ func (c *capture) snapshot() (int, http.Header, string) {
 	return c.status, c.header, string(c.body)
 }
 
-// captureTransport wraps an http.RoundTripper and fills the request's capture.
-type captureTransport struct{ base http.RoundTripper }
+func (c *capture) overLimit() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tooLarge
+}
+
+// captureTransport wraps an http.RoundTripper: it bounds every response
+// body (errorBodyLimit for non-2xx, maxAnswer for 2xx) and fills the
+// request's capture.
+type captureTransport struct {
+	base      http.RoundTripper
+	maxAnswer int64
+}
 
 func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	c, _ := req.Context().Value(captureKey{}).(*capture)
-	if err != nil || c == nil {
+	if err != nil {
 		return resp, err
+	}
+	c, _ := req.Context().Value(captureKey{}).(*capture)
+	if c == nil {
+		c = &capture{} // a call outside an adapter method: bound it all the same
 	}
 	c.mu.Lock()
 	c.status = resp.StatusCode
 	c.header = resp.Header.Clone()
 	c.mu.Unlock()
-	if resp.StatusCode >= 400 {
-		resp.Body = &teeBody{ReadCloser: resp.Body, c: c}
+	b := &boundedBody{ReadCloser: resp.Body, c: c, left: t.maxAnswer}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b.left, b.tee, b.eofAtLimit = errorBodyLimit, true, true
+	}
+	resp.Body = b
+	if resp.ContentLength > b.left {
+		resp.ContentLength = -1 // what will be read is less than announced
 	}
 	return resp, nil
 }
 
-// teeBody copies the first bodyExcerptLimit bytes read into the capture.
-type teeBody struct {
+// boundedBody reads at most left bytes of a response body. Past that it
+// ends with io.EOF (eofAtLimit: an error body, whose status matters more
+// than its tail) or with ErrResponseTooLarge (an answer, which must not be
+// taken for a shorter one). tee copies the first bodyExcerptLimit bytes
+// into the capture.
+type boundedBody struct {
 	io.ReadCloser
-	c *capture
+	c          *capture
+	left       int64
+	tee        bool
+	eofAtLimit bool
 }
 
-func (b *teeBody) Read(p []byte) (int, error) {
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		if b.eofAtLimit {
+			return 0, io.EOF
+		}
+		// one byte more tells a body of exactly the limit from a longer one
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		b.c.mu.Lock()
+		b.c.tooLarge = true
+		b.c.mu.Unlock()
+		return 0, ErrResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
+	b.left -= int64(n)
+	if n > 0 && b.tee {
 		b.c.mu.Lock()
 		if room := bodyExcerptLimit - len(b.c.body); room > 0 {
 			b.c.body = append(b.c.body, p[:min(n, room)]...)
@@ -74,12 +138,12 @@ func (b *teeBody) Read(p []byte) (int, error) {
 }
 
 // newHTTPClient is the client both adapters use: no client-wide timeout (each
-// call's context carries its deadline) and the capturing transport.
-func newHTTPClient(base http.RoundTripper) *http.Client {
+// call's context carries its deadline) and the bounding, capturing transport.
+func newHTTPClient(base http.RoundTripper, maxAnswer int64) *http.Client {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &http.Client{Transport: captureTransport{base: base}}
+	return &http.Client{Transport: captureTransport{base: base, maxAnswer: maxAnswer}}
 }
 
 // RetryAfterCap bounds any Retry-After a provider sends.

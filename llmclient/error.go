@@ -40,6 +40,19 @@ type Error struct {
 // read as one (the classifier counts it as a server failure).
 const TypeMalformed = "malformed_response"
 
+// TypeTooLarge is the Error.Type of a 2xx answer longer than the adapter's
+// MaxResponseBytes (class server, like a malformed answer).
+const TypeTooLarge = "response_too_large"
+
+// TypeEmpty is the Error.Type of a 2xx answer with nothing in it: no
+// choices (OpenAI), no content blocks (Anthropic), or neither text nor tool
+// calls. Both dialects treat it alike: class server, so the next target or
+// a later retry is tried.
+const TypeEmpty = "empty_response"
+
+// errEmptyAnswer is what an adapter reports for an empty answer.
+var errEmptyAnswer = errors.New("the answer is empty: no text and no tool calls")
+
 // ErrStreamTruncated marks a stream that ended without its final event.
 var ErrStreamTruncated = errors.New("stream ended before its final event")
 

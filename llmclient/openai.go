@@ -23,7 +23,7 @@ func NewOpenAI(o Options) (*OpenAI, error) {
 		return nil, err
 	}
 	a := &OpenAI{base: newBase(o)}
-	hc := newHTTPClient(o.Transport)
+	hc := newHTTPClient(o.Transport, a.maxAnswer)
 	for _, k := range o.Keys {
 		cfg := openai.DefaultConfig(k)
 		if o.BaseURL != "" {
@@ -89,8 +89,8 @@ func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, a.toError(ctx, req.Model, k, c, err, parseOpenAIError)
 	}
-	if len(resp.Choices) == 0 {
-		return nil, a.toError(ctx, req.Model, k, c, errors.New("response has no choices"), parseOpenAIError)
+	if len(resp.Choices) == 0 || (resp.Choices[0].Message.Content == "" && len(resp.Choices[0].Message.ToolCalls) == 0) {
+		return nil, a.toError(ctx, req.Model, k, c, errEmptyAnswer, parseOpenAIError)
 	}
 	_, h, _ := c.snapshot()
 	var calls []ToolCall

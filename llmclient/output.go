@@ -3,6 +3,7 @@ package llmclient
 import (
 	"fmt"
 
+	"github.com/agentq/agentq/redact"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -19,7 +20,7 @@ type InvalidOutputError struct {
 const outputExcerpt = 1000
 
 func (e *InvalidOutputError) Error() string {
-	return fmt.Sprintf("%s: invalid output: %v; the answer was: %q", e.Target, e.Err, truncate(e.Output, outputExcerpt))
+	return fmt.Sprintf("%s: invalid output: %v; the answer was: %q", e.Target, e.Err, (*redact.Redactor)(nil).Truncate(e.Output, outputExcerpt))
 }
 
 // Unwrap returns the check's error.

@@ -103,6 +103,10 @@ func (s *Stream) Recv() (string, error) {
 			case ev.final != nil:
 				s.mu.Lock()
 				s.text.WriteString(ev.delta)
+				if s.text.Len() == 0 && len(ev.final.ToolCalls) == 0 {
+					s.mu.Unlock()
+					return "", s.fail(s.onErr(errEmptyAnswer))
+				}
 				r := *ev.final
 				r.Text = s.text.String()
 				r.Latency = s.now().Sub(s.started)

@@ -118,6 +118,9 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, f *Fault, phase, key, id, model, text string, in int, stream bool) {
+	if s.hostile(d, w, r, f, key, id, model, in, stream) {
+		return
+	}
 	ep := d.name
 	msg := f.Message
 	if msg == "" {

@@ -100,6 +100,11 @@ type Fault struct {
 	// RetryAfter is sent as Retry-After (whole seconds, rounded up) and
 	// retry-after-ms.
 	RetryAfter Duration `yaml:"retry_after" json:"retry_after"`
+	// Pad is how many bytes of filler come before a text_echo body's
+	// message, to put the echoed key across a client's cut.
+	Pad int `yaml:"pad" json:"pad"`
+	// Size is a huge body's size in bytes; 0 means 50 MiB.
+	Size int64 `yaml:"size" json:"size"`
 }
 
 // Duration is a time.Duration read from a string such as "1.5s".
@@ -235,16 +240,22 @@ func (f Fault) validate(where string) error {
 		if f.Status < 400 || f.Status > 599 {
 			return fmt.Errorf("%s.status: %d is not an HTTP error status", where, f.Status)
 		}
-	case KindEmpty, KindHTML:
+	case KindEmpty, KindHTML, KindTextEcho, KindHuge, KindEndless:
 		if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 			return fmt.Errorf("%s.status: %d is not an HTTP error status", where, f.Status)
 		}
-	case KindMalformed, KindReset, KindHang, KindStreamError, KindRefuse, KindBadJSON, KindProseJSON, KindTruncatedJSON:
+	case KindMalformed, KindReset, KindHang, KindStreamError, KindRefuse, KindBadJSON, KindProseJSON, KindTruncatedJSON, KindEmptyAnswer:
 		if f.Status != 0 {
 			return fmt.Errorf("%s.status: kind %s takes no status", where, f.Kind)
 		}
 	default:
-		return fmt.Errorf("%s.kind: %q is not status, empty, html, malformed, reset, hang, stream_error, refuse, bad_json, prose_json or truncated_json", where, f.Kind)
+		return fmt.Errorf("%s.kind: %q is not status, empty, html, text_echo, endless, huge, empty_answer, malformed, reset, hang, stream_error, refuse, bad_json, prose_json or truncated_json", where, f.Kind)
+	}
+	if f.Pad < 0 || f.Pad > 1<<20 {
+		return fmt.Errorf("%s.pad: %d is not in [0, 1048576]", where, f.Pad)
+	}
+	if f.Size < 0 || f.Size > 1<<34 {
+		return fmt.Errorf("%s.size: %d is not in [0, 16 GiB]", where, f.Size)
 	}
 	if f.Rate < 0 || f.Rate > 1 {
 		return fmt.Errorf("%s.rate: %v is not in (0, 1]", where, f.Rate)
@@ -261,6 +272,10 @@ func (f Fault) statusOf() int {
 		return 500
 	case f.Kind == KindHTML:
 		return 502
+	case f.Kind == KindTextEcho:
+		return 401
+	case f.Kind == KindHuge:
+		return 500
 	}
 	return 200
 }

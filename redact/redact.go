@@ -1,0 +1,149 @@
+// Package redact removes secrets from text before it is logged, stored or
+// shown: the configured secrets themselves (API keys, the Redis password,
+// the dashboard token, webhook secrets), any prefix or suffix of one left at
+// the edge of a cut, and text shaped like a key ("sk-…", "Bearer …") whoever
+// it belongs to.
+//
+// It is for text that came back from the network or describes a failure
+// (error messages, error bodies, reasons), never for model outputs, which
+// are the user's data.
+package redact
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Mask replaces a secret that has no label of its own, and a key-shaped
+// token.
+const Mask = "[redacted]"
+
+// minEdge is the shortest piece of a secret that is removed when it stands
+// at the start or end of a text (what a cut through the secret leaves).
+// Shorter pieces are too likely to be ordinary text.
+const minEdge = 6
+
+// minSecret is the shortest value registered as a secret: shorter values
+// ("", "x", a test's "k") would redact ordinary words.
+const minSecret = 4
+
+// shapes are the key-shaped tokens removed whatever their owner. The first
+// matches OpenAI, Anthropic and most gateway keys; \b keeps words such as
+// "risk-free" or "task-123" intact. A bearer token is 16 characters or more,
+// so "Bearer authentication required" stays readable.
+var shapes = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), "sk-" + Mask},
+	{regexp.MustCompile(`\b(Bearer|bearer|BEARER)(\s+)[A-Za-z0-9._~+/=-]{16,}`), "$1$2" + Mask},
+}
+
+type secret struct{ value, label string }
+
+// Redactor removes a fixed set of secrets and every key-shaped token from
+// text. The zero value and a nil *Redactor remove key-shaped tokens only.
+// A Redactor is immutable and safe for concurrent use.
+type Redactor struct {
+	secrets []secret
+}
+
+// New returns a Redactor for the given secret values, each replaced by Mask.
+// Values shorter than 4 bytes are ignored.
+func New(values ...string) *Redactor {
+	return (*Redactor)(nil).With(Mask, values...)
+}
+
+// With returns a new Redactor that also removes values, replacing each by
+// label (for example a key's fingerprint, so a reader still knows which key
+// was meant). The receiver is unchanged; nil is a valid receiver.
+func (r *Redactor) With(label string, values ...string) *Redactor {
+	n := &Redactor{}
+	if r != nil {
+		n.secrets = append(n.secrets, r.secrets...)
+	}
+	for _, v := range values {
+		if len(v) >= minSecret {
+			n.secrets = append(n.secrets, secret{value: v, label: label})
+		}
+	}
+	// longest first, so a secret that contains another is replaced whole
+	for i := 1; i < len(n.secrets); i++ {
+		for j := i; j > 0 && len(n.secrets[j].value) > len(n.secrets[j-1].value); j-- {
+			n.secrets[j], n.secrets[j-1] = n.secrets[j-1], n.secrets[j]
+		}
+	}
+	return n
+}
+
+// Merge returns a Redactor that removes the secrets of both.
+func (r *Redactor) Merge(o *Redactor) *Redactor {
+	if o == nil {
+		return r.With(Mask)
+	}
+	n := r.With(Mask)
+	for _, s := range o.secrets {
+		n = n.With(s.label, s.value)
+	}
+	return n
+}
+
+// String returns s without any secret, any piece of a secret at its start
+// or end, or any key-shaped token.
+func (r *Redactor) String(s string) string {
+	if s == "" {
+		return s
+	}
+	if r != nil {
+		for _, sec := range r.secrets {
+			if strings.Contains(s, sec.value) {
+				s = strings.ReplaceAll(s, sec.value, sec.label)
+			}
+		}
+		s = r.edges(s)
+	}
+	for _, sh := range shapes {
+		s = sh.re.ReplaceAllString(s, sh.repl)
+	}
+	return s
+}
+
+// edges removes the longest piece of a secret that ends s (a secret's start
+// cut off by a truncation) or starts s (its end, when s is a window that
+// began inside it).
+func (r *Redactor) edges(s string) string {
+	for _, sec := range r.secrets {
+		v := sec.value
+		for n := min(len(v)-1, len(s)); n >= minEdge; n-- {
+			if strings.HasSuffix(s, v[:n]) {
+				s = s[:len(s)-n] + sec.label
+				break
+			}
+		}
+		for n := min(len(v)-1, len(s)); n >= minEdge; n-- {
+			if strings.HasPrefix(s, v[len(v)-n:]) {
+				s = sec.label + s[n:]
+				break
+			}
+		}
+	}
+	return s
+}
+
+// Truncate returns s redacted and cut to at most n bytes (not counting the
+// "…" that marks a cut) on a UTF-8 boundary. It redacts before the cut, so a
+// secret the cut would split is already gone, and again after it, so a key
+// whose beginning the cut left at the end (of a text that was already a
+// window of something longer) is removed too.
+func (r *Redactor) Truncate(s string, n int) string {
+	s = r.String(s)
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n, 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return r.String(s[:cut]) + "…"
+}

@@ -57,16 +57,25 @@ func New(values ...string) *Redactor {
 
 // With returns a new Redactor that also removes values, replacing each by
 // label (for example a key's fingerprint, so a reader still knows which key
-// was meant). The receiver is unchanged; nil is a valid receiver.
+// was meant); a value it already removes takes the new label. The receiver
+// is unchanged; nil is a valid receiver.
 func (r *Redactor) With(label string, values ...string) *Redactor {
 	n := &Redactor{}
 	if r != nil {
 		n.secrets = append(n.secrets, r.secrets...)
 	}
+next:
 	for _, v := range values {
-		if len(v) >= minSecret {
-			n.secrets = append(n.secrets, secret{value: v, label: label})
+		if len(v) < minSecret {
+			continue
 		}
+		for i := range n.secrets {
+			if n.secrets[i].value == v { // known already: the newer label wins
+				n.secrets[i].label = label
+				continue next
+			}
+		}
+		n.secrets = append(n.secrets, secret{value: v, label: label})
 	}
 	// longest first, so a secret that contains another is replaced whole
 	for i := 1; i < len(n.secrets); i++ {

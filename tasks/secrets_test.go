@@ -47,14 +47,82 @@ func TestNoSecretAnywhereAfterAnOutage(t *testing.T) {
 	for _, id := range ids {
 		e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
 	}
+	waitDeadLetters(t, e, "")
 
-	secrets := []string{k1, k2}
+	fp := llmclient.Fingerprint("oa", 0, k1)
+	get := huntSecrets(t, e, &logs, ids, []string{k1, k2})
+	// the outage left an auth failure, named by fingerprint only
+	if !strings.Contains(logs.String(), `"class":"auth"`) || !strings.Contains(logs.String(), "API key disabled") {
+		t.Fatalf("the outage left no auth failure in the logs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), fp) {
+		t.Errorf("logs do not name the rejected key by its fingerprint %s", fp)
+	}
+	if page := get("/providers"); !strings.Contains(page, "oa#1 (…"+fp[len(fp)-5:len(fp)-1]) {
+		t.Errorf("the providers page does not name the disabled key by fingerprint")
+	}
+}
+
+// Providers and proxies that answer with bodies that are not JSON (a
+// gateway's text/plain 401 echoing the key, with the key across the
+// adapter's 512-byte excerpt cut; an error body echoing the key after 64
+// KiB of filler; an HTML page; an answer that never ends), on both
+// dialects: afterwards no 8-byte piece of any key is anywhere.
+func TestNoSecretAnywhereAfterHostileBodies(t *testing.T) {
+	k1, k2 := testenv.Keys[0], testenv.Keys[1]
+	var logs testenv.Buffer
+	echo := func(n, pad, status int) chaosllm.Phase {
+		return chaosllm.Phase{Requests: n, Fault: &chaosllm.Fault{Kind: chaosllm.KindTextEcho, Pad: pad, Status: status}}
+	}
+	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, Scenario: chaosllm.Scenario{
+		Timelines: []chaosllm.Timeline{
+			// a 401 disables the key, so each key's 401 comes last
+			{Endpoint: "openai", Key: k1, Phases: []chaosllm.Phase{
+				{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindEndless}},
+				echo(1, 500, 500), echo(1, 65530, 503),
+				{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHTML}},
+				echo(1, 490, 401), {}}},
+			{Endpoint: "openai", Key: k2, Phases: []chaosllm.Phase{
+				echo(2, 497, 500),
+				{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHuge, Status: 429, Size: 4 << 20, RetryAfter: chaosllm.Duration(time.Second)}},
+				{}}},
+			{Endpoint: "anthropic", Key: k1, Phases: []chaosllm.Phase{
+				echo(1, 511, 529), echo(1, 2040, 500), echo(1, 493, 401), {}}},
+		}}})
+	var ids []string
+	for _, route := range []string{"main", "solo", "main", "scored", "main", "solo", "main", "scored", "solo", "main"} {
+		ids = append(ids, e.Submit(t, e.Spec("name: hostile\nsteps:\n  - { id: s, route: "+route+", prompt: \"hostile bodies via "+route+"\" }\n")))
+	}
+	for _, id := range ids {
+		e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	}
+	for _, outcome := range []string{"text_echo_401", "text_echo_500", "text_echo_503", "text_echo_529", "endless_200", "huge_429", "html_502"} {
+		if e.Chaos.Snapshot().Count("", "", outcome) == 0 {
+			t.Errorf("chaosllm never answered %s: the scenario did not run (%+v)", outcome, e.Chaos.Snapshot())
+		}
+	}
+	huntSecrets(t, e, &logs, ids, []string{k1, k2})
+}
+
+// dashboardToken is the token the hunt's dashboard runs with; it is hunted
+// too.
+const dashboardToken = "dashboard-token-for-the-secrets-test"
+
+// huntSecrets looks for every 8-byte piece of every secret (and of the
+// dashboard token) in every Redis key and value, the worker's logs, its
+// /metrics, and every dashboard page and API answer, asynqmon's included.
+// It returns the dashboard getter for further checks.
+func huntSecrets(t *testing.T, e *testenv.Env, logs *testenv.Buffer, ids, secrets []string) func(string) string {
+	t.Helper()
+	secrets = append(secrets, dashboardToken)
 	hunt := func(where, text string) {
 		t.Helper()
 		for _, s := range secrets {
-			if strings.Contains(text, s) {
-				i := strings.Index(text, s)
-				t.Errorf("%s holds an API key: …%s…", where, text[max(0, i-80):min(len(text), i+len(s)+20)])
+			for i := 0; i+8 <= len(s); i++ {
+				if j := strings.Index(text, s[i:i+8]); j >= 0 {
+					t.Errorf("%s holds a piece of a secret: …%s…", where, text[max(0, j-80):min(len(text), j+40)])
+					break
+				}
 			}
 		}
 	}
@@ -76,27 +144,22 @@ func TestNoSecretAnywhereAfterAnOutage(t *testing.T) {
 		hunt("Redis key name "+k, k)
 		hunt("Redis value of "+k, dumpValue(t, e.Redis, k))
 	}
-	// the worker's logs, after the outage produced some
-	if !strings.Contains(logs.String(), `"class":"auth"`) || !strings.Contains(logs.String(), "API key disabled") {
-		t.Fatalf("the outage left no auth failure in the logs:\n%s", logs.String())
+	if logs.String() == "" {
+		t.Fatal("the worker logged nothing: the outage did not run")
 	}
 	hunt("worker logs", logs.String())
-	fp := llmclient.Fingerprint("oa", 0, k1)
-	if !strings.Contains(logs.String(), fp) {
-		t.Errorf("logs do not name the rejected key by its fingerprint %s", fp)
-	}
 	hunt("worker /metrics", scrape(t, e.MetricsURL))
 
 	// every dashboard page and API answer, asynqmon's included
-	const token = "dashboard-token-for-the-secrets-test"
+	token := dashboardToken
 	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	get := func(path string) string {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+path, nil)
@@ -118,16 +181,17 @@ func TestNoSecretAnywhereAfterAnOutage(t *testing.T) {
 	for _, id := range ids {
 		paths = append(paths, "/workflows/"+id, "/api/v1/workflows/"+id, "/api/v1/workflows/"+id+"/result")
 	}
-	dls := waitDeadLetters(t, e, "")
+	dls, err := e.Client.DeadLetters(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range dls {
 		paths = append(paths, "/dlq/"+d.TaskID, "/api/v1/dlq/"+d.TaskID)
 	}
 	for _, p := range paths {
 		hunt("dashboard "+p, get(p))
 	}
-	if page := get("/providers"); !strings.Contains(page, "oa#1 (…"+fp[len(fp)-5:len(fp)-1]) {
-		t.Errorf("the providers page does not name the disabled key by fingerprint")
-	}
+	return get
 }
 
 // dumpValue reads a Redis value of any type as text.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/redact"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -68,6 +69,7 @@ func WaitForRedis(ctx context.Context, c config.Redis, wait time.Duration, log *
 // nil (http.DefaultTransport).
 func Providers(cfg config.Config, transport http.RoundTripper) (map[string]llmclient.Provider, error) {
 	out := map[string]llmclient.Provider{}
+	red := redact.New(cfg.Secrets()...) // every provider's text loses every secret, not only its own keys
 	for _, p := range cfg.Providers {
 		keys := make([]string, len(p.Keys))
 		for i, k := range p.Keys {
@@ -76,7 +78,8 @@ func Providers(cfg config.Config, transport http.RoundTripper) (map[string]llmcl
 		if len(keys) == 0 {
 			keys = []string{"none"} // a local model without auth
 		}
-		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport}
+		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport,
+			MaxResponseBytes: p.MaxResponseBytes, Redactor: red}
 		var (
 			pr  llmclient.Provider
 			err error

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/redact"
 )
 
 // common holds the flags every command shares.
@@ -78,7 +79,14 @@ func (c *common) logger(cmd *cobra.Command) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
 		return nil, usageErr("--log-level: %q is not debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(c.env.Err, &slog.HandlerOptions{Level: l})), nil
+	// every line is redacted of the configuration's secrets and the
+	// dashboard token, whatever a provider or Redis error carried
+	secrets := c.loaded.Secrets()
+	if tok, ok := c.env.lookup("AGENTQ_DASHBOARD_TOKEN"); ok {
+		secrets = append(secrets, tok)
+	}
+	h := slog.NewJSONHandler(c.env.Err, &slog.HandlerOptions{Level: l})
+	return slog.New(redact.Handler(h, redact.New(secrets...))), nil
 }
 
 // forever is what --wait-for-redis means without a value.

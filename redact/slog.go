@@ -1,0 +1,73 @@
+package redact
+
+import (
+	"context"
+	"log/slog"
+)
+
+// MaxLogValue bounds each string a redacting log handler passes on.
+const MaxLogValue = 4 << 10
+
+// Handler wraps h so that every record's message and every string, error
+// or Stringer attribute (in groups too) is redacted by r and cut to
+// MaxLogValue bytes before h sees it: whatever a provider sends back, a log
+// line carries no secret and stays a few KiB.
+func Handler(h slog.Handler, r *Redactor) slog.Handler {
+	if rh, ok := h.(*handler); ok {
+		return &handler{next: rh.next, r: rh.r.Merge(r)}
+	}
+	return &handler{next: h, r: r}
+}
+
+type handler struct {
+	next slog.Handler
+	r    *Redactor
+}
+
+func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.Truncate(rec.Message, MaxLogValue), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
+	clean := make([]slog.Attr, len(as))
+	for i, a := range as {
+		clean[i] = h.attr(a)
+	}
+	return &handler{next: h.next.WithAttrs(clean), r: h.r}
+}
+
+func (h *handler) WithGroup(name string) slog.Handler {
+	return &handler{next: h.next.WithGroup(name), r: h.r}
+}
+
+func (h *handler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, h.r.Truncate(v.String(), MaxLogValue))
+	case slog.KindGroup:
+		g := v.Group()
+		clean := make([]any, len(g))
+		for i, x := range g {
+			clean[i] = h.attr(x)
+		}
+		return slog.Group(a.Key, clean...)
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, h.r.Truncate(x.Error(), MaxLogValue))
+		case interface{ String() string }:
+			return slog.String(a.Key, h.r.Truncate(x.String(), MaxLogValue))
+		case []byte:
+			return slog.String(a.Key, h.r.Truncate(string(x), MaxLogValue))
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}

@@ -89,7 +89,7 @@ func (b *Breakers) allow(ctx context.Context, provider, model string) (ok, probe
 func (b *Breakers) record(ctx context.Context, provider, model string, class retry.Class, probe bool) {
 	now := b.now()
 	switch {
-	case class == retry.OK || class == retry.BadRequest || class == retry.ContextLength || class == retry.ContentFilter || class == retry.InvalidOutput:
+	case class.Rule().Answered:
 		b.count(provider, model, now, false)
 		b.apply(ctx, provider, model, func(cur retry.Breaker) retry.Breaker { return cur.OnSuccess() }, nil)
 	case class.ProviderFault():

@@ -111,7 +111,7 @@ func (h *Health) observe(provider, model string, class retry.Class, dur time.Dur
 	switch {
 	case class == retry.OK:
 		name = binNames[latencyBin(dur)]
-	case class.ProviderFault(), class == retry.InvalidOutput: // quality counts too
+	case class.Rule().LowersHealth: // the target's own faults, and bad answers
 		name = "fail"
 	default:
 		return

@@ -195,8 +195,7 @@ func (e *RouteError) Unwrap() []error { return e.Attempts }
 // attempt had one; else the last retryable class.
 func (e *RouteError) Class() retry.Class {
 	if n := len(e.Attempts); n > 0 {
-		switch c := ClassOf(e.Attempts[n-1]); c {
-		case retry.BadRequest, retry.ContextLength, retry.ContentFilter:
+		if c := ClassOf(e.Attempts[n-1]); c.RequestFault() {
 			for _, a := range e.Attempts {
 				if ClassOf(a) == retry.Canceled {
 					return retry.Canceled
@@ -487,7 +486,7 @@ func (r *Router) hedged(ctx context.Context, route string, rt Route, a, b int, r
 			if !hedged {
 				return nil, -1, res.err // a failed first: go on in order
 			}
-			if c := ClassOf(res.err); c == retry.BadRequest || c == retry.ContextLength || c == retry.ContentFilter {
+			if ClassOf(res.err).RequestFault() {
 				return nil, res.idx, res.err
 			}
 		}

@@ -137,23 +137,3 @@ func containsFold(s, sub string) bool {
 	}
 	return false
 }
-
-// Retryable reports whether a failure of this class may succeed if the same
-// step is tried again later (possibly elsewhere).
-func (c Class) Retryable() bool {
-	switch c {
-	case BadRequest, ContextLength, ContentFilter, InvalidOutput:
-		return false
-	}
-	return true
-}
-
-// ProviderFault reports whether the failure counts against the target's
-// health (breaker, score): canceled calls and key-level problems do not.
-func (c Class) ProviderFault() bool {
-	switch c {
-	case Network, Timeout, Server:
-		return true
-	}
-	return false
-}

@@ -1,0 +1,63 @@
+package retry
+
+// Rule is what every policy does with a class. It is the one place a set
+// of classes is spelled out: the router, the breaker, the health score and
+// the step handler ask a class for its rule instead of listing classes.
+type Rule struct {
+	// Retryable: trying the same step again later (possibly elsewhere) may
+	// succeed.
+	Retryable bool
+	// RequestFault: the request itself is at fault, so no other key or
+	// target can help (only the route's fallback for this class, if any)
+	// and the route stops on it even after others failed for their own
+	// reasons.
+	RequestFault bool
+	// ProviderFault: the target failed; counts against its breaker and
+	// health score.
+	ProviderFault bool
+	// Answered: the target answered (even if with a refusal or an unusable
+	// answer); counts for it in the breaker.
+	Answered bool
+	// LowersHealth: counts as a failure in the target's health score
+	// (its own faults, and answers of bad quality).
+	LowersHealth bool
+}
+
+// rules is the table. A class missing from it (a new one, or "busy" and
+// other internal markers) gets the zero Rule's opposite of caution:
+// retryable, nobody's fault.
+var rules = map[Class]Rule{
+	OK:            {Answered: true},
+	Network:       {Retryable: true, ProviderFault: true, LowersHealth: true},
+	Timeout:       {Retryable: true, ProviderFault: true, LowersHealth: true},
+	Server:        {Retryable: true, ProviderFault: true, LowersHealth: true},
+	RateLimited:   {Retryable: true},
+	Quota:         {Retryable: true},
+	Auth:          {Retryable: true},
+	NotFound:      {Retryable: true},
+	Canceled:      {Retryable: true},
+	BadRequest:    {RequestFault: true, Answered: true},
+	ContextLength: {RequestFault: true, Answered: true},
+	ContentFilter: {RequestFault: true, Answered: true},
+	InvalidOutput: {Answered: true, LowersHealth: true},
+}
+
+// Rule returns the class's rule.
+func (c Class) Rule() Rule {
+	if r, ok := rules[c]; ok {
+		return r
+	}
+	return Rule{Retryable: true}
+}
+
+// Retryable reports whether a failure of this class may succeed if the same
+// step is tried again later (possibly elsewhere).
+func (c Class) Retryable() bool { return c.Rule().Retryable }
+
+// ProviderFault reports whether the failure counts against the target's
+// health (breaker, score): canceled calls and key-level problems do not.
+func (c Class) ProviderFault() bool { return c.Rule().ProviderFault }
+
+// RequestFault reports whether the request itself is at fault (bad_request,
+// context_length, content_filter).
+func (c Class) RequestFault() bool { return c.Rule().RequestFault }

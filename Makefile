@@ -56,8 +56,9 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s; Nx for N executions)
 clean: ## remove build output
 	rm -rf $(BIN)
 
-bench: ## orchestration vs bare asynq and Celery, resources, hot path, outage drills (not part of make test; bench/README.md)
+bench: ## orchestration vs bare asynq and Celery, resources, hot path, outage drills, RSS under hostile bodies (not part of make test; bench/README.md)
 	$(GO) run ./bench -chords 1000 -members 10 -chains 300 -length 10 -runs 3 -floor -celery -resources 50,500 -json bench/last.json
 	$(GO) run ./bench -chords 300 -members 10 -chains 100 -latency 20ms
 	$(GO) test -run '^$$' -bench . -benchmem ./retry ./llmclient ./internal/store ./tasks
 	$(GO) run ./bench/drill -out bench/reports bench/scenarios/*.yaml
+	$(GO) run ./bench/hostile -window 30s -parallel 8

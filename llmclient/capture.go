@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,7 +24,21 @@ const errorBodyLimit = 64 << 10
 
 // DefaultMaxResponseBytes is how much of a 2xx answer (or of a stream's
 // whole body) an adapter reads when Options.MaxResponseBytes is zero.
-const DefaultMaxResponseBytes = 8 << 20
+const DefaultMaxResponseBytes = 2 << 20
+
+// Answers being read are held whole by the SDKs until they decode them, so
+// many large ones at once add up: all adapters of a process together hold
+// at most sharedAnswerBudget bytes of non-streamed 2xx bodies being read.
+// A body within its first fairShare bytes is never refused for that (small
+// answers always pass); past it, a read that would go over the shared
+// budget fails the call as response_too_large, which is retried later.
+const (
+	sharedAnswerBudget = 8 << 20
+	fairShare          = 128 << 10
+)
+
+// answersInFlight counts the bytes of 2xx bodies read and not yet closed.
+var answersInFlight atomic.Int64
 
 // ErrResponseTooLarge is the read error of a 2xx body that went past the
 // adapter's MaxResponseBytes. The call fails with an *Error of type
@@ -84,8 +99,11 @@ func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.header = resp.Header.Clone()
 	c.mu.Unlock()
 	b := &boundedBody{ReadCloser: resp.Body, c: c, left: t.maxAnswer}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		b.left, b.tee, b.eofAtLimit = errorBodyLimit, true, true
+	case !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		b.shared = true // a stream is consumed as it comes; an answer is held
 	}
 	resp.Body = b
 	if resp.ContentLength > b.left {
@@ -105,9 +123,27 @@ type boundedBody struct {
 	left       int64
 	tee        bool
 	eofAtLimit bool
+	shared     bool  // counts against sharedAnswerBudget
+	charged    int64 // bytes counted in answersInFlight
+	closeOnce  sync.Once
+}
+
+func (b *boundedBody) tooLarge() error {
+	b.c.mu.Lock()
+	b.c.tooLarge = true
+	b.c.mu.Unlock()
+	return ErrResponseTooLarge
+}
+
+func (b *boundedBody) Close() error {
+	b.closeOnce.Do(func() { answersInFlight.Add(-b.charged) })
+	return b.ReadCloser.Close()
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.shared && b.charged+int64(len(p)) > fairShare && answersInFlight.Load()+int64(len(p)) > sharedAnswerBudget {
+		return 0, b.tooLarge()
+	}
 	if b.left <= 0 {
 		if b.eofAtLimit {
 			return 0, io.EOF
@@ -117,16 +153,17 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		if n, err := b.ReadCloser.Read(one[:]); n == 0 {
 			return 0, err
 		}
-		b.c.mu.Lock()
-		b.c.tooLarge = true
-		b.c.mu.Unlock()
-		return 0, ErrResponseTooLarge
+		return 0, b.tooLarge()
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
+	if b.shared && n > 0 {
+		b.charged += int64(n)
+		answersInFlight.Add(int64(n))
+	}
 	if n > 0 && b.tee {
 		b.c.mu.Lock()
 		if room := bodyExcerptLimit - len(b.c.body); room > 0 {

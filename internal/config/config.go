@@ -90,7 +90,7 @@ type Provider struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxResponseBytes bounds what is read of one answer (or one stream's
 	// whole body): past it the call fails as response_too_large (class
-	// server). 0 means 8 MiB; at least 65536 when set. Error bodies are
+	// server). 0 means 2 MiB; at least 65536 when set. Error bodies are
 	// always read up to 64 KiB only.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 }
@@ -322,7 +322,7 @@ func (c *Config) validate() error {
 			bad(f+".timeout", "%s is under 1s", p.Timeout)
 		}
 		if p.MaxResponseBytes != 0 && p.MaxResponseBytes < 64<<10 {
-			bad(f+".max_response_bytes", "%d is under 65536 (0 means 8 MiB)", p.MaxResponseBytes)
+			bad(f+".max_response_bytes", "%d is under 65536 (0 means 2 MiB)", p.MaxResponseBytes)
 		}
 	}
 	for _, name := range c.RouteNames() {

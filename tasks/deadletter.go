@@ -165,6 +165,13 @@ func (c *Client) Requeue(ctx context.Context, taskID string) error {
 	if err != nil {
 		return err
 	}
+	if p, err := decodePayload(info.Payload); err == nil {
+		// back under the reconciler's eye: a blocked workflow may have left
+		// the open index
+		if err := c.store.Watch(ctx, p.Workflow); err != nil {
+			return fmt.Errorf("requeue %s: %w", taskID, err)
+		}
+	}
 	if err := c.insp.RunTask(info.Queue, info.ID); err != nil {
 		return fmt.Errorf("requeue %s: %w", taskID, err)
 	}
@@ -180,6 +187,11 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 	}
 	n := 0
 	for _, d := range dls {
+		if d.Workflow != "" {
+			if err := c.store.Watch(ctx, d.Workflow); err != nil {
+				return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
+			}
+		}
 		if err := c.insp.RunTask(d.Queue, d.TaskID); err != nil {
 			return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
 		}

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -42,7 +41,9 @@ type HandlerOptions struct {
 }
 
 // StepEvent reports a settled step, or (State "retrying") a failed attempt
-// that will be retried.
+// that will be retried, or (State "unrecorded") an answer that could not be
+// recorded and is kept in memory for the step's next attempt, or (State
+// "queued", with Reconciled) a step the reconciler enqueued again.
 type StepEvent struct {
 	Workflow, Step, Route, State, WorkflowState string
 	Target                                      string // provider/model that answered, or "template"
@@ -51,12 +52,21 @@ type StepEvent struct {
 	Class                                       retry.Class
 	Err                                         error
 	RetryAfter                                  time.Duration // the provider's ask, for "retrying"
+	// Reconciled is set when the reconciler, not a handler, settled the
+	// step (or enqueued it again): why, e.g. "lease_expired".
+	Reconciled string
 }
 
 // Handler runs step tasks. It is an asynq.Handler.
 type Handler struct {
 	o     HandlerOptions
 	specs specCache
+	// attempts is the attempt each running task began (by task id), for
+	// HandleError: asynq may call it while the handler still runs.
+	attempts sync.Map
+	// answers keeps answers that could not be recorded (Redis away) for
+	// the step's next attempt on this worker.
+	answers *answerCache
 }
 
 // NewHandler returns a Handler.
@@ -73,11 +83,19 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Events == nil {
 		o.Events = func(StepEvent) {}
 	}
-	return &Handler{o: o, specs: specCache{max: 4096}}, nil
+	return &Handler{o: o, specs: specCache{max: 4096}, answers: newAnswerCache(answerCacheEntries, answerCacheBytes)}, nil
 }
 
 // classBusy marks a duplicate delivery that waits for the step's lease.
 const classBusy retry.Class = "busy"
+
+// classStale marks an attempt whose outcome the store refused: a later
+// attempt took the step, or the safety net ended this one.
+const classStale retry.Class = "stale"
+
+// classUnrecorded marks an attempt whose answer could not be recorded
+// (Redis away longer than settleTimeout); the answer is kept in memory.
+const classUnrecorded retry.Class = "unrecorded"
 
 // busyRecheck is how soon a busy duplicate looks again.
 const busyRecheck = time.Second
@@ -98,21 +116,21 @@ func (e *StepError) Unwrap() error { return e.Err }
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	p, err := decodePayload(t.Payload())
 	if err != nil {
-		h.o.Logger.Error("step task dead-lettered: bad payload", "err", err)
+		h.o.Logger.Error("step task dead-lettered: bad payload", "err", store.Excerpt(err.Error()))
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
-	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
+	log := h.o.Logger.With("wf", logID(p.Workflow), "step", logID(p.Step))
 	spec, err := h.specs.get(ctx, h.o.Store, p.Workflow)
 	if errors.Is(err, store.ErrNotFound) {
-		log.Warn("step task dropped: workflow not found (expired or never written)")
-		return nil
+		return h.unknownWorkflow(log, p)
 	}
 	if err != nil {
 		return err
 	}
 	st, ok := spec.Step(p.Step)
 	if !ok {
-		return fmt.Errorf("workflow %s has no step %q: %w", p.Workflow, p.Step, asynq.SkipRetry)
+		log.Error("step task dead-lettered: the workflow has no such step")
+		return fmt.Errorf("workflow %s has no step %q: %w", logID(p.Workflow), logID(p.Step), asynq.SkipRetry)
 	}
 	r := spec.resolve(st)
 	taskID, _ := asynq.GetTaskID(ctx)
@@ -132,8 +150,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return &StepError{Class: classBusy, RetryAfter: min(time.Until(busy.Until), busyRecheck), Err: err}
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		log.Warn("step task dropped: workflow not found")
-		return nil
+		return h.unknownWorkflow(log, p)
 	}
 	if errors.Is(err, store.ErrOldLayout) {
 		// kept in the dead-letter queue, not dropped: requeue it once a
@@ -148,13 +165,34 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Info("step skipped: workflow canceled")
 		return nil
 	}
+	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
 	err = h.process(ctx, p, spec, st, r, a)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, store.Excerpt(err.Error()))
+	} else {
+		h.attempts.CompareAndDelete(taskID, a.Step.Attempts) // HandleError is not called on success
 	}
 	return err
+}
+
+// unknownWorkflow dead-letters a step task whose workflow does not exist
+// (it expired, was never written, or the payload names another
+// deployment's): archived with the reason, never silently completed.
+func (h *Handler) unknownWorkflow(log *slog.Logger, p Payload) error {
+	log.Error("step task dead-lettered: workflow not found (expired or never written)")
+	return fmt.Errorf("workflow %s not found (expired or never written): %w", logID(p.Workflow), asynq.SkipRetry)
+}
+
+// logID bounds an id read from a payload before it is logged or returned:
+// a hand-made payload may carry anything.
+func logID(id string) string {
+	const max = 128
+	if len(id) <= max {
+		return id
+	}
+	return strings.ToValidUTF8(id[:max], "") + fmt.Sprintf("… (%d bytes)", len(id))
 }
 
 // process runs one attempt of a step that Begin let through.
@@ -180,7 +218,15 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		// checkpoint: a redelivery of a finished step does not call the LLM again
 		log.Info("step checkpoint hit: not calling the LLM again")
 		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: a.Step.ToolCalls, Degraded: a.Step.Degraded,
-			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional}, a.Step.Attempts, "")
+			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, a.Step.Attempts, "")
+	}
+	key := answerKey{wf: p.Workflow, step: p.Step, hash: hash}
+	if o, ok := h.answers.get(key); ok {
+		// an earlier attempt's answer this worker could not record: the
+		// provider is not called again for it
+		log.Info("recording an answer kept in memory from an earlier attempt", "attempt", a.Step.Attempts)
+		o.Attempt = a.Step.Attempts
+		return h.recordAnswer(ctx, p, spec, st, r, key, o)
 	}
 	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
 		Temperature: st.Temperature, Tools: st.toolsRequest(), Output: st.outputRequest()}
@@ -199,9 +245,9 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		b, _ := json.Marshal(resp.ToolCalls)
 		calls = string(b)
 	}
-	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: calls,
-		Target: resp.Provider + "/" + resp.Model, InputHash: hash,
-		Usage: store.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}}, a.Step.Attempts, "")
+	return h.recordAnswer(ctx, p, spec, st, r, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: calls,
+		Target: resp.Provider + "/" + resp.Model, InputHash: hash, Attempt: a.Step.Attempts,
+		Usage: store.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}})
 }
 
 // failed decides what a failed attempt becomes: degraded answer, delayed
@@ -214,7 +260,7 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	if st.Degrade == "template" {
 		if rt, ok := h.o.Router.Route(r.Route); ok && rt.FallbackText != "" {
 			return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: rt.FallbackText,
-				Degraded: true, Target: "template", InputHash: hash, Error: err.Error()}, attempt, class)
+				Degraded: true, Target: "template", InputHash: hash, Error: err.Error(), Attempt: attempt}, attempt, class)
 		}
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
@@ -222,8 +268,10 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	if !class.Retryable() || retried >= maxRetry {
 		return h.deadLetter(ctx, p, spec, st, r, class, err, attempt)
 	}
-	if rerr := h.o.Store.RecordError(ctx, p.Workflow, p.Step, err.Error()); rerr != nil {
-		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", rerr)
+	if rerr := h.o.Store.RecordError(ctx, p.Workflow, p.Step, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
+		return h.stale(p, attempt, rerr)
+	} else if rerr != nil {
+		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))
 	}
 	se := &StepError{Class: class, Err: err}
 	var re *llmclient.RouteError
@@ -234,15 +282,15 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	// retry, within a bound so that a provider that never lets up still
 	// ends in the dead-letter queue
 	se.Free = class == retry.RateLimited && attempt <= 3*(maxRetry+1)
-	h.o.Logger.Warn("step attempt failed; will retry", "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", err)
+	h.o.Logger.Warn("step attempt failed; will retry", "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", store.Excerpt(err.Error()))
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "retrying", Attempt: attempt, Class: class, Err: err, RetryAfter: se.RetryAfter})
 	return se
 }
 
 // deadLetter settles the step as dead and archives the task with the reason.
 func (h *Handler) deadLetter(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, class retry.Class, err error, attempt int) error {
-	reason := fmt.Sprintf("%s: %v", class, err)
-	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason}
+	reason := store.Excerpt(fmt.Sprintf("%s: %v", class, err))
+	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason, Attempt: attempt}
 	if class == retry.InvalidOutput {
 		o.Output = rejectedOutput(err)
 		if len(o.Output) > h.o.MaxOutputBytes {
@@ -252,146 +300,8 @@ func (h *Handler) deadLetter(ctx context.Context, p Payload, spec *Spec, st *Ste
 	if serr := h.settle(ctx, p, spec, st, r, o, attempt, class); serr != nil {
 		return serr
 	}
-	h.o.Logger.Error("step dead-lettered", "wf", p.Workflow, "step", p.Step, "class", class, "err", err)
+	h.o.Logger.Error("step dead-lettered", "wf", p.Workflow, "step", p.Step, "class", class, "err", reason)
 	return fmt.Errorf("%s: %w", reason, asynq.SkipRetry)
-}
-
-// withSettleMargin shortens the attempt's deadline for LLM calls so that
-// the handler still has time to record the outcome before asynq gives up
-// on the attempt: a fifth of the attempt's budget, at most 2s.
-func withSettleMargin(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	budget := time.Until(dl)
-	margin := min(budget/5, 2*time.Second)
-	return context.WithDeadline(ctx, dl.Add(-margin))
-}
-
-// settleTimeout bounds bookkeeping that must outlive the attempt's deadline.
-const settleTimeout = 5 * time.Second
-
-// untilStored runs an idempotent write until it succeeds, fails for a
-// reason other than Redis being unreachable, or ctx ends: 100ms, doubling
-// to 1s, between tries. A Redis restart then costs a step a few seconds,
-// not a failed attempt.
-func untilStored(ctx context.Context, write func() error) error {
-	delay := 100 * time.Millisecond
-	for {
-		err := write()
-		if err == nil || !redisUnavailable(err) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
-	}
-}
-
-// redisUnavailable reports an error that says Redis could not be reached
-// or is still loading its data, as opposed to an answer.
-func redisUnavailable(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		strings.HasPrefix(err.Error(), "LOADING ") || strings.Contains(err.Error(), "LOADING Redis is loading")
-}
-
-// settle records the outcome and enqueues the dependents it made ready.
-// It runs even when the attempt's context has ended (a timeout must still
-// be recorded), bounded by settleTimeout.
-func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	var deps []store.Dependent
-	for _, d := range spec.Dependents(st.ID) {
-		ds, _ := spec.Step(d)
-		deps = append(deps, store.Dependent{ID: d, Deps: ds.DependsOn})
-	}
-	var (
-		state string
-		ready []string
-	)
-	// both writes are idempotent, so a Redis that is restarting is waited
-	// for (within settleTimeout) rather than losing an answer already paid for
-	err := untilStored(ctx, func() (err error) {
-		state, ready, err = h.o.Store.Settle(ctx, p.Workflow, st.ID, o, deps)
-		return err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if h.o.BeforeEnqueue != nil {
-		h.o.BeforeEnqueue(p.Workflow, st.ID, ready)
-	}
-	for _, d := range ready {
-		if err := untilStored(ctx, func() error {
-			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention())
-		}); err != nil {
-			return err // retried by asynq: the settle is idempotent and returns d again
-		}
-	}
-	stepState := store.StepDone
-	if !o.Done {
-		stepState = store.StepDead
-	}
-	var serr error
-	if o.Error != "" {
-		serr = errors.New(o.Error)
-	}
-	h.o.Events(StepEvent{Workflow: p.Workflow, Step: st.ID, Route: r.Route, State: stepState, WorkflowState: state,
-		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr})
-	return nil
-}
-
-// HandleError implements asynq.ErrorHandler. It is the safety net for
-// attempts the handler could not settle itself (the attempt's deadline
-// passed before it returned, or it panicked): when asynq will not retry
-// the task again, the step is settled dead unless it already was.
-func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
-	if t.Type() != TypeStep {
-		return
-	}
-	retried, _ := asynq.GetRetryCount(ctx)
-	maxRetry, _ := asynq.GetMaxRetry(ctx)
-	if retried < maxRetry && !errors.Is(err, asynq.SkipRetry) {
-		return
-	}
-	var se *StepError
-	if errors.As(err, &se) && se.Class == classBusy {
-		return // a duplicate; the task that holds the step settles it
-	}
-	if errors.Is(err, store.ErrOldLayout) {
-		return // this worker cannot settle that record either
-	}
-	p, perr := decodePayload(t.Payload())
-	if perr != nil {
-		return
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	spec, serr := h.specs.get(sctx, h.o.Store, p.Workflow)
-	if serr != nil {
-		return
-	}
-	st, ok := spec.Step(p.Step)
-	if !ok {
-		return
-	}
-	class := classOf(err)
-	if errors.Is(err, context.DeadlineExceeded) {
-		class = retry.Timeout
-	}
-	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: fmt.Sprintf("%s: %v", class, err)}
-	if err := h.settle(sctx, p, spec, st, spec.resolve(st), o, 0, class); err != nil {
-		h.o.Logger.Error("could not settle a step asynq gave up on", "wf", p.Workflow, "step", p.Step, "err", err)
-	}
 }
 
 func classOf(err error) retry.Class { return llmclient.ClassOf(err) }

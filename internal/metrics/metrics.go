@@ -31,6 +31,7 @@ type Metrics struct {
 	steps       *prometheus.CounterVec
 	workflows   *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
+	reconciled  *prometheus.CounterVec
 }
 
 // TargetState is what the gauges read of a target at scrape time.
@@ -55,12 +56,14 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 	m.keyEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_key_events_total",
 		Help: "API key events by key fingerprint: cooldown, disabled, rotated."}, []string{"provider", "key", "event"})
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_steps_total",
-		Help: "Settled steps and failed attempts by route and status (done, degraded, dead, retrying)."}, []string{"route", "status"})
+		Help: "Settled steps and failed attempts by route and status (done, degraded, dead, retrying; unrecorded: an answer kept in memory because it could not be recorded)."}, []string{"route", "status"})
 	m.workflows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_workflows_total",
 		Help: "Workflows that completed or became blocked, by status."}, []string{"status"})
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_dead_letters_total",
 		Help: "Dead-lettered steps by error class."}, []string{"class"})
-	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters,
+	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_reconciled_steps_total",
+		Help: "Steps the reconciler settled dead or enqueued again after asynq ended their task without a result, by reason."}, []string{"reason"})
+	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if targets != nil {
 		m.reg.MustRegister(&targetCollector{targets: targets})
@@ -101,6 +104,12 @@ func (m *Metrics) KeyEvent(provider, key, event string) {
 
 // Step counts a step event from the handler.
 func (m *Metrics) Step(e tasks.StepEvent) {
+	if e.Reconciled != "" {
+		m.reconciled.WithLabelValues(e.Reconciled).Inc()
+	}
+	if e.State == "queued" {
+		return // enqueued again by the reconciler: not an outcome
+	}
 	status := e.State
 	if e.Degraded {
 		status = "degraded"

@@ -14,6 +14,13 @@ const Prefix = "agentq:"
 func wfKey(id string) string { return Prefix + "{wf:" + id + "}:wf" }
 func indexKey() string       { return Prefix + "workflows" }
 
+// openKey indexes workflows that may still have steps in flight, scored
+// by when the reconciler last looked at them (creation, at first).
+func openKey() string { return Prefix + "open" }
+
+// leaderKey is the lock that elects one worker for a cluster-wide chore.
+func leaderKey(chore string) string { return Prefix + "leader:" + chore }
+
 func provTag(p string) string     { return Prefix + "{prov:" + p + "}" }
 func coolingKey(p string) string  { return provTag(p) + ":cooling" }
 func disabledKey(p string) string { return provTag(p) + ":disabled" }

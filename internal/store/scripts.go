@@ -97,20 +97,29 @@ return v
 // all settled (none once the workflow is canceled). A step that is done,
 // or dead but optional, is settled; a dead step that is not optional
 // blocks the workflow. Outcome "dead_if_open" settles the step dead only
-// if it is not settled yet (the safety net for attempts asynq gave up on).
+// if it is not settled (or canceled) yet: the safety net for attempts
+// asynq gave up on; it also marks the step's current attempt abandoned.
+// An outcome of attempt n > 0 is refused ({'stale', current}) once the
+// step has begun a later attempt, or when attempt n was abandoned: a
+// goroutine asynq left running past its deadline cannot overwrite the
+// record of the attempt that replaced it, nor revive a step the safety
+// net ended.
 // KEYS: wf. ARGV: outcome (done|dead|dead_if_open), optional (0|1), now,
-// ttl, the step's state, settled, failed and finished_at field names,
-// nfields, field/value pairs..., then per dependent: its state field,
-// ndeps, the settled fields of its inputs...
-// Returns: {workflow state, ready dependent index (1-based)...}, {'gone'}
-// or {'layout'} (a record of an older layout).
+// ttl, the step's state, settled, failed, finished_at, attempts and
+// abandoned field names, attempt (0: not checked), nfields, field/value
+// pairs..., then per dependent: its state field, ndeps, the settled fields
+// of its inputs...
+// Returns: {workflow state, ready dependent index (1-based)...}, {'gone'},
+// {'layout'} (a record of an older layout), {'stale', current attempt} or
+// {'settled', workflow state} (dead_if_open on a settled step).
 var settleScript = redis.NewScript(luaHelpers + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
 local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
-local nf = tonumber(ARGV[9])
-local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', fstate, fsettled, ffailed}
+local attempt = tonumber(ARGV[11])
+local nf = tonumber(ARGV[12])
+local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', fstate, fsettled, ffailed, ARGV[9], ARGV[10]}
 local deps = {}
-local j = 10 + 2 * nf
+local j = 13 + 2 * nf
 while j <= #ARGV do
   local nd = tonumber(ARGV[j + 1])
   deps[#deps + 1] = {j, nd, #q + 1}
@@ -122,12 +131,15 @@ local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
 if not v[3] then return {'layout'} end
-if outcome == 'dead_if_open' then
-  if v[6] == 'done' or v[6] == 'dead' then return {wfstate} end
-  outcome = 'dead'
-end
+local current = tonumber(v[9] or '0')
+if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
 local w = {fstate, outcome, ARGV[8], now}
-for x = 10, 9 + 2 * nf do w[#w + 1] = ARGV[x] end
+if outcome == 'dead_if_open' then
+  if wfstate == 'canceled' or v[6] == 'done' or v[6] == 'dead' or v[6] == 'canceled' then return {'settled', wfstate} end
+  outcome = 'dead'
+  w = {fstate, outcome, ARGV[8], now, ARGV[10], current}
+end
+for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3] or '0'), tonumber(v[4] or '0')
 local settled = v[7] == '1'
 if outcome == 'done' or optional then
@@ -206,4 +218,17 @@ if not s then return '' end
 if s ~= 'blocked' then return s end
 redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[1])
 return 'failed'
+`)
+
+// recordErrorScript notes a failed attempt's error on its step, unless the
+// workflow is gone or the attempt is stale (as settleScript decides).
+// KEYS: wf. ARGV: the step's attempts, abandoned and error field names,
+// attempt (0: not checked), message. Returns 1, 0 if gone, -1 if stale.
+var recordErrorScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[2])
+if not v[1] then return 0 end
+local attempt = tonumber(ARGV[4])
+if attempt > 0 and (attempt < tonumber(v[2] or '0') or v[3] == ARGV[4]) then return -1 end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
+return 1
 `)

@@ -49,6 +49,16 @@ var ErrOldLayout = errors.New("workflow record has an older Redis layout (writte
 // ErrExists is returned when creating a workflow whose id is taken.
 var ErrExists = errors.New("workflow id already exists")
 
+// ErrStaleAttempt is returned by Settle and RecordError for an outcome of
+// an attempt that is no longer the step's own: a later attempt has begun,
+// or the safety net ended this one (asynq gave up on it). Its goroutine
+// may still have been running; what it found is not recorded.
+var ErrStaleAttempt = errors.New("stale attempt: the step has moved on")
+
+// ErrAlreadySettled is returned by Settle for an OnlyIfOpen outcome when
+// the step was already settled or canceled: nothing was written.
+var ErrAlreadySettled = errors.New("step already settled")
+
 // Usage counts tokens.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
@@ -145,6 +155,7 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	pipe := s.rdb.Pipeline()
 	created := createScript.Eval(ctx, pipe, []string{wfKey(w.ID)}, args...)
 	pipe.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
+	pipe.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
 	pipe.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
@@ -231,7 +242,8 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 type Outcome struct {
 	Done bool // false: dead-lettered
 	// OnlyIfOpen, with Done false, settles the step dead only if it has
-	// not been settled already.
+	// not been settled already (else ErrAlreadySettled), and marks its
+	// current attempt abandoned.
 	OnlyIfOpen bool
 	Optional   bool
 	Output     string // with Done false: the answer that was rejected, if any
@@ -241,6 +253,11 @@ type Outcome struct {
 	Target     string
 	Usage      Usage
 	InputHash  string
+
+	// Attempt is the attempt the outcome belongs to (Begin's count). When
+	// positive, Settle refuses it with ErrStaleAttempt if the step has
+	// begun a later attempt or this one was abandoned. Zero: not checked.
+	Attempt int
 }
 
 // Dependent is a step that may become ready, with its dependencies.
@@ -262,10 +279,10 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		outcome = StepDead
 	}
 	p := step + "."
-	args := make([]any, 0, 26+4*len(dependents))
-	// args[8] is the number of field/value pairs that follow it, set below
-	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at", 0,
-		p+"error", o.Error)
+	args := make([]any, 0, 29+4*len(dependents))
+	// args[11] is the number of field/value pairs that follow it, set below
+	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at",
+		p+"attempts", p+"abandoned", max(o.Attempt, 0), 0, p+"error", Excerpt(o.Error))
 	switch {
 	case o.Done:
 		args = append(args, p+"output", o.Output, p+"tool_calls", o.ToolCalls, p+"degraded", b2s(o.Degraded), p+"target", o.Target,
@@ -273,7 +290,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	case o.Output != "":
 		args = append(args, p+"output", o.Output) // the rejected answer, for review
 	}
-	args[8] = (len(args) - 9) / 2
+	args[11] = (len(args) - 12) / 2
 	for _, d := range dependents {
 		args = append(args, d.ID+".state", len(d.Deps))
 		for _, x := range d.Deps {
@@ -290,6 +307,10 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrNotFound)
 	case "layout":
 		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrOldLayout)
+	case "stale":
+		return "", nil, fmt.Errorf("store: settle %s/%s attempt %d (the step is at attempt %s): %w", wf, step, o.Attempt, str(res[1]), ErrStaleAttempt)
+	case "settled":
+		return str(res[1]), nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrAlreadySettled)
 	}
 	var ready []string
 	for _, v := range res[1:] {
@@ -300,9 +321,22 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	return state, ready, nil
 }
 
-// RecordError notes a failed attempt's error on the step without settling it.
-func (s *Store) RecordError(ctx context.Context, wf, step, msg string) error {
-	return s.rdb.HSet(ctx, wfKey(wf), step+".error", msg).Err()
+// RecordError notes a failed attempt's error on the step without settling
+// it (bounded by Excerpt). attempt is checked as Settle checks
+// Outcome.Attempt (ErrStaleAttempt); a gone workflow is ErrNotFound and is
+// not recreated.
+func (s *Store) RecordError(ctx context.Context, wf, step string, attempt int, msg string) error {
+	p := step + "."
+	n, err := recordErrorScript.Run(ctx, s.rdb, []string{wfKey(wf)}, p+"attempts", p+"abandoned", p+"error", max(attempt, 0), Excerpt(msg)).Int()
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: record error %s/%s: %w", wf, step, err)
+	case n == 0:
+		return fmt.Errorf("store: record error %s/%s: %w", wf, step, ErrNotFound)
+	case n < 0:
+		return fmt.Errorf("store: record error %s/%s attempt %d: %w", wf, step, attempt, ErrStaleAttempt)
+	}
+	return nil
 }
 
 // Cancel marks a workflow and its unsettled steps canceled; steps stop at

@@ -234,10 +234,13 @@ func TestEverythingHasTTLAndSharesASlot(t *testing.T) {
 	}
 	for _, k := range keys {
 		ttl := rdb.TTL(ctx, k).Val()
-		if k != store.Prefix+"workflows" && (ttl <= 0 || ttl > time.Hour) {
+		if k == store.Prefix+"workflows" || k == store.Prefix+"open" { // the indexes: trimmed at every create, and by the reconciler
+			continue
+		}
+		if ttl <= 0 || ttl > time.Hour {
 			t.Errorf("key %s has TTL %s", k, ttl)
 		}
-		if k != store.Prefix+"workflows" && !strings.Contains(k, "{wf:wf}") {
+		if !strings.Contains(k, "{wf:wf}") {
 			t.Errorf("key %s lacks the workflow hash tag", k)
 		}
 	}

@@ -57,6 +57,15 @@ type Options struct {
 	// MetricsListening is called with the address /metrics is served on
 	// (Config.Worker.MetricsAddr, which may be a :0 port); may be nil.
 	MetricsListening func(net.Addr)
+	// ReconcileInterval is how often the reconciler looks for steps asynq
+	// ended without a word (one worker of the cluster at a time); 0: 30s;
+	// negative: this worker never reconciles.
+	ReconcileInterval time.Duration
+	// ReconcileGrace is how long a step must look stranded before the
+	// reconciler touches it; 0: twice ReconcileInterval.
+	ReconcileGrace time.Duration
+	// Now is the reconciler's clock; nil: time.Now.
+	Now func() time.Time
 }
 
 // observers fans calls out to several observers.
@@ -141,7 +150,8 @@ func Run(ctx context.Context, o Options) error {
 	go keys.Run(bg, names, time.Second, pokeKeys)
 	go breakers.Run(bg, names, time.Second, pokeBreakers)
 	var router *llmclient.Router
-	mets := metrics.New(asynq.NewInspectorFromRedisClient(rdb), func() []metrics.TargetState {
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	mets := metrics.New(insp, func() []metrics.TargetState {
 		var out []metrics.TargetState
 		for _, t := range router.Targets() {
 			out = append(out, metrics.TargetState{Provider: t.Provider, Model: t.Model, Breaker: t.Breaker, Health: t.Health})
@@ -187,10 +197,14 @@ func Run(ctx context.Context, o Options) error {
 	policy := tasks.RetryPolicy{Backoff: retry.Backoff{Base: rc.Base.D(), Factor: rc.Factor, Max: rc.MaxDelay.D(),
 		JitterLow: rc.Jitter[0], JitterHigh: rc.Jitter[1]}, Random: random}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Concurrency:              cfg.Worker.Concurrency,
-		Queues:                   cfg.Worker.Queues,
-		RetryDelayFunc:           policy.RetryDelay,
-		IsFailure:                policy.IsFailure,
+		Concurrency:    cfg.Worker.Concurrency,
+		Queues:         cfg.Worker.Queues,
+		RetryDelayFunc: policy.RetryDelay,
+		IsFailure:      policy.IsFailure,
+		// a step asynq archives by itself (a panic, a deadline it
+		// enforced, retries spent outside the handler's dead-letter path)
+		// is settled dead there, so its workflow does not wait forever
+		ErrorHandler:             h,
 		ShutdownTimeout:          cfg.Worker.ShutdownTimeout.D(),
 		TaskCheckInterval:        cmp.Or(o.TaskCheckInterval, cfg.Worker.PollInterval.D()),
 		DelayedTaskCheckInterval: cmp.Or(o.DelayedTaskCheckInterval, cfg.Worker.RetryPollInterval.D()),
@@ -206,6 +220,20 @@ func Run(ctx context.Context, o Options) error {
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
+	reconciled := make(chan struct{})
+	if o.ReconcileInterval >= 0 {
+		// what asynq ends without calling the ErrorHandler (a lease that
+		// expired on a task's last attempt) is settled by the reconciler
+		rec, err := h.Reconciler(tasks.ReconcilerOptions{Inspector: insp, Interval: o.ReconcileInterval, Grace: o.ReconcileGrace, Now: o.Now})
+		if err != nil {
+			srv.Shutdown()
+			return err
+		}
+		go func() { defer close(reconciled); rec.Run(bg) }()
+	} else {
+		close(reconciled)
+	}
+	defer func() { stopBG(); <-reconciled }()
 	var hs *http.Server
 	if addr := cfg.Worker.MetricsAddr; addr != "" {
 		ln, err := net.Listen("tcp", addr)

@@ -1,0 +1,155 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
+)
+
+// withSettleMargin shortens the attempt's deadline for LLM calls so that
+// the handler still has time to record the outcome before asynq gives up
+// on the attempt: a fifth of the attempt's budget, at most 2s.
+func withSettleMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	budget := time.Until(dl)
+	margin := min(budget/5, 2*time.Second)
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
+// settleTimeout bounds bookkeeping that must outlive the attempt's deadline.
+const settleTimeout = 5 * time.Second
+
+// untilStored runs an idempotent write until it succeeds, fails for a
+// reason other than Redis being unreachable, or ctx ends: 100ms, doubling
+// to 1s, between tries. A Redis restart then costs a step a few seconds,
+// not a failed attempt.
+func untilStored(ctx context.Context, write func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !redisUnavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// redisUnavailable reports an error that says Redis could not be reached
+// or is still loading its data, as opposed to an answer.
+func redisUnavailable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.HasPrefix(err.Error(), "LOADING ") || strings.Contains(err.Error(), "LOADING Redis is loading")
+}
+
+// settle records the outcome and enqueues the dependents it made ready.
+// It runs even when the attempt's context has ended (a timeout must still
+// be recorded), bounded by settleTimeout.
+func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class) error {
+	return h.settleAs(ctx, p, spec, st, r, o, attempt, class, "")
+}
+
+// settleAs is settle; reconciled, when set, says why the reconciler settled
+// the step (its StepEvent carries it).
+func (h *Handler) settleAs(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class, reconciled string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	var deps []store.Dependent
+	for _, d := range spec.Dependents(st.ID) {
+		ds, _ := spec.Step(d)
+		deps = append(deps, store.Dependent{ID: d, Deps: ds.DependsOn})
+	}
+	var (
+		state string
+		ready []string
+	)
+	// both writes are idempotent, so a Redis that is restarting is waited
+	// for (within settleTimeout) rather than losing an answer already paid for
+	err := untilStored(ctx, func() (err error) {
+		state, ready, err = h.o.Store.Settle(ctx, p.Workflow, st.ID, o, deps)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case errors.Is(err, store.ErrStaleAttempt):
+		return h.stale(p, o.Attempt, err)
+	case errors.Is(err, store.ErrAlreadySettled):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: %w", errNotRecorded, err)
+	}
+	if h.o.BeforeEnqueue != nil {
+		h.o.BeforeEnqueue(p.Workflow, st.ID, ready)
+	}
+	for _, d := range ready {
+		if err := untilStored(ctx, func() error {
+			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention())
+		}); err != nil {
+			return err // retried by asynq: the settle is idempotent and returns d again
+		}
+	}
+	stepState := store.StepDone
+	if !o.Done {
+		stepState = store.StepDead
+	}
+	var serr error
+	if o.Error != "" {
+		serr = errors.New(o.Error)
+	}
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: st.ID, Route: r.Route, State: stepState, WorkflowState: state,
+		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled})
+	return nil
+}
+
+// errNotRecorded marks a settle whose write did not reach the store.
+var errNotRecorded = errors.New("outcome not recorded")
+
+// stale reports an attempt whose outcome the store refused: a later attempt
+// has the step, or the safety net ended this one after asynq gave up on it.
+// Nobody is waiting for this goroutine's result any more; the error keeps
+// it from counting as one of the step's failures all the same.
+func (h *Handler) stale(p Payload, attempt int, err error) error {
+	h.o.Logger.Warn("outcome of an abandoned attempt not recorded: the step has moved on", "wf", p.Workflow, "step", p.Step,
+		"attempt", attempt, "err", store.Excerpt(err.Error()))
+	return &StepError{Class: classStale, Free: true, Err: err}
+}
+
+// recordAnswer settles a step with a provider's answer. When the store
+// cannot take it (Redis away for longer than settleTimeout) or refuses it
+// as stale, the answer is kept in memory (bounded) so that the step's next
+// attempt on this worker records it instead of paying the provider again.
+func (h *Handler) recordAnswer(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, key answerKey, o store.Outcome) error {
+	err := h.settle(ctx, p, spec, st, r, o, o.Attempt, "")
+	switch {
+	case err == nil:
+		h.answers.remove(key)
+		return nil
+	case errors.Is(err, store.ErrStaleAttempt):
+		h.answers.put(key, o)
+		return err
+	case errors.Is(err, errNotRecorded):
+		h.answers.put(key, o)
+		h.o.Logger.Warn("answer kept in memory: it could not be recorded; the step's next attempt on this worker records it without calling the provider",
+			"wf", p.Workflow, "step", p.Step, "attempt", o.Attempt, "err", store.Excerpt(err.Error()))
+		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "unrecorded", Attempt: o.Attempt,
+			Class: classUnrecorded, Err: err})
+		return &StepError{Class: classUnrecorded, Free: true, Err: err}
+	}
+	return err
+}

@@ -1,0 +1,72 @@
+package tasks_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// Redis goes away while a step's call is in flight and stays away past
+// the handler's settle window: the answer is not thrown away. The worker
+// says so (a log line, a "unrecorded" step event, which /metrics counts),
+// keeps it in memory, and the step's next attempt records it without
+// calling the provider again.
+func TestAnswerReceivedWhileRedisIsAwayIsKeptForTheRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("may wait for asynq's recoverer (60-120s) to bring the task back")
+	}
+	t.Parallel()
+	srv := redistest.NewServer(t, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	srv.Start()
+	var logs testenv.Buffer
+	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), LogTo: &logs, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Latency: chaosllm.Fixed(2 * time.Second)}}}})
+	id := e.Submit(t, e.Spec(step("solo", "")))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if wf, err := e.Store.Get(context.Background(), id); err == nil && wf.Steps[0].State == store.StepRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the step never started")
+		}
+		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+	}
+	srv.Stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			srv.Start()
+		}
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", logs.String())
+		}
+	}()
+	timeout := time.After(20 * time.Second)
+	for unrecorded := false; !unrecorded; {
+		select {
+		case ev := <-e.Events:
+			unrecorded = ev.State == "unrecorded" && ev.Step == "s"
+		case <-timeout:
+			t.Fatal("no unrecorded answer reported while Redis was away")
+		}
+	}
+	srv.Start()
+	restarted = true
+	wf := e.Wait(t, id, 150*time.Second, store.StateCompleted)
+	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 1 {
+		t.Fatalf("%d answers, want 1: the kept answer should have been recorded, not bought again", n)
+	}
+	if s := wf.Steps[0]; s.Attempts != 2 || !strings.HasSuffix(s.Output, " to: hello") {
+		t.Fatalf("step %+v; want done on its second attempt with the first attempt's answer", s)
+	}
+	if !strings.Contains(logs.String(), "answer kept in memory") || !strings.Contains(logs.String(), "recording an answer kept in memory") {
+		t.Fatal("the kept answer was not logged")
+	}
+}

@@ -1,0 +1,108 @@
+package llmclient
+
+// Key rotation: one target's usable keys in turn, cooling and disabling
+// keys for every worker on key-level failures.
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentq/agentq/retry"
+)
+
+// callTarget calls one target with the provider's usable keys in turn:
+// on a key-level failure it cools (rate limit) or disables (quota, auth)
+// the key for every worker and tries the next key at once.
+func (r *Router) callTarget(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
+	req.Model = t.Model
+	name := t.Provider.Name()
+	allowed, probe := r.breakers.allow(ctx, name, t.Model)
+	if !allowed {
+		err := &SkippedError{Target: t.String(), Reason: SkipBreakerOpen, Until: r.breakers.Get(name, t.Model).OpenUntil, class: retry.Server}
+		rerr.Attempts = append(rerr.Attempts, err)
+		return nil, err
+	}
+	kp, ok := t.Provider.(KeyedProvider)
+	if !ok {
+		release, err := r.acquire(ctx, name, t)
+		if err != nil {
+			rerr.Attempts = append(rerr.Attempts, err)
+			return nil, err
+		}
+		resp, err := r.call(ctx, route, t, req, probe)
+		releaseAfter(resp, release)
+		if err != nil {
+			rerr.Attempts = append(rerr.Attempts, err)
+		}
+		return resp, err
+	}
+	ids := kp.KeyIDs()
+	var (
+		err         error
+		earliest    time.Time
+		allDisabled = true
+		tried       bool
+	)
+	for k, id := range ids {
+		ok, until, disabled := r.keys.check(name, id, r.now())
+		if !ok {
+			allDisabled = allDisabled && disabled
+			if !disabled && (earliest.IsZero() || until.Before(earliest)) {
+				earliest = until
+			}
+			continue
+		}
+		if tried {
+			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "rotated")
+		}
+		allDisabled, tried = false, true
+		release, lerr := r.acquire(ctx, name, t)
+		if lerr != nil {
+			if probe {
+				r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
+			}
+			rerr.Attempts = append(rerr.Attempts, lerr)
+			return nil, lerr
+		}
+		kctx := WithKey(ctx, k)
+		var resp *Response
+		resp, err = r.call(kctx, route, t, req, probe)
+		releaseAfter(resp, release)
+		if err == nil {
+			return resp, nil
+		}
+		err = r.probeEmpty500(kctx, t, err)
+		rerr.Attempts = append(rerr.Attempts, err)
+		switch class := ClassOf(err); class {
+		case retry.RateLimited:
+			wait := r.defCool
+			if e, ok := AsError(err); ok && e.RetryAfter > 0 {
+				wait = e.RetryAfter
+			}
+			until := r.now().Add(min(wait, r.maxCool))
+			r.keys.Cool(ctx, name, id, until)
+			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "cooldown")
+			if earliest.IsZero() || until.Before(earliest) {
+				earliest = until
+			}
+		case retry.Quota, retry.Auth:
+			r.keys.Disable(ctx, name, id, string(class)+": "+oneLine(err.Error(), 200))
+			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "disabled")
+			r.log.Error("API key disabled for every worker until re-enabled", "provider", name,
+				"key", fingerprintOf(t.Provider, k), "class", string(class), "alert", true)
+		default:
+			return nil, err
+		}
+	}
+	if !tried {
+		if probe {
+			r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
+		}
+		err = &SkippedError{Target: t.String(), Reason: SkipKeysCooling, Until: earliest, class: retry.RateLimited}
+		if allDisabled {
+			err = &SkippedError{Target: t.String(), Reason: SkipKeysDisabled, class: retry.Auth}
+		}
+		rerr.Attempts = append(rerr.Attempts, err)
+	}
+	return nil, err
+}

@@ -1,0 +1,46 @@
+package llmclient
+
+// Routes: the targets a step may use, in order, and the fallbacks for
+// failures that are the request's own.
+
+import "time"
+
+// Target is one provider and model a route may use.
+type Target struct {
+	Provider Provider
+	Model    string
+	// Timeout bounds one call to this target; the attempt's own deadline
+	// bounds it too. Zero means only the attempt's deadline.
+	Timeout time.Duration
+}
+
+func (t Target) String() string { return t.Provider.Name() + "/" + t.Model }
+
+// Route is an ordered list of targets and what to do when they fail.
+type Route struct {
+	Name                  string
+	Targets               []Target
+	ContextWindowFallback *Target
+	ContentFallback       *Target
+	// FallbackText answers steps that accept a degraded answer.
+	FallbackText string
+	// Strategy is "health" (default: best score first, close scores share
+	// traffic) or "ordered" (the configured order).
+	Strategy string
+	// Hedging: when the first target has not answered after HedgeAfter
+	// (or, with HedgeQuantile 0.95 or 0.99, after that quantile of its
+	// latency), a second call goes to the next target; the first answer
+	// wins and the other call is canceled. Zero for both: no hedging.
+	HedgeAfter    time.Duration
+	HedgeQuantile float64
+}
+
+func fallbacks(rt Route) []Target {
+	var out []Target
+	for _, f := range []*Target{rt.ContextWindowFallback, rt.ContentFallback} {
+		if f != nil {
+			out = append(out, *f)
+		}
+	}
+	return out
+}

@@ -17,8 +17,9 @@ import (
 // Dashboard is the dashboard command.
 func Dashboard(env Env) *cobra.Command {
 	var (
-		addr     string
-		readOnly bool
+		addr         string
+		readOnly     bool
+		allowedHosts []string
 	)
 	cmd := &cobra.Command{
 		Use:   "dashboard",
@@ -28,8 +29,11 @@ at /asynq/, a JSON API under /api/v1/ and Prometheus metrics at /metrics.
 
 Changes (cancel, requeue, discard, submit, asynqmon's write actions) need
 the token in AGENTQ_DASHBOARD_TOKEN: sign in on a page, or send it as
-"Authorization: Bearer <token>". --read-only refuses every change. Without
-a token the dashboard listens on loopback only.`,
+"Authorization: Bearer <token>"; with a token, reads need it too (only
+/healthz, /readyz, /metrics and /api/v1/openapi.json are open).
+--read-only refuses every change. Without a token the dashboard listens on
+loopback only. Requests must name the dashboard in their Host header: the
+listen address, localhost with its port, or --allowed-hosts.`,
 		Example: `  AGENTQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) dashboard --config agentq.yaml --addr :8080
   dashboard --read-only
   curl -H "Authorization: Bearer $AGENTQ_DASHBOARD_TOKEN" -X POST localhost:8080/api/v1/dlq/wf_abc:summary/requeue`,
@@ -40,6 +44,7 @@ a token the dashboard listens on loopback only.`,
 	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
 	cmd.Flags().StringVar(&addr, "addr", ":8080", "listen address")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "refuse every change")
+	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "more Host names the dashboard answers for, e.g. a proxy's or ingress's: name (any port) or name:port, comma-separated")
 	var waitFor time.Duration
 	addWaitForRedis(cmd, &waitFor)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -71,15 +76,19 @@ a token the dashboard listens on loopback only.`,
 		if err != nil {
 			return err
 		}
-		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log, AsynqOpt: connOpt})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return usageErr("--addr %s: %v", addr, err)
 		}
+		defer ln.Close()
+		host, _, _ := net.SplitHostPort(addr)
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log, AsynqOpt: connOpt,
+			Addr: net.JoinHostPort(host, port), AllowedHosts: allowedHosts})
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		defer srv.Close()
 		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 		fmt.Fprintf(cmd.OutOrStdout(), "dashboard on http://%s (read-only: %v)\n", ln.Addr(), readOnly)
 		errc := make(chan error, 1)

@@ -81,7 +81,10 @@ func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
 			t.Fatalf("requeue with token %q: %d, want 401", bearer, code)
 		}
 	}
-	if code, body := do(t, "GET", hs.URL+"/api/v1/workflows/"+id, ""); code != 200 || !strings.Contains(body, `"state":"blocked"`) {
+	if code, body := do(t, "GET", hs.URL+"/api/v1/workflows/"+id, ""); code != http.StatusUnauthorized || strings.Contains(body, "blocked") {
+		t.Fatalf("status without the token: %d %s", code, body)
+	}
+	if code, body := do(t, "GET", hs.URL+"/api/v1/workflows/"+id, token); code != 200 || !strings.Contains(body, `"state":"blocked"`) {
 		t.Fatalf("status: %d %s", code, body)
 	}
 	if code, body := do(t, "POST", hs.URL+"/api/v1/dlq/"+task+"/requeue", token); code != 200 {
@@ -91,7 +94,7 @@ func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
 	// every page and API answer, and /metrics: no API key anywhere
 	for _, path := range []string{"/workflows", "/workflows/" + id, "/providers", "/dlq", "/api/v1/workflows", "/api/v1/workflows/" + id,
 		"/api/v1/workflows/" + id + "/result", "/api/v1/dlq", "/metrics", "/asynq/"} {
-		code, body := do(t, "GET", hs.URL+path, "")
+		code, body := do(t, "GET", hs.URL+path, token)
 		if code != 200 {
 			t.Errorf("GET %s: %d", path, code)
 		}
@@ -101,7 +104,7 @@ func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
 			}
 		}
 	}
-	if _, body := do(t, "GET", hs.URL+"/providers", ""); !strings.Contains(body, "oa#1 (…") || !strings.Contains(body, "m-oa") {
+	if _, body := do(t, "GET", hs.URL+"/providers", token); !strings.Contains(body, "oa#1 (…") || !strings.Contains(body, "m-oa") {
 		t.Errorf("providers page lacks keys by fingerprint or targets:\n%s", body)
 	}
 	// read-only refuses even with the token
@@ -110,6 +113,7 @@ func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
 	defer ro.Close()
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/api/v1/workflows/"+id+"/cancel", nil)
+	req.Host = "localhost"
 	req.Header.Set("Authorization", "Bearer "+token)
 	ro.ServeHTTP(rec, req)
 	if rec.Code != http.StatusForbidden {
@@ -152,27 +156,32 @@ func TestBrowserRequeuesADeadStep(t *testing.T) {
 		must(err)
 		return v
 	}
-	must(chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/workflows/"+id), chromedp.WaitVisible("#state")))
-	if st := text("#state"); st != "blocked" {
-		t.Fatalf("workflow page says %q, want blocked", st)
+	// with a token every page needs it: the workflow's page asks to sign in
+	must(chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/workflows/"+id), chromedp.WaitVisible(`input[name="token"]`)))
+	if page := text("main"); strings.Contains(page, "blocked") || strings.Contains(page, "hello dashboard") || !strings.Contains(page, "sign in") {
+		t.Fatalf("workflow page before sign-in:\n%s", page)
 	}
-	must(chromedp.Do(ctx, chromedp.Click(`a[href="/dlq/`+task+`"]`), chromedp.WaitVisible(`input[name="token"]`)))
-	page := text("main")
-	hasRequeue, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#requeue") !== null`))
-	must(err)
-	if !strings.Contains(page, "hello dashboard") || !strings.Contains(page, "unsupported parameter") || hasRequeue {
-		t.Fatalf("dead letter page before sign-in (requeue button %v):\n%s", hasRequeue, page)
-	}
-	// a forged post without the session is refused
-	refused, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/dlq/`+task+`/requeue", {method: "POST"}).then(r => r.status)`, chromedp.EvalAwaitPromise))
-	must(err)
-	if refused != http.StatusUnauthorized {
-		t.Fatalf("requeue without signing in: %d, want 401", refused)
+	// a forged post without the session is refused, and so is a read
+	for _, f := range []string{`fetch("/dlq/` + task + `/requeue", {method: "POST"})`, `fetch("/api/v1/dlq/` + task + `")`} {
+		refused, err := chromedp.Run(ctx, chromedp.Evaluate[int](f+`.then(r => r.status)`, chromedp.EvalAwaitPromise))
+		must(err)
+		if refused != http.StatusUnauthorized {
+			t.Fatalf("%s without signing in: %d, want 401", f, refused)
+		}
 	}
 	must(chromedp.Do(ctx,
 		chromedp.SendKeys(`input[name="token"]`, token),
 		chromedp.Click("#login"),
-		chromedp.WaitVisible("#requeue"),
+		chromedp.WaitVisible("#state"),
+	))
+	if st := text("#state"); st != "blocked" {
+		t.Fatalf("workflow page says %q, want blocked", st)
+	}
+	must(chromedp.Do(ctx, chromedp.Click(`a[href="/dlq/`+task+`"]`), chromedp.WaitVisible("#requeue")))
+	if page := text("main"); !strings.Contains(page, "hello dashboard") || !strings.Contains(page, "unsupported parameter") {
+		t.Fatalf("dead letter page after sign-in:\n%s", page)
+	}
+	must(chromedp.Do(ctx,
 		chromedp.Click("#requeue"),
 		chromedp.WaitVisible("#state"),
 	))
@@ -208,7 +217,9 @@ steps:
 	srv, _ := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	defer srv.Close()
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/workflows/"+id, nil))
+	req := httptest.NewRequest("GET", "/workflows/"+id, nil)
+	req.Host = "localhost"
+	srv.ServeHTTP(rec, req)
 	body := rec.Body.String()
 	cols := strings.Split(body[strings.Index(body, `class="graph"`):strings.Index(body, "</table>")], `class="col"`)[1:]
 	got := make([]string, len(cols))

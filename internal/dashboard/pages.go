@@ -1,0 +1,190 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/tasks"
+)
+
+// states are the workflows page's filter choices.
+var states = []string{"", tasks.StatePending, tasks.StateRunning, tasks.StateBlocked, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled}
+
+func (s *Server) workflowsPage(w http.ResponseWriter, r *http.Request) {
+	state := r.URL.Query().Get("state")
+	wfs, err := s.client.List(r.Context(), state, 100)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, r, "workflows", "Workflows", map[string]any{"Workflows": wfs, "State": state, "States": states})
+}
+
+func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	wf, err := s.client.Status(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	deps := map[string]string{}
+	var levels [][]tasks.StepRecord
+	if spec, err := s.client.Spec(r.Context(), id); err == nil {
+		for _, st := range spec.Steps {
+			deps[st.ID] = strings.Join(st.DependsOn, ", ")
+		}
+		levels = graphLevels(spec, wf)
+	}
+	ended := store.Terminal(wf.State)
+	cost := ""
+	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && len(s.o.Config.Prices) > 0 {
+		cost = fmt.Sprintf("%.4f", c)
+	}
+	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels})
+}
+
+func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.client.Cancel(r.Context(), id); err != nil {
+		s.fail(w, err)
+		return
+	}
+	http.Redirect(w, r, "/workflows/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
+	dls, err := s.client.DeadLetters(r.Context(), r.URL.Query().Get("class"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, r, "dlq", "Dead letters", map[string]any{"DeadLetters": dls})
+}
+
+func (s *Server) deadLetterPage(w http.ResponseWriter, r *http.Request) {
+	d, err := s.client.DeadLetterDetail(r.Context(), r.PathValue("task"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, r, "deadletter", "Dead letter "+d.TaskID, map[string]any{"Detail": d})
+}
+
+func (s *Server) dlqForm(w http.ResponseWriter, r *http.Request) {
+	task := r.PathValue("task")
+	var err error
+	switch r.PathValue("action") {
+	case "requeue":
+		err = s.client.Requeue(r.Context(), task)
+	case "discard":
+		err = s.client.Discard(r.Context(), task)
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	wf, _, _ := strings.Cut(task, ":")
+	http.Redirect(w, r, "/workflows/"+url.PathEscape(wf)+"?flash="+url.QueryEscape(r.PathValue("action")+"d "+task), http.StatusSeeOther)
+}
+
+// TargetView is a row of the providers page.
+type TargetView struct {
+	Provider, Model, Breaker string
+	Health                   float64
+}
+
+func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
+	cfg := s.o.Config
+	names := make([]string, len(cfg.Providers))
+	for i, p := range cfg.Providers {
+		names[i] = p.Name
+	}
+	brk, err := s.brk.Load(r.Context(), names)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	_ = s.health.Sync(r.Context(), names)
+	var targets []TargetView
+	seen := map[string]bool{}
+	for _, rn := range cfg.RouteNames() {
+		for _, t := range cfg.Routes[rn].Targets {
+			if seen[t.String()] {
+				continue
+			}
+			seen[t.String()] = true
+			st := brk[t.Provider][t.Model]
+			targets = append(targets, TargetView{Provider: t.Provider, Model: t.Model, Breaker: st.State.String(), Health: s.health.Score(t.Provider, t.Model)})
+		}
+	}
+	ks, err := s.keys.Load(r.Context(), names)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	type keyView struct{ Fingerprint, State string }
+	var keys []keyView
+	for _, p := range cfg.Providers {
+		for i, k := range p.Keys {
+			st := ks[p.Name][llmclient.KeyID(k.Reveal())]
+			state := "ok"
+			switch {
+			case st.Disabled != "":
+				state = "disabled: " + st.Disabled
+			case !st.CoolUntil.IsZero():
+				state = "cooling until " + st.CoolUntil.UTC().Format(time.RFC3339)
+			}
+			keys = append(keys, keyView{llmclient.Fingerprint(p.Name, i, k.Reveal()), state})
+		}
+	}
+	classes := map[string]int{}
+	if dls, err := s.client.DeadLetters(r.Context(), ""); err == nil {
+		for _, d := range dls {
+			classes[d.Class]++
+		}
+	}
+	sort.Slice(targets, func(i, j int) bool {
+		return targets[i].Provider+targets[i].Model < targets[j].Provider+targets[j].Model
+	})
+	s.render(w, r, "providers", "Providers", map[string]any{"Targets": targets, "Keys": keys, "Classes": classes})
+}
+
+// graphLevels lays a workflow's steps out for the step graph: each column
+// holds the steps whose longest chain of dependencies has that length, so
+// every arrow points right.
+func graphLevels(spec *tasks.Spec, wf *tasks.Workflow) [][]tasks.StepRecord {
+	depth := map[string]int{}
+	var depthOf func(id string, seen int) int
+	depthOf = func(id string, seen int) int {
+		if d, ok := depth[id]; ok {
+			return d
+		}
+		d := 0
+		if st, ok := spec.Step(id); ok && seen <= len(spec.Steps) {
+			for _, p := range st.DependsOn {
+				d = max(d, depthOf(p, seen+1)+1)
+			}
+		}
+		depth[id] = d
+		return d
+	}
+	var levels [][]tasks.StepRecord
+	for _, s := range wf.Steps {
+		d := depthOf(s.ID, 0)
+		for len(levels) <= d {
+			levels = append(levels, nil)
+		}
+		levels[d] = append(levels[d], s)
+	}
+	return levels
+}

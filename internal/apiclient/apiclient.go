@@ -18,6 +18,9 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
+// ErrUnauthorized wraps a 401 or 403: no token, or a wrong one.
+var ErrUnauthorized = errors.New("the dashboard refused the token (set AGENTQ_DASHBOARD_TOKEN)")
+
 // ErrUnreachable wraps failures to reach the server at all.
 var ErrUnreachable = errors.New("cannot reach the agentq dashboard")
 
@@ -70,6 +73,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 			return fmt.Errorf("%w: %v", tasks.ErrNotFound, err)
 		case http.StatusBadRequest:
 			return fmt.Errorf("%w: %v", tasks.ErrInvalidSpec, err)
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fmt.Errorf("%w: %v", ErrUnauthorized, err)
 		}
 		return err
 	}

@@ -128,7 +128,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("state %s", wf.State)
 	}
 	r = run(t, cli.Enqueue, vars, "status", "wf_nope", "--config", cfg)
-	if r.code != 1 || !strings.Contains(r.err, "not found") {
+	if r.code != 2 || !strings.Contains(r.err, "not found") {
 		t.Fatalf("status of a missing id: %d %q", r.code, r.err)
 	}
 }

@@ -61,7 +61,19 @@ func (c *common) load(cmd *cobra.Command) (config.Config, error) {
 		return cfg, &ExitError{Code: ExitUsage, Err: err}
 	}
 	c.loaded = cfg
+	if log, err := c.logger(cmd); err == nil {
+		useLoggerForRedis(log)
+	}
 	return cfg, nil
+}
+
+// sayWhichRedis prints one line on stderr when no configuration file was
+// read, so a command never writes to a Redis the user did not choose
+// without saying so.
+func (c *common) sayWhichRedis(cmd *cobra.Command, cfg config.Config) {
+	if cfg.File == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: no configuration file (no --config, no agentq.yaml here): using Redis at %s\n", cmd.Root().Name(), cfg.Redis.Where())
+	}
 }
 
 // logger returns the env's logger or a JSON logger on stderr at --log-level.

@@ -65,7 +65,7 @@ discard it and the workflow fails.`,
 			return withClient(cmd, c, func(cl producer) error {
 				d, err := cl.DeadLetterDetail(cmd.Context(), args[0])
 				if err != nil {
-					return exitFailed(err)
+					return err
 				}
 				if showJSON {
 					return printJSON(cmd.OutOrStdout(), d)
@@ -112,7 +112,7 @@ discard it and the workflow fails.`,
 					return err
 				}
 				if err := cl.Requeue(cmd.Context(), args[0]); err != nil {
-					return exitFailed(err)
+					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "requeued %s\n", args[0])
 				return nil
@@ -128,7 +128,7 @@ discard it and the workflow fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, c, func(cl producer) error {
 				if err := cl.Discard(cmd.Context(), args[0]); err != nil {
-					return exitFailed(err)
+					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "discarded %s\n", args[0])
 				return nil
@@ -137,9 +137,4 @@ discard it and the workflow fails.`,
 	}
 	cmd.AddCommand(list, show, requeue, discard)
 	return cmd
-}
-
-// exitFailed makes "no such thing" errors exit 1 with their message.
-func exitFailed(err error) error {
-	return &ExitError{Code: ExitFailed, Err: err}
 }

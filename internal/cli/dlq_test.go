@@ -69,7 +69,7 @@ func TestDeadLetterReviewRequeueAndDiscard(t *testing.T) {
 		t.Fatalf("dead letters left: %s", r.out)
 	}
 	r = run(t, cli.Enqueue, vars, "dlq", "requeue", "wf_nope:x", "--config", cfg)
-	if r.code != 1 || !strings.Contains(r.err, "no such dead letter") {
+	if r.code != 2 || !strings.Contains(r.err, "no such dead letter") {
 		t.Fatalf("requeue of a missing task: %d %q", r.code, r.err)
 	}
 	r = run(t, cli.Enqueue, vars, "dlq", "requeue", "--config", cfg)

@@ -36,8 +36,10 @@ cancel workflows. A file whose name is also a subcommand must be given as
 ./NAME.
 
 Exit codes: 0 done; 1 the workflow failed, was canceled or is blocked on a
-dead-lettered step (with --wait); 2 bad usage or invalid spec; 3 cannot
-reach Redis.`,
+dead-lettered step (with --wait); 2 bad usage or input (a bad spec, flag or
+id, a missing workflow or dead letter, a token the dashboard refused); 3
+cannot reach Redis (or the dashboard); 4 --wait-timeout passed while the
+workflow still runs.`,
 		Example: `  enqueue examples/hello.yaml --wait
   enqueue report.yaml --input question="Which region grew fastest?" --json
   enqueue status wf_abc123
@@ -112,6 +114,9 @@ reach Redis.`,
 		p := newProgress(cmd.ErrOrStderr())
 		wf, err := cl.Wait(ctx, id, 200*time.Millisecond, p.update)
 		p.done()
+		if err != nil && waitFor > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+			return &ExitError{Code: ExitStillRunning, Err: fmt.Errorf("workflow %s is still running after %s (--wait-timeout); it goes on: follow it with 'enqueue status %s'", id, waitFor, id)}
+		}
 		if err != nil {
 			return notFound(err, id)
 		}
@@ -187,7 +192,7 @@ func applyInputs(spec *tasks.Spec, inputs []string) error {
 
 func notFound(err error, id string) error {
 	if errors.Is(err, tasks.ErrNotFound) {
-		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s not found (wrong id, or expired after its retention)", id)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("workflow %s not found (wrong id, or expired after its retention)", id)}
 	}
 	return err
 }

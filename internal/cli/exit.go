@@ -23,12 +23,13 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// Exit codes (DESIGN §2).
+// Exit codes, the same for every command (the README's table).
 const (
-	ExitOK          = 0
-	ExitFailed      = 1 // the workflow failed or was dead-lettered (with --wait)
-	ExitUsage       = 2 // bad usage or invalid input
-	ExitUnreachable = 3 // cannot reach Redis
+	ExitOK           = 0
+	ExitFailed       = 1 // the workflow failed, was dead-lettered, canceled or timed out (with --wait)
+	ExitUsage        = 2 // bad usage or input: a bad flag, spec or id, a missing workflow or dead letter, a refused token
+	ExitUnreachable  = 3 // cannot reach Redis (or the dashboard, with --server)
+	ExitStillRunning = 4 // --wait gave up (--wait-timeout) while the workflow still runs
 )
 
 // ExitError carries an exit code.
@@ -69,7 +70,8 @@ func Code(err error) int {
 		return ee.Code
 	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable):
 		return ExitUnreachable
-	case errors.Is(err, tasks.ErrInvalidSpec):
+	case errors.Is(err, tasks.ErrInvalidSpec), errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrNoDeadLetter),
+		errors.Is(err, apiclient.ErrUnauthorized):
 		return ExitUsage
 	}
 	var fe *config.FieldError

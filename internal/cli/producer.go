@@ -48,6 +48,7 @@ func (c *common) openProducer(cmd *cobra.Command, cfg config.Config) (producer, 
 		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
 		return apiclient.New(u, token), func() {}, nil
 	}
+	c.sayWhichRedis(cmd, cfg)
 	cl, err := app.Connect(cmd.Context(), cfg)
 	if err != nil {
 		return nil, nil, err

@@ -42,7 +42,7 @@ func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 		t.Fatalf("dlq show: %d %q %q", r.code, r.out, r.err)
 	}
 	noToken := map[string]string{"AGENTQ_SERVER": hs.URL}
-	if r = run(t, cli.Enqueue, noToken, "dlq", "requeue", task); r.code == 0 || !strings.Contains(r.err, "401") {
+	if r = run(t, cli.Enqueue, noToken, "dlq", "requeue", task); r.code != 2 || !strings.Contains(r.err, "401") {
 		t.Fatalf("requeue without the token: %d %q", r.code, r.err)
 	}
 	if r = run(t, cli.Enqueue, vars, "dlq", "requeue", task); r.code != 0 {
@@ -54,7 +54,7 @@ func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 	if r = run(t, cli.Enqueue, vars, "result", id); r.code != 0 || !strings.HasPrefix(r.out, "chaosllm answer") {
 		t.Fatalf("result of the requeued workflow: %d %q %q", r.code, r.out, r.err)
 	}
-	if r = run(t, cli.Enqueue, vars, "status", "wf_nope"); r.code != 1 || !strings.Contains(r.err, "not found") {
+	if r = run(t, cli.Enqueue, vars, "status", "wf_nope"); r.code != 2 || !strings.Contains(r.err, "not found") {
 		t.Fatalf("status of a missing workflow: %d %q", r.code, r.err)
 	}
 	bad := writeFile(t, "bad.yaml", strings.Replace(hello, "route: solo", "route: nope", 1))

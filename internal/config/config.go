@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -17,6 +18,10 @@ import (
 // Config is the whole configuration. The zero value of every field means
 // its documented default (see Default).
 type Config struct {
+	// File is the configuration file that was read; empty when none was
+	// (no --config and no agentq.yaml here): everything is a default, an
+	// AGENTQ_* variable or a flag.
+	File       string           `yaml:"-"`
 	Redis      Redis            `yaml:"redis"`
 	Providers  []Provider       `yaml:"providers"`
 	Routes     map[string]Route `yaml:"routes"`
@@ -271,6 +276,22 @@ func (c *Config) validate() error {
 		}
 	} else if c.Redis.Addr == "" {
 		bad("redis.addr", "is empty (set redis.addr or redis.url)")
+	} else if len(c.Redis.Cluster) == 0 && c.Redis.Sentinel == nil {
+		if _, port, err := net.SplitHostPort(c.Redis.Addr); err != nil || port == "" {
+			bad("redis.addr", "%q is not host:port (e.g. 127.0.0.1:6379)", c.Redis.Addr)
+		}
+	}
+	for i, a := range c.Redis.Cluster {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad(fmt.Sprintf("redis.cluster[%d]", i), "%q is not host:port", a)
+		}
+	}
+	if sn := c.Redis.Sentinel; sn != nil {
+		for i, a := range sn.Addrs {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				bad(fmt.Sprintf("redis.sentinel.addrs[%d]", i), "%q is not host:port", a)
+			}
+		}
 	}
 	if t := c.Redis.TLS; t != nil {
 		if (t.CertFile == "") != (t.KeyFile == "") {

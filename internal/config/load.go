@@ -48,6 +48,7 @@ func Load(in Input) (Config, error) {
 		if c, err = parse(in.Path, in.Data, in.LookupEnv); err != nil {
 			return Config{}, err
 		}
+		c.File = in.Path
 	} else if in.Path != "" {
 		data, err := readFile(in.Path)
 		switch {
@@ -58,6 +59,7 @@ func Load(in Input) (Config, error) {
 			if c, err = parse(in.Path, data, in.LookupEnv); err != nil {
 				return Config{}, err
 			}
+			c.File = in.Path
 		}
 	}
 	c.applyDefaults()
@@ -81,7 +83,7 @@ func Load(in Input) (Config, error) {
 	}
 	c.fillDefaults()
 	if err := c.validate(); err != nil {
-		return Config{}, withSource(err, in.Path)
+		return Config{}, withSource(err, c.File) // no file: the field names the setting
 	}
 	return c, nil
 }

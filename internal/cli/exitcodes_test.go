@@ -73,12 +73,3 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 		})
 	}
 }
-
-// Without a configuration file, a command that writes to Redis says which
-// Redis it uses.
-func TestNoConfigSaysWhichRedis(t *testing.T) {
-	r := run(t, cli.Enqueue, map[string]string{"AGENTQ_REDIS_ADDR": "127.0.0.1:1"}, "status", "wf_x")
-	if !strings.Contains(r.err, "no configuration file") || !strings.Contains(r.err, "using Redis at 127.0.0.1:1") {
-		t.Fatalf("stderr %q does not say which Redis", r.err)
-	}
-}

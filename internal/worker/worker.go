@@ -21,6 +21,7 @@ import (
 	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/redact"
 	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
@@ -95,6 +96,8 @@ func Run(ctx context.Context, o Options) error {
 	if len(cfg.Providers) == 0 || len(cfg.Routes) == 0 {
 		return &config.FieldError{Field: "providers", Msg: "the worker needs at least one provider and one route in its configuration"}
 	}
+	// whatever logger the caller gave, no line carries a configured secret
+	o.Logger = slog.New(redact.Handler(o.Logger.Handler(), redact.New(cfg.Secrets()...)))
 	rdb := o.Redis
 	if rdb == nil {
 		var err error

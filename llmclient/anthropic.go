@@ -70,14 +70,7 @@ func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
 	if o := req.Output; o != nil && o.Schema != nil {
 		p.OutputConfig = anthropic.OutputConfigParam{Format: anthropic.JSONOutputFormatParam{Schema: o.Schema}}
 	}
-	for _, m := range req.Messages {
-		block := anthropic.NewTextBlock(m.Content)
-		if m.Role == "assistant" {
-			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(block))
-		} else {
-			p.Messages = append(p.Messages, anthropic.NewUserMessage(block))
-		}
-	}
+	p.Messages = anthropicMessages(req.Messages)
 	return p
 }
 
@@ -127,14 +120,15 @@ func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 	}
 	_, h, _ := c.snapshot()
 	return &Response{
-		ToolCalls: calls,
-		Text:      text.String(),
-		Usage:     Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
-		Provider:  a.name,
-		Model:     req.Model,
-		Key:       a.fps[k],
-		Latency:   a.now().Sub(start),
-		RequestID: requestID(h),
+		ToolCalls:    calls,
+		FinishReason: anthropicFinish(msg.StopReason),
+		Text:         text.String(),
+		Usage:        Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
+		Provider:     a.name,
+		Model:        req.Model,
+		Key:          a.fps[k],
+		Latency:      a.now().Sub(start),
+		RequestID:    requestID(h),
 	}, nil
 }
 
@@ -145,6 +139,7 @@ func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error
 	cctx, c := withCapture(sctx)
 	onErr := func(err error) error { return a.toError(sctx, req.Model, k, c, err, parseAnthropicError) }
 	var usage Usage
+	var finish string
 	var st *ssestream.Stream[anthropic.MessageStreamEventUnion]
 	src := func() (string, *Response, error) {
 		for st.Next() {
@@ -158,13 +153,16 @@ func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error
 					return ev.Delta.Text, nil, nil
 				}
 			case "message_delta":
+				if ev.Delta.StopReason != "" {
+					finish = anthropicFinish(ev.Delta.StopReason)
+				}
 				usage.CompletionTokens = int(ev.Usage.OutputTokens)
 				if ev.Usage.InputTokens > 0 {
 					usage.PromptTokens = int(ev.Usage.InputTokens)
 				}
 			case "message_stop":
 				_, h, _ := c.snapshot()
-				return "", &Response{Usage: usage, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
+				return "", &Response{Usage: usage, FinishReason: finish, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
 			}
 		}
 		if err := st.Err(); err != nil {

@@ -44,9 +44,7 @@ func (a *OpenAI) request(req Request, stream bool) openai.ChatCompletionRequest 
 	if req.System != "" {
 		r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: req.System})
 	}
-	for _, m := range req.Messages {
-		r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
-	}
+	r.Messages = append(r.Messages, openAIMessages(req.Messages)...)
 	if stream {
 		r.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
@@ -98,14 +96,15 @@ func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
 	return &Response{
-		ToolCalls: calls,
-		Text:      resp.Choices[0].Message.Content,
-		Usage:     Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
-		Provider:  a.name,
-		Model:     req.Model,
-		Key:       a.fps[k],
-		Latency:   a.now().Sub(start),
-		RequestID: requestID(h),
+		ToolCalls:    calls,
+		FinishReason: openAIFinish(resp.Choices[0].FinishReason),
+		Text:         resp.Choices[0].Message.Content,
+		Usage:        Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
+		Provider:     a.name,
+		Model:        req.Model,
+		Key:          a.fps[k],
+		Latency:      a.now().Sub(start),
+		RequestID:    requestID(h),
 	}, nil
 }
 
@@ -117,7 +116,7 @@ func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 	onErr := func(err error) error { return a.toError(sctx, req.Model, k, c, err, parseOpenAIError) }
 	var usage Usage
 	var st *openai.ChatCompletionStream
-	finished := false
+	finished, finish := false, ""
 	src := func() (string, *Response, error) {
 		for {
 			chunk, err := st.Recv()
@@ -126,7 +125,7 @@ func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 					return "", nil, ErrStreamTruncated
 				}
 				_, h, _ := c.snapshot()
-				return "", &Response{Usage: usage, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
+				return "", &Response{Usage: usage, FinishReason: finish, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
 			}
 			if err != nil {
 				return "", nil, err
@@ -137,8 +136,8 @@ func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 			if len(chunk.Choices) == 0 {
 				continue
 			}
-			if chunk.Choices[0].FinishReason != "" {
-				finished = true
+			if r := chunk.Choices[0].FinishReason; r != "" {
+				finished, finish = true, openAIFinish(r)
 			}
 			if d := chunk.Choices[0].Delta.Content; d != "" {
 				return d, nil, nil

@@ -8,10 +8,33 @@ import (
 	"time"
 )
 
-// Message is one turn of a conversation.
+// Message is one turn of a conversation: a Role and its Content. A tool
+// conversation holds two more kinds:
+//
+//   - an assistant turn that called tools: Role "assistant", the calls in
+//     ToolCalls (as Response.ToolCalls gave them) and its text, if any, in
+//     Content (Response.AssistantMessage builds it);
+//   - a tool result: Role "tool", the call's ID in ToolCallID, the result
+//     in Content and IsError set when the tool failed (ToolResultMessage
+//     builds it). Results follow the assistant turn whose calls they
+//     answer, one message per call.
+//
+// On the OpenAI wire an assistant turn carries tool_calls and each result
+// is a role "tool" message with tool_call_id; OpenAI has no error flag, so
+// an error result's content is sent after "error: " (and an empty result
+// as "(empty)", as OpenAI wants content). On the Anthropic wire an
+// assistant turn is a text block (when there is text) and tool_use blocks,
+// and consecutive results are the tool_result blocks of one user message,
+// with is_error set for errors.
 type Message struct {
-	Role    string `json:"role"` // "user" or "assistant"
+	Role    string `json:"role"` // "user", "assistant" or "tool"
 	Content string `json:"content"`
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the ID of the call a tool message is the result of.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// IsError says a tool message's Content is the error the call ended with.
+	IsError bool `json:"is_error,omitempty"`
 }
 
 // Request is one chat call. Model names the provider's model; System is the
@@ -87,8 +110,15 @@ type Response struct {
 	Key       string        `json:"key"` // the key's fingerprint, never the key
 	Latency   time.Duration `json:"latency"`
 	RequestID string        `json:"request_id,omitempty"`
-	// ToolCalls are the tool calls the model made, if any.
+	// ToolCalls are the tool calls the model made, if any. A streamed
+	// answer never has any: ChatStream reads text only (a conversation
+	// with tool turns can be sent to it, but ask for a turn that may call
+	// tools with Chat).
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// FinishReason is why the model stopped, the same on both dialects:
+	// FinishStop, FinishToolCalls, FinishLength, FinishContentFilter, or
+	// the provider's own word for anything else; empty if it said nothing.
+	FinishReason string `json:"finish_reason,omitempty"`
 
 	stream *Stream // set by the router for a streamed call
 }
@@ -99,7 +129,8 @@ type Provider interface {
 	Name() string
 	// Chat sends req and waits for the whole answer.
 	Chat(ctx context.Context, req Request) (*Response, error)
-	// ChatStream sends req and returns the answer as it is generated.
+	// ChatStream sends req and returns the answer as it is generated:
+	// its text only, tool calls in a streamed answer are not read.
 	ChatStream(ctx context.Context, req Request) (*Stream, error)
 }
 

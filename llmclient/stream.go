@@ -12,6 +12,11 @@ import (
 // of text and io.EOF once the provider has sent its final event; Response
 // then returns the whole answer with its usage. Close releases the
 // connection and must be called in every case.
+//
+// A stream carries text only: tool calls in a streamed answer are not read
+// (Response.ToolCalls stays empty, and an answer made only of tool calls
+// ends as an empty answer), so a turn that may call tools goes through
+// Chat. The request itself may hold a whole tool conversation.
 type Stream struct {
 	events chan streamEvent
 	cancel context.CancelFunc

@@ -3,6 +3,7 @@ package chaosllm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -24,6 +25,48 @@ func contentText(raw json.RawMessage) string {
 	return b.String()
 }
 
+// anthropicMessage reads one message: its text, and its tool_use blocks
+// (an assistant message) or tool_result blocks (a user message).
+func anthropicMessage(role string, raw json.RawMessage) (string, message, error) {
+	m := message{role: role}
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", m, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, m, nil
+	}
+	var blocks []struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text"`
+		ID        string          `json:"id"`
+		ToolUseID string          `json:"tool_use_id"`
+		IsError   bool            `json:"is_error"`
+		Content   json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", m, errors.New("content is not a string or a list of content blocks")
+	}
+	var text strings.Builder
+	for j, b := range blocks {
+		switch b.Type {
+		case "tool_use":
+			if role != "assistant" || b.ID == "" {
+				return "", m, fmt.Errorf("content[%d]: a tool_use block needs an id and belongs in an assistant message", j)
+			}
+			m.calls = append(m.calls, b.ID)
+		case "tool_result":
+			if role != "user" || b.ToolUseID == "" {
+				return "", m, fmt.Errorf("content[%d]: a tool_result block needs a tool_use_id and belongs in a user message", j)
+			}
+			m.results = append(m.results, toolResult{id: b.ToolUseID, content: contentText(b.Content), isError: b.IsError})
+		default:
+			text.WriteString(b.Text)
+		}
+	}
+	return text.String(), m, nil
+}
+
 var anthropicDialect = &dialect{
 	name: "anthropic",
 	parse: func(body []byte) (request, error) {
@@ -31,6 +74,7 @@ var anthropicDialect = &dialect{
 			Model     string `json:"model"`
 			MaxTokens int    `json:"max_tokens"`
 			Messages  []struct {
+				Role    string          `json:"role"`
 				Content json.RawMessage `json:"content"`
 			} `json:"messages"`
 			Stream       bool `json:"stream"`
@@ -49,12 +93,20 @@ var anthropicDialect = &dialect{
 			return request{}, errors.New("request body is not a messages request (model and max_tokens are required)")
 		}
 		parts := make([]string, len(req.Messages))
+		msgs := make([]message, len(req.Messages))
 		for i, m := range req.Messages {
-			parts[i] = contentText(m.Content)
+			var err error
+			if parts[i], msgs[i], err = anthropicMessage(m.Role, m.Content); err != nil {
+				return request{}, fmt.Errorf("messages[%d]: %w", i, err)
+			}
 		}
 		r := request{model: req.Model, prompt: promptOf(parts), stream: req.Stream}
-		if len(req.Tools) > 0 {
-			r.tool, r.toolSchema = req.Tools[0].Name, req.Tools[0].InputSchema
+		for _, t := range req.Tools {
+			r.tools = append(r.tools, offeredTool{t.Name, t.InputSchema})
+		}
+		r.toolTalk = len(r.tools) > 0
+		if err := r.readConversation(msgs, true); err != nil {
+			return request{}, err
 		}
 		if c := req.OutputConfig; c != nil && c.Format != nil && c.Format.Type == "json_schema" {
 			r.json, r.schema = true, c.Format.Schema
@@ -94,10 +146,17 @@ var anthropicDialect = &dialect{
 			"usage": map[string]int{"input_tokens": in, "output_tokens": out},
 		})
 	},
-	toolAnswer: func(w http.ResponseWriter, id, model, tool, args string, in, out int) {
+	toolAnswer: func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int) {
+		var content []any
+		if text != "" {
+			content = append(content, map[string]string{"type": "text", "text": text})
+		}
+		for _, c := range calls {
+			content = append(content, map[string]any{"type": "tool_use", "id": "toolu_" + c.id, "name": c.name, "input": json.RawMessage(c.args)})
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "type": "message", "role": "assistant", "model": model,
-			"content":     []any{map[string]any{"type": "tool_use", "id": "toolu_" + id, "name": tool, "input": json.RawMessage(args)}},
+			"content":     content,
 			"stop_reason": "tool_use", "stop_sequence": nil,
 			"usage": map[string]int{"input_tokens": in, "output_tokens": out},
 		})

@@ -287,6 +287,7 @@ func TestScenarioValidation(t *testing.T) {
 func FuzzParseScenario(f *testing.F) {
 	f.Add([]byte("phases:\n  - { requests: 2, fault: { status: 503 } }\n"))
 	f.Add([]byte("timelines:\n  - { key: k, phases: [ { faults: [ { kind: html, rate: 0.5 } ] } ] }\n"))
+	f.Add([]byte("tool_script:\n  - turn: 1\n    text: hm\n    calls:\n      - { name: f, arguments: { a: [1, x], b: { c: null } } }\n  - { calls: [ { name: g } ] }\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario(data)
 		if err != nil {

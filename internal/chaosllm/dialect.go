@@ -15,8 +15,15 @@ type request struct {
 	stream        bool
 	json          bool           // structured output was asked for
 	schema        map[string]any // its JSON Schema, if one was sent
-	tool          string         // the first tool offered, if any
-	toolSchema    map[string]any // its parameters
+	tools         []offeredTool
+	// a tool conversation: turn is 1 + the assistant messages it holds,
+	// results every tool result in it, fresh those after the last
+	// assistant message (the results of its calls); toolTalk says the
+	// request offers tools or holds tool calls or results
+	turn     int
+	results  []toolResult
+	fresh    []toolResult
+	toolTalk bool
 }
 
 // dialect is what differs between the two wire formats.
@@ -30,8 +37,9 @@ type dialect struct {
 	kinds func(status int, code string) (typ, outCode string)
 	// answer writes a whole answer.
 	answer func(w http.ResponseWriter, id, model, text string, in, out int)
-	// toolAnswer writes a whole answer that calls a tool.
-	toolAnswer func(w http.ResponseWriter, id, model, tool, args string, in, out int)
+	// toolAnswer writes a whole answer that calls tools, with text before
+	// the calls unless it is empty.
+	toolAnswer func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int)
 	// stream writes the start of a stream and returns a function per chunk
 	// and one that ends the stream.
 	stream func(w http.ResponseWriter, id, model string, in int) (chunk func(string), end func(out int))
@@ -80,6 +88,9 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-request-id", id)
 	w.Header().Set("request-id", id)
 	text := Reply(prompt)
+	if len(req.results) > 0 {
+		text = finalText(req.results)
+	}
 	if req.json {
 		text = jsonAnswer(req.schema, text)
 	}
@@ -99,11 +110,14 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 		s.count(ep, key, "ok", in)
 	}
 	out := tokens(text)
-	if req.tool != "" && !stream {
-		// a model given tools calls the first one, with arguments that
-		// match its parameters
-		args, _ := json.Marshal(instance(req.toolSchema, text, 0))
-		d.toolAnswer(w, id, model, req.tool, string(args), in, out)
+	calls, callText := s.toolMove(req, id)
+	s.countToolTurn(ep, req, len(calls))
+	if len(calls) > 0 {
+		out = tokens(callText)
+		for _, c := range calls {
+			out += tokens(c.args)
+		}
+		d.toolAnswer(w, id, model, callText, calls, in, out)
 		return
 	}
 	if !stream {

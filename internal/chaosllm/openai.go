@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 var openAIDialect = &dialect{
@@ -13,7 +14,12 @@ var openAIDialect = &dialect{
 		var req struct {
 			Model    string `json:"model"`
 			Messages []struct {
-				Content string `json:"content"`
+				Role      string          `json:"role"`
+				Content   json.RawMessage `json:"content"`
+				ToolCalls []struct {
+					ID string `json:"id"`
+				} `json:"tool_calls"`
+				ToolCallID string `json:"tool_call_id"`
 			} `json:"messages"`
 			Stream         bool `json:"stream"`
 			ResponseFormat *struct {
@@ -33,12 +39,39 @@ var openAIDialect = &dialect{
 			return request{}, errors.New("request body is not a chat completion request")
 		}
 		parts := make([]string, len(req.Messages))
+		msgs := make([]message, len(req.Messages))
 		for i, m := range req.Messages {
-			parts[i] = m.Content
+			text, err := openAIContent(m.Content)
+			if err != nil {
+				return request{}, fmt.Errorf("messages[%d].content: %w", i, err)
+			}
+			msgs[i].role = m.Role
+			switch {
+			case m.Role == "tool":
+				if m.ToolCallID == "" || len(m.Content) == 0 || string(m.Content) == "null" {
+					return request{}, fmt.Errorf("messages[%d]: a tool message needs a tool_call_id and content", i)
+				}
+				content, isErr := openAIErrorResult(text)
+				msgs[i].results = []toolResult{{id: m.ToolCallID, content: content, isError: isErr}}
+				continue // a result is not prompt text
+			case len(m.ToolCalls) > 0 && m.Role != "assistant":
+				return request{}, fmt.Errorf("messages[%d]: only an assistant message has tool_calls", i)
+			}
+			for _, c := range m.ToolCalls {
+				if c.ID == "" {
+					return request{}, fmt.Errorf("messages[%d].tool_calls: a call needs an id", i)
+				}
+				msgs[i].calls = append(msgs[i].calls, c.ID)
+			}
+			parts[i] = text
 		}
 		r := request{model: req.Model, prompt: promptOf(parts), stream: req.Stream}
-		if len(req.Tools) > 0 {
-			r.tool, r.toolSchema = req.Tools[0].Function.Name, req.Tools[0].Function.Parameters
+		for _, t := range req.Tools {
+			r.tools = append(r.tools, offeredTool{t.Function.Name, t.Function.Parameters})
+		}
+		r.toolTalk = len(r.tools) > 0
+		if err := r.readConversation(msgs, false); err != nil {
+			return request{}, err
 		}
 		if f := req.ResponseFormat; f != nil && (f.Type == "json_object" || f.Type == "json_schema") {
 			r.json = true
@@ -78,13 +111,20 @@ var openAIDialect = &dialect{
 			"usage":   map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 		})
 	},
-	toolAnswer: func(w http.ResponseWriter, id, model, tool, args string, in, out int) {
+	toolAnswer: func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int) {
+		var content any // null without text
+		if text != "" {
+			content = text
+		}
+		tcs := make([]any, len(calls))
+		for i, c := range calls {
+			tcs[i] = map[string]any{"id": "call_" + c.id, "type": "function",
+				"function": map[string]string{"name": c.name, "arguments": c.args}}
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": 1, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{
-				"role": "assistant", "content": nil,
-				"tool_calls": []any{map[string]any{"id": "call_" + id, "type": "function",
-					"function": map[string]string{"name": tool, "arguments": args}}}}}},
+				"role": "assistant", "content": content, "tool_calls": tcs}}},
 			"usage": map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 		})
 	},
@@ -112,3 +152,26 @@ var openAIDialect = &dialect{
 }
 
 func (s *Server) openAI(w http.ResponseWriter, r *http.Request) { s.serve(openAIDialect, w, r) }
+
+// openAIContent reads a message's content: a string, null, or a list of
+// parts (their text joined).
+func openAIContent(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("not a string or a list of parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}

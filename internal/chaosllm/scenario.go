@@ -34,6 +34,12 @@ type Scenario struct {
 	// Timelines apply to the requests they match (endpoint and key), each
 	// advancing on its own; the first match wins.
 	Timelines []Timeline `yaml:"timelines" json:"timelines"`
+	// ToolScript is what the model does, turn by turn, with requests that
+	// offer tools (both endpoints, plain requests; streams answer with
+	// text). Empty: it calls the first tool offered, with arguments built
+	// from its parameters, then answers once the conversation holds a
+	// tool result.
+	ToolScript []ScriptTurn `yaml:"tool_script" json:"tool_script"`
 }
 
 // Timeline is a sequence of phases for some requests.
@@ -169,6 +175,9 @@ func (s Scenario) timelines() []Timeline {
 }
 
 func (s Scenario) validate() error {
+	if err := validateScript(s.ToolScript); err != nil {
+		return err
+	}
 	for ti, tl := range s.timelines() {
 		base := "scenario: "
 		if ti < len(s.Timelines) {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +30,8 @@ type Server struct {
 	seq      int
 	inflight map[string]int // endpoint -> requests being answered now
 	peak     map[string]int // endpoint -> most at once since the last reset
+	// toolTurns count tool conversations per endpoint and turn
+	toolTurns map[toolTurnKey]*ToolTurn
 }
 
 type timelineState struct {
@@ -59,7 +60,8 @@ func New(sc Scenario, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}}
+	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{},
+		toolTurns: map[toolTurnKey]*ToolTurn{}}
 	s.setScenario(sc)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.openAI)
@@ -194,100 +196,6 @@ func (s *Server) Refusing() bool {
 	return false
 }
 
-// count counts one call and the prompt tokens it brought: a provider
-// bills those for calls that failed after reading them, too.
-func (s *Server) count(endpoint, key, outcome string, promptTokens int) {
-	s.mu.Lock()
-	k := statKey{endpoint, KeyID(key), outcome}
-	s.stats[k]++
-	s.tokens[k] += promptTokens
-	s.mu.Unlock()
-}
-
-// Stats is the document GET /stats returns.
-type Stats struct {
-	Phases map[string]string `json:"phases"` // timeline name -> current phase name
-	Total  int               `json:"total"`
-	Calls  []StatsLine       `json:"calls"`
-	// PeakInFlight is the most requests each endpoint was answering at
-	// once (limit drills read it).
-	PeakInFlight map[string]int `json:"peak_in_flight"`
-}
-
-// enter and leave count requests in flight per endpoint.
-func (s *Server) enter(ep string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inflight[ep]++
-	s.peak[ep] = max(s.peak[ep], s.inflight[ep])
-}
-
-func (s *Server) leave(ep string) {
-	s.mu.Lock()
-	s.inflight[ep]--
-	s.mu.Unlock()
-}
-
-// StatsLine counts calls to one endpoint with one key that ended one way.
-type StatsLine struct {
-	Endpoint string `json:"endpoint"`
-	Key      string `json:"key"`     // KeyID of the key
-	Outcome  string `json:"outcome"` // "ok", "unauthorized", "status_503", "reset", ...
-	Count    int    `json:"count"`
-	// PromptTokens is the prompt tokens those calls brought.
-	PromptTokens int `json:"prompt_tokens"`
-}
-
-// Snapshot returns the counters.
-func (s *Server) Snapshot() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := Stats{Calls: []StatsLine{}, Phases: map[string]string{}, PeakInFlight: map[string]int{}}
-	for ep, n := range s.peak {
-		st.PeakInFlight[ep] = n
-	}
-	for i, t := range s.lines {
-		name := t.Name
-		if name == "" {
-			name = fmt.Sprintf("timeline %d", i)
-		}
-		if len(t.Phases) > 0 {
-			st.Phases[name] = t.Phases[t.phase].Name
-		}
-	}
-	for k, n := range s.stats {
-		st.Calls = append(st.Calls, StatsLine{k.endpoint, k.key, k.outcome, n, s.tokens[k]})
-		st.Total += n
-	}
-	sort.Slice(st.Calls, func(i, j int) bool {
-		a, b := st.Calls[i], st.Calls[j]
-		if a.Endpoint != b.Endpoint {
-			return a.Endpoint < b.Endpoint
-		}
-		if a.Key != b.Key {
-			return a.Key < b.Key
-		}
-		return a.Outcome < b.Outcome
-	})
-	return st
-}
-
-// Count sums the calls matching endpoint, key id and outcome; an empty
-// argument matches any.
-func (st Stats) Count(endpoint, key, outcome string) int {
-	n := 0
-	for _, l := range st.Calls {
-		if (endpoint == "" || l.Endpoint == endpoint) && (key == "" || l.Key == key) && (outcome == "" || l.Outcome == outcome) {
-			n += l.Count
-		}
-	}
-	return n
-}
-
-func (s *Server) getStats(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Snapshot())
-}
-
 func (s *Server) putScenario(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
@@ -317,6 +225,7 @@ func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	s.stats, s.tokens = map[statKey]int{}, map[statKey]int{}
 	s.peak = map[string]int{}
+	s.toolTurns = map[toolTurnKey]*ToolTurn{}
 	s.restartLocked()
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

@@ -1,0 +1,57 @@
+package chaosllm
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Requests held open count towards peak_in_flight, tool requests too; a
+// reset clears the peak and the tool turns.
+func TestPeakInFlightAndResetWithToolTurns(t *testing.T) {
+	srv, _ := New(Scenario{Phases: []Phase{{Requests: 1}, {Fault: &Fault{Kind: KindHang}}}}, Options{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	oa := hs.URL + "/v1/chat/completions"
+	if code, _, _ := post(t, oa, "k", `{"model":"m",`+oaTools+`,"messages":[{"role":"user","content":"q"}]}`); code != 200 {
+		t.Fatalf("tool request: %d", code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "POST", oa, strings.NewReader(`{"model":"m",`+oaTools+`,"messages":[{"role":"user","content":"q"}]}`))
+			req.Header.Set("Authorization", "Bearer k")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Snapshot().PeakInFlight["openai"] < 2 {
+		if time.Now().After(deadline) {
+			cancel()
+			wg.Wait()
+			t.Fatalf("peak in flight %v, want 2 hanging requests", srv.Snapshot().PeakInFlight)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	st := srv.Snapshot()
+	if got := st.ToolTurn("openai", 1); got.Answers != 1 || got.Calls != 1 {
+		t.Errorf("tool turn 1 %+v: want the answered request only, not the hanging ones", got)
+	}
+	if resp, err := http.Post(hs.URL+"/admin/reset", "", nil); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("reset: %v %v", resp, err)
+	}
+	if st := srv.Snapshot(); len(st.ToolTurns) != 0 || st.PeakInFlight["openai"] != 0 {
+		t.Errorf("after reset: %+v", st)
+	}
+}

@@ -29,6 +29,10 @@ const (
 	// provider answered, so it does not count against the breaker; it
 	// does lower the target's health score (quality).
 	InvalidOutput Class = "invalid_output"
+	// Handler is a code step's own function failing with a plain error
+	// (or a panic): retried with the usual backoff, then dead-lettered.
+	// It says nothing about any provider.
+	Handler Class = "handler"
 )
 
 // Failure is what the classifier reads of a failed call.

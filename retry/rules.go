@@ -40,6 +40,7 @@ var rules = map[Class]Rule{
 	ContextLength: {RequestFault: true, Answered: true},
 	ContentFilter: {RequestFault: true, Answered: true},
 	InvalidOutput: {Answered: true, LowersHealth: true},
+	Handler:       {Retryable: true},
 }
 
 // Rule returns the class's rule.

@@ -14,27 +14,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/record"
 )
 
 // Workflow is a workflow's state and steps as Status returns them; its
-// JSON shape is stable (DESIGN §2).
-type Workflow = store.Workflow
+// JSON shape is stable (enqueue --json and the dashboard's API print it).
+type Workflow = record.Workflow
 
 // StepRecord is one step of a Workflow.
-type StepRecord = store.StepRecord
+type StepRecord = record.StepRecord
 
 // Workflow states.
 const (
-	StatePending   = store.StatePending
-	StateRunning   = store.StateRunning
-	StateBlocked   = store.StateBlocked
-	StateCompleted = store.StateCompleted
-	StateFailed    = store.StateFailed
-	StateCanceled  = store.StateCanceled
+	StatePending   = record.StatePending
+	StateRunning   = record.StateRunning
+	StateBlocked   = record.StateBlocked
+	StateCompleted = record.StateCompleted
+	StateFailed    = record.StateFailed
+	StateCanceled  = record.StateCanceled
 )
 
 // ErrNotFound is returned for a workflow id that does not exist or expired.
-var ErrNotFound = store.ErrNotFound
+var ErrNotFound = record.ErrNotFound
 
 // ClientOptions configures a Client. The zero value works: 24h retention,
 // no route check, default limits, random ids.
@@ -283,7 +284,7 @@ func (c *Client) List(ctx context.Context, state string, limit int) ([]*Workflow
 }
 
 // Usage sums the tokens of a workflow's steps.
-func Usage(wf *Workflow) store.Usage {
+func Usage(wf *Workflow) record.Usage {
 	var u store.Usage
 	for _, s := range wf.Steps {
 		u.PromptTokens += s.Usage.PromptTokens

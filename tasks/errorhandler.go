@@ -55,7 +55,7 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	spec, serr := h.specs.get(sctx, h.o.Store, p.Workflow)
+	spec, serr := h.specs.get(sctx, h.st, p.Workflow)
 	if serr != nil {
 		return // gone, or never there: archived as it is
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/agentq/agentq/internal/store"
@@ -26,10 +27,13 @@ type Caller interface {
 
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
-	Store  *store.Store
-	Client *asynq.Client // enqueues dependents
-	Router Caller
-	Logger *slog.Logger // nil: discard
+	// Redis holds the workflows; records written are kept for Retention
+	// (at least a minute).
+	Redis     redis.UniversalClient
+	Retention time.Duration
+	Client    *asynq.Client // enqueues dependents
+	Router    Caller
+	Logger    *slog.Logger // nil: discard
 	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
 	MaxOutputBytes int
 	// Events, when set, hears each settled step (metrics, demo output).
@@ -38,6 +42,9 @@ type HandlerOptions struct {
 	// the dependents it made ready are enqueued. Crash drills use it to
 	// stop a worker at the worst moment.
 	BeforeEnqueue func(wf, step string, ready []string)
+	// Steps are the code steps this worker serves, by the name a spec's
+	// run: gives.
+	Steps map[string]StepFunc
 }
 
 // StepEvent reports a settled step, or (State "retrying") a failed attempt
@@ -60,6 +67,7 @@ type StepEvent struct {
 // Handler runs step tasks. It is an asynq.Handler.
 type Handler struct {
 	o     HandlerOptions
+	st    *store.Store
 	specs specCache
 	// attempts is the attempt each running task began (by task id), for
 	// HandleError: asynq may call it while the handler still runs.
@@ -71,8 +79,8 @@ type Handler struct {
 
 // NewHandler returns a Handler.
 func NewHandler(o HandlerOptions) (*Handler, error) {
-	if o.Store == nil || o.Client == nil || o.Router == nil {
-		return nil, errors.New("tasks: handler needs a store, a client and a router")
+	if o.Redis == nil || o.Client == nil || o.Router == nil {
+		return nil, errors.New("tasks: handler needs Redis, an asynq client and a router")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -83,7 +91,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Events == nil {
 		o.Events = func(StepEvent) {}
 	}
-	return &Handler{o: o, specs: specCache{max: 4096}, answers: newAnswerCache(answerCacheEntries, answerCacheBytes)}, nil
+	return &Handler{o: o, st: store.New(o.Redis, o.Retention, nil), specs: specCache{max: 4096}, answers: newAnswerCache(answerCacheEntries, answerCacheBytes)}, nil
 }
 
 // classBusy marks a duplicate delivery that waits for the step's lease.
@@ -120,7 +128,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
 	log := h.o.Logger.With("wf", logID(p.Workflow), "step", logID(p.Step))
-	spec, err := h.specs.get(ctx, h.o.Store, p.Workflow)
+	spec, err := h.specs.get(ctx, h.st, p.Workflow)
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)
 	}
@@ -137,7 +145,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var a *store.Attempt
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again
-		a, err = h.o.Store.Begin(bctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
+		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
 		return err
 	})
 	bcancel()
@@ -268,7 +276,7 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 	if !class.Retryable() || retried >= maxRetry {
 		return h.deadLetter(ctx, p, spec, st, r, class, err, attempt)
 	}
-	if rerr := h.o.Store.RecordError(ctx, p.Workflow, p.Step, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
+	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)
 	} else if rerr != nil {
 		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))

@@ -119,7 +119,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 // the workflows due for a look.
 func (r *Reconciler) Pass(ctx context.Context) (ReconcileCounts, error) {
 	var c ReconcileCounts
-	st := r.h.o.Store
+	st := r.h.st
 	// the lock outlives a missed pass or two; a holder that stops renewing
 	// hands over after that
 	led, err := st.Lead(ctx, "reconciler", r.o.Owner, 3*r.o.Interval)
@@ -157,7 +157,7 @@ func (r *Reconciler) Pass(ctx context.Context) (ReconcileCounts, error) {
 // visit looks at one workflow's steps and reports whether it may still
 // have steps in flight.
 func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *ReconcileCounts) (bool, error) {
-	pr, err := r.h.o.Store.Progress(ctx, wf)
+	pr, err := r.h.st.Progress(ctx, wf)
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrOldLayout):
 		return false, nil
@@ -168,7 +168,7 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 	case store.StateCompleted, store.StateFailed, store.StateCanceled:
 		return false, nil
 	}
-	spec, err := r.h.specs.get(ctx, r.h.o.Store, wf)
+	spec, err := r.h.specs.get(ctx, r.h.st, wf)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -228,7 +228,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		// never reached asynq (a producer, or a settle, stopped before its
 		// enqueue) or lost: enqueue it; its task id keeps it from running
 		// twice, and Begin's lease and checkpoint do the rest
-		if err := enqueueStep(sctx, r.h.o.Client, wf, spec, st.ID, r.h.o.Store.Retention()); err != nil {
+		if err := enqueueStep(sctx, r.h.o.Client, wf, spec, st.ID, r.h.st.Retention()); err != nil {
 			return err
 		}
 		c.Requeued++
@@ -262,11 +262,11 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 // was, so that the dead step can be requeued or discarded like any dead
 // letter: enqueued far in the future, then archived at once.
 func (r *Reconciler) archiveInPlace(ctx context.Context, wf string, spec *Spec, st *Step, res resolved) error {
-	t, err := newStepTask(wf, spec, st, r.h.o.Store.Retention())
+	t, err := newStepTask(wf, spec, st, r.h.st.Retention())
 	if err != nil {
 		return err
 	}
-	if _, err := r.h.o.Client.EnqueueContext(ctx, t, asynq.ProcessIn(r.h.o.Store.Retention())); err != nil {
+	if _, err := r.h.o.Client.EnqueueContext(ctx, t, asynq.ProcessIn(r.h.st.Retention())); err != nil {
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			return fmt.Errorf("its task came back meanwhile: %w", err)
 		}

@@ -167,7 +167,7 @@ func TestReconcilerPagesAndHoldsTheLock(t *testing.T) {
 	if _, _, err := e.Store.Settle(ctx, done, "s", store.Outcome{Done: true}, nil); err != nil {
 		t.Fatal(err)
 	}
-	h, err := tasks.NewHandler(tasks.HandlerOptions{Store: e.Store, Client: e.Asynq, Router: neverCalled{t}})
+	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: e.Redis, Retention: e.Config.Retention.D(), Client: e.Asynq, Router: neverCalled{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func (h *Handler) settleAs(ctx context.Context, p Payload, spec *Spec, st *Step,
 	// both writes are idempotent, so a Redis that is restarting is waited
 	// for (within settleTimeout) rather than losing an answer already paid for
 	err := untilStored(ctx, func() (err error) {
-		state, ready, err = h.o.Store.Settle(ctx, p.Workflow, st.ID, o, deps)
+		state, ready, err = h.st.Settle(ctx, p.Workflow, st.ID, o, deps)
 		return err
 	})
 	switch {
@@ -99,7 +99,7 @@ func (h *Handler) settleAs(ctx context.Context, p Payload, spec *Spec, st *Step,
 	}
 	for _, d := range ready {
 		if err := untilStored(ctx, func() error {
-			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.o.Store.Retention())
+			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.st.Retention())
 		}); err != nil {
 			return err // retried by asynq: the settle is idempotent and returns d again
 		}

@@ -9,26 +9,33 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/record"
 )
 
-// Workflow states.
-const (
-	StatePending   = "pending"
-	StateRunning   = "running"
-	StateBlocked   = "blocked" // a step was dead-lettered; dependents wait for a requeue
-	StateCompleted = "completed"
-	StateFailed    = "failed"
-	StateCanceled  = "canceled"
+// The record types are public (package record) so that an SDK user can
+// name them; the store works with them under these names.
+type (
+	Usage      = record.Usage
+	Workflow   = record.Workflow
+	StepRecord = record.StepRecord
 )
 
-// Step states.
+// Workflow and step states.
 const (
-	StepPending  = "pending"
-	StepQueued   = "queued"
-	StepRunning  = "running"
-	StepDone     = "done"
-	StepDead     = "dead" // dead-lettered: retries exhausted or not retryable
-	StepCanceled = "canceled"
+	StatePending   = record.StatePending
+	StateRunning   = record.StateRunning
+	StateBlocked   = record.StateBlocked
+	StateCompleted = record.StateCompleted
+	StateFailed    = record.StateFailed
+	StateCanceled  = record.StateCanceled
+
+	StepPending  = record.StepPending
+	StepQueued   = record.StepQueued
+	StepRunning  = record.StepRunning
+	StepDone     = record.StepDone
+	StepDead     = record.StepDead
+	StepCanceled = record.StepCanceled
 )
 
 // Terminal reports whether a workflow state is final for a waiting caller.
@@ -39,7 +46,7 @@ func Terminal(state string) bool {
 }
 
 // ErrNotFound is returned for a workflow id that does not exist (or expired).
-var ErrNotFound = errors.New("workflow not found")
+var ErrNotFound = record.ErrNotFound
 
 // ErrOldLayout is returned for a workflow whose record an older agentq
 // wrote (one key per step, before the one-hash layout): this worker cannot
@@ -58,42 +65,6 @@ var ErrStaleAttempt = errors.New("stale attempt: the step has moved on")
 // ErrAlreadySettled is returned by Settle for an OnlyIfOpen outcome when
 // the step was already settled or canceled: nothing was written.
 var ErrAlreadySettled = errors.New("step already settled")
-
-// Usage counts tokens.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-}
-
-// Workflow is a workflow's record as commands print it (its JSON shape is
-// part of the user contract: DESIGN §2).
-type Workflow struct {
-	ID         string       `json:"id"`
-	Name       string       `json:"name"`
-	State      string       `json:"state"`
-	Steps      []StepRecord `json:"steps"`
-	CreatedAt  time.Time    `json:"created_at"`
-	FinishedAt *time.Time   `json:"finished_at"`
-}
-
-// StepRecord is one step's state and result.
-type StepRecord struct {
-	ID       string `json:"id"`
-	State    string `json:"state"`
-	Attempts int    `json:"attempts"`
-	Output   string `json:"output"`
-	// JSON is Output parsed, for steps with output.format json (filled in
-	// by tasks.Client, not stored).
-	JSON       any        `json:"json,omitempty"`
-	ToolCalls  string     `json:"tool_calls,omitempty"` // JSON list of tool calls the model made
-	Degraded   bool       `json:"degraded"`
-	Error      string     `json:"error"`
-	Target     string     `json:"target"`
-	Usage      Usage      `json:"usage"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	InputHash  string     `json:"-"`
-}
 
 // Store reads and writes agentq state. The zero value is not usable; use New.
 type Store struct {

@@ -185,9 +185,8 @@ func Run(ctx context.Context, o Options) error {
 			}
 		}
 	}()
-	st := store.New(rdb, cfg.Retention.D(), nil)
 	client := asynq.NewClientFromRedisClient(rdb)
-	h, err := tasks.NewHandler(tasks.HandlerOptions{Store: st, Client: client, Router: router, Logger: o.Logger,
+	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
 		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue})
 	if err != nil {
 		return err

@@ -1,0 +1,68 @@
+// Package record holds the shapes of agentq's workflow records as callers
+// read them: a workflow, its steps, their states and token usage. These are
+// what enqueue --json, the dashboard's API and the Go client return.
+package record
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned for a workflow id that does not exist (or expired).
+var ErrNotFound = errors.New("workflow not found")
+
+// Workflow states.
+const (
+	StatePending   = "pending"
+	StateRunning   = "running"
+	StateBlocked   = "blocked" // a step was dead-lettered; dependents wait for a requeue
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+	StateCanceled  = "canceled"
+)
+
+// Step states.
+const (
+	StepPending  = "pending"
+	StepQueued   = "queued"
+	StepRunning  = "running"
+	StepDone     = "done"
+	StepDead     = "dead" // dead-lettered: retries exhausted or not retryable
+	StepCanceled = "canceled"
+)
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Workflow is a workflow's record as commands print it (its JSON shape is
+// part of the user contract: enqueue --json and the dashboard's API print it).
+type Workflow struct {
+	ID         string       `json:"id"`
+	Name       string       `json:"name"`
+	State      string       `json:"state"`
+	Steps      []StepRecord `json:"steps"`
+	CreatedAt  time.Time    `json:"created_at"`
+	FinishedAt *time.Time   `json:"finished_at"`
+}
+
+// StepRecord is one step's state and result.
+type StepRecord struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Output   string `json:"output"`
+	// JSON is Output parsed, for steps with output.format json (filled in
+	// by tasks.Client, not stored).
+	JSON       any        `json:"json,omitempty"`
+	ToolCalls  string     `json:"tool_calls,omitempty"` // JSON list of tool calls the model made
+	Degraded   bool       `json:"degraded"`
+	Error      string     `json:"error"`
+	Target     string     `json:"target"`
+	Usage      Usage      `json:"usage"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	InputHash  string     `json:"-"`
+}

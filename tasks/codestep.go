@@ -74,3 +74,6 @@ func excerptJSON(b []byte) string {
 	}
 	return string(b)
 }
+
+// handlerName is the function a code step runs ("" for a prompt step).
+func (st *Step) handlerName() string { return "" }

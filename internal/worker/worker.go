@@ -67,6 +67,8 @@ type Options struct {
 	ReconcileGrace time.Duration
 	// Now is the reconciler's clock; nil: time.Now.
 	Now func() time.Time
+	// Steps are the code steps this worker serves (a spec's run: NAME).
+	Steps map[string]tasks.StepFunc
 }
 
 // observers fans calls out to several observers.
@@ -187,7 +189,7 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue})
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps})
 	if err != nil {
 		return err
 	}

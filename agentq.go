@@ -1,0 +1,99 @@
+// Package agentq is the Go SDK of agentq: LLM agent workflows on a Redis
+// task queue that keep running when LLM providers fail.
+//
+// A worker runs the steps of workflows. A prompt step asks a route (an
+// ordered list of provider/model targets) and is handled entirely by
+// agentq; a code step (run: NAME in the spec) runs a function you register
+// with HandleStep, and keeps every guarantee a prompt step has: its own
+// timeout, retries with backoff, checkpoints, exactly-once fan-in, and
+// durable LLM calls through the same router.
+//
+//	cfg, err := agentq.LoadConfig("agentq.yaml")
+//	w, err := agentq.NewWorker(cfg)
+//	w.HandleStep("run_sql", func(ctx context.Context, s *agentq.Step) (any, error) {
+//		var args struct{ Query string `json:"query"` }
+//		if err := s.Args(&args); err != nil {
+//			return nil, agentq.DeadLetter(err) // parked for a person
+//		}
+//		rows, err := agentq.Do(ctx, s, "query", func(ctx context.Context) ([]Row, error) { … })
+//		return rows, err // a plain error is retried with backoff (class handler)
+//	})
+//	err = w.Run(ctx) // until ctx is done, then a graceful stop
+//
+// A producer submits workflows with a Client. Everything a worker or a
+// client needs comes from a Config: Redis, providers and their keys,
+// routes, retries, limits.
+package agentq
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Step is one attempt of a code step, as its function sees it: its
+// arguments (Args), the workflow's input, its ancestors' outputs (Step),
+// the model through the worker's router with durable answers (LLM), and a
+// logger.
+type Step = tasks.CodeStep
+
+// StepFunc is a code step's function. It returns a JSON-able value, stored
+// as the step's output; downstream steps read it as .Steps.<id>.JSON.
+type StepFunc = tasks.StepFunc
+
+// StepView is what a step sees of one of its ancestors.
+type StepView = tasks.StepView
+
+// LLM is a step's durable way to the model (Step.LLM).
+type LLM = tasks.LLM
+
+// Spec is a parsed workflow spec (Client.Parse).
+type Spec = tasks.Spec
+
+// Workflow is a workflow's state and steps.
+type Workflow = record.Workflow
+
+// StepRecord is one step of a Workflow.
+type StepRecord = record.StepRecord
+
+// Result is a finished workflow and the outputs of its final steps.
+type Result = tasks.Result
+
+// Workflow states.
+const (
+	StatePending   = record.StatePending
+	StateRunning   = record.StateRunning
+	StateBlocked   = record.StateBlocked
+	StateCompleted = record.StateCompleted
+	StateFailed    = record.StateFailed
+	StateCanceled  = record.StateCanceled
+)
+
+// ErrNotFound is returned for a workflow id that does not exist or expired.
+var ErrNotFound = record.ErrNotFound
+
+// Do runs fn once per step, durably: its JSON-encoded result is kept, so
+// an attempt after a failure, a crash or a lease expiry gets it back
+// without running fn again. Calls are matched by the order the step makes
+// them (LLM calls and Do share one sequence) and by name: a step's code
+// must make the same durable calls in the same order on every attempt
+// (the determinism rule); a call that differs is made again, never
+// answered wrongly. Errors are not kept.
+func Do[T any](ctx context.Context, s *Step, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	return tasks.Do(ctx, s, name, fn)
+}
+
+// RetryAfter asks for the step to be tried again no sooner than d. It uses
+// one of the step's retries; once they are spent the step is dead-lettered.
+func RetryAfter(d time.Duration, err error) error { return tasks.RetryAfter(d, err) }
+
+// DeadLetter parks the step for a person to review, with err as its
+// reason, without using the retries that are left. `enqueue dlq requeue`
+// runs it again.
+func DeadLetter(err error) error { return tasks.ToDeadLetter(err) }
+
+// Degrade finishes the step with fallback as its output, marked degraded,
+// and err kept as the reason.
+func Degrade(fallback any, err error) error { return tasks.Degrade(fallback, err) }

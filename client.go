@@ -1,0 +1,61 @@
+package agentq
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Client submits workflows and reads them: what a producer (a web app, a
+// cron job, a script) uses. It is safe for concurrent use.
+type Client struct {
+	rdb redis.UniversalClient
+	c   *tasks.Client
+}
+
+// NewClient connects to cfg's Redis. Close it when done.
+func NewClient(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.c == nil {
+		return nil, errors.New("agentq: NewClient: the Config is empty (use LoadConfig or ParseConfig)")
+	}
+	cl, err := app.Connect(ctx, *cfg.c)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rdb: cl.Redis, c: cl.Client}, nil
+}
+
+// Parse reads and checks a workflow spec (YAML or JSON); name says where
+// it came from in errors. Every problem is reported with its line.
+func (c *Client) Parse(name string, spec []byte) (*Spec, error) { return c.c.Parse(name, spec) }
+
+// Submit writes the workflow and enqueues its first steps; it returns the
+// workflow's id.
+func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) { return c.c.Submit(ctx, spec) }
+
+// Status returns a workflow's state and steps.
+func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) { return c.c.Status(ctx, id) }
+
+// Result returns a workflow and the outputs of its final steps.
+func (c *Client) Result(ctx context.Context, id string) (*Result, error) { return c.c.Result(ctx, id) }
+
+// Wait polls the workflow every poll (0: 200ms) until it is completed,
+// failed, canceled or blocked on a dead-lettered step, or ctx is done.
+func (c *Client) Wait(ctx context.Context, id string, poll time.Duration) (*Workflow, error) {
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	return c.c.Wait(ctx, id, poll, nil)
+}
+
+// Cancel stops a workflow: pending steps never run, running ones see their
+// context canceled. It returns the workflow's state afterwards.
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) { return c.c.Cancel(ctx, id) }
+
+// Close releases the connection to Redis.
+func (c *Client) Close() error { return c.rdb.Close() }

@@ -1,0 +1,88 @@
+package agentq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+
+	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Worker runs the steps of workflows: prompt steps, and the code steps
+// whose functions it was given. Register functions before Run.
+type Worker struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	steps   map[string]tasks.StepFunc
+	errs    []error
+	running bool
+}
+
+// WorkerOption tunes NewWorker.
+type WorkerOption func(*Worker)
+
+// WithLogger sends the worker's logs to l (default: discarded). Secrets of
+// the configuration never reach it.
+func WithLogger(l *slog.Logger) WorkerOption { return func(w *Worker) { w.log = l } }
+
+// NewWorker returns a worker for cfg.
+func NewWorker(cfg Config, opts ...WorkerOption) (*Worker, error) {
+	if cfg.c == nil {
+		return nil, errors.New("agentq: NewWorker: the Config is empty (use LoadConfig or ParseConfig)")
+	}
+	w := &Worker{cfg: cfg, log: slog.New(slog.DiscardHandler), steps: map[string]tasks.StepFunc{}}
+	for _, o := range opts {
+		o(w)
+	}
+	return w, nil
+}
+
+var handlerName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+
+// HandleStep registers fn as the code step name (a spec's run: name). A
+// bad or repeated name, or a registration after Run, is reported by Run.
+func (w *Worker) HandleStep(name string, fn StepFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.running:
+		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the worker is already running", name))
+	case !handlerName.MatchString(name):
+		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): a name is a letter, then letters, digits, _, . or -, at most 64", name))
+	case fn == nil:
+		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the function is nil", name))
+	case w.steps[name] != nil:
+		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): registered twice", name))
+	default:
+		w.steps[name] = fn
+	}
+}
+
+// Run serves until ctx is done, then stops gracefully: running steps get
+// the configured shutdown timeout to finish; unfinished ones go back to the
+// queue and resume from their checkpoints. It returns at once with an
+// error if a registration was bad or Redis cannot be reached.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if err := errors.Join(w.errs...); err != nil {
+		w.mu.Unlock()
+		return fmt.Errorf("agentq: %w", err)
+	}
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("agentq: the worker is already running")
+	}
+	w.running = true
+	steps := make(map[string]tasks.StepFunc, len(w.steps))
+	for k, v := range w.steps {
+		steps[k] = v
+	}
+	w.mu.Unlock()
+	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps})
+}

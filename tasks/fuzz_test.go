@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -27,6 +29,8 @@ func FuzzDecodePayload(f *testing.F) {
 // A template that passes the submit-time check renders without panicking
 // and reads nothing but .Input and .Steps: {{ call }}, {{ template }},
 // methods and other fields are refused at submit time or fail at render.
+// It renders what text/template alone renders, unless it stops at its
+// budget.
 func FuzzRenderTemplate(f *testing.F) {
 	f.Add("Q: {{ .Input.q }} A: {{ .Steps.a.Output }}", "why", `{"k": "v"}`)
 	f.Add(`{{ .Steps.a.JSON.k }} {{ range .Steps.a.JSON }}{{ . }}{{ end }}`, "x", `{"k": [1, 2]}`)
@@ -34,6 +38,8 @@ func FuzzRenderTemplate(f *testing.F) {
 	f.Add(`{{ template "x" }}`, "x", `{}`)
 	f.Add(`{{ .Env }}{{ printf "%v" .Input }}`, "x", `[]`)
 	f.Add(`{{ len .Steps.a.Output | printf "%d" }}{{ index .Steps.a.JSON "k" }}`, "x", `{"k": 1}`)
+	f.Add(`{{ range $i, $v := .Steps.a.JSON }}{{ range $.Steps.a.JSON }}{{ printf "%5d|%[1]q" . }}{{ else }}-{{ end }}{{ end }}`, "x", `[1, 2, 3]`)
+	f.Add(`{{ range 100000000 }}{{ html $.Input.q }}{{ end }}`, "<>", `{}`)
 	f.Fuzz(func(t *testing.T, text, input, answer string) {
 		refs, err := templateRefs("p", text)
 		if err != nil {
@@ -50,12 +56,21 @@ func FuzzRenderTemplate(f *testing.F) {
 		}
 		v := StepView{Output: answer}
 		v.JSON, _ = ParseJSONAnswer(answer)
-		out, err := render(tmpl, map[string]any{"q": input}, map[string]StepView{"a": v})
+		in, steps := map[string]any{"q": input}, map[string]StepView{"a": v}
+		out, err := render(tmpl, in, steps)
 		if err == nil && len(out) > maxRenderedBytes {
 			t.Fatalf("rendered %d bytes, over the limit", len(out))
 		}
 		if err == nil && strings.Contains(text, "call") && strings.Contains(out, "func(") {
 			t.Fatalf("a function leaked into the prompt: %q", out)
+		}
+		if errors.Is(err, ErrRenderBudget) {
+			return // stopped at its budget
+		}
+		// within its budget, a render is what text/template alone makes
+		want, wantErr := renderPlain("p", text, in, steps) // the same maps: %p prints their addresses
+		if out != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("bounded render %q, %v; text/template %q, %v", out, err, want, wantErr)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -37,26 +38,65 @@ type promptData struct {
 // maxRenderedBytes bounds a rendered prompt.
 const maxRenderedBytes = 4 << 20
 
+// promptTemplate is a parsed prompt template, rewritten so that its
+// renders count their work (boundTemplate). bounded says whether a render
+// needs the budget's functions: a template without ranges and without
+// functions that make text does work in proportion to its own size.
+type promptTemplate struct {
+	*template.Template
+	bounded bool
+}
+
 // parseTemplate parses a prompt template (nil for an empty one).
-func parseTemplate(name, text string) (*template.Template, error) {
+func parseTemplate(name, text string) (*promptTemplate, error) {
 	if text == "" {
 		return nil, nil
 	}
-	return template.New(name).Option("missingkey=zero").Parse(text)
+	t, err := template.New(name).Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	return &promptTemplate{Template: t, bounded: boundTemplate(t)}, nil
 }
 
 // render executes a parsed prompt template (nil renders as ""). The
 // template was checked at submit time to read only .Input and the step's
 // ancestors.
-func render(t *template.Template, input map[string]any, steps map[string]StepView) (string, error) {
+func render(t *promptTemplate, input map[string]any, steps map[string]StepView) (string, error) {
+	return renderContext(context.Background(), t, input, steps)
+}
+
+// renderContext is render that also stops once ctx is done (checked when
+// a range starts and at each function that makes text). Every render stops
+// at its budget (renderbudget.go) with a *RenderBudgetError.
+func renderContext(ctx context.Context, t *promptTemplate, input map[string]any, steps map[string]StepView) (string, error) {
 	if t == nil {
 		return "", nil
 	}
-	var b limitedBuilder
-	if err := t.Execute(&b, promptData{Input: input, Steps: steps}); err != nil {
+	data := promptData{Input: input, Steps: steps}
+	b := &renderBudget{ctx: ctx, name: t.Name(), data: data}
+	if err := b.check(); err != nil {
+		return "", err
+	}
+	run := t.Template
+	if t.bounded {
+		// the budget's functions are bound to this render; the parsed
+		// trees are shared, not copied
+		var err error
+		if run, err = t.Clone(); err != nil {
+			return "", fmt.Errorf("template %s: %w", t.Name(), err)
+		}
+		run.Funcs(b.funcs())
+	}
+	var out limitedBuilder
+	err := run.Execute(&out, data)
+	if b.err != nil {
+		return "", b.err
+	}
+	if err != nil {
 		return "", fmt.Errorf("template %s: %w", t.Name(), err)
 	}
-	return b.String(), nil
+	return out.String(), nil
 }
 
 // inputHash identifies what a step was asked: its checkpoint is valid only

@@ -10,7 +10,6 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"text/template"
 	"text/template/parse"
 	"time"
 	"unicode/utf8"
@@ -63,8 +62,10 @@ type Step struct {
 	line    int
 	schema  *jsonschema.Schema // compiled Output.Schema
 	inputs  []string           // direct dependencies and every step its templates read
-	promptT *template.Template
-	systemT *template.Template
+	promptT *promptTemplate
+	systemT *promptTemplate
+
+	promptLine, systemLine int // of the prompt and system fields, for template errors
 }
 
 // Duration is a step timeout such as "60s".
@@ -175,6 +176,7 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 		for i, n := range stepNodes(root.Content[0]) {
 			if i < len(s.Steps) {
 				s.Steps[i].line = n.Line
+				s.Steps[i].promptLine, s.Steps[i].systemLine = keyLine(n, "prompt"), keyLine(n, "system")
 			}
 		}
 	}
@@ -221,6 +223,19 @@ func stepNodes(doc *yaml.Node) []*yaml.Node {
 		}
 	}
 	return nil
+}
+
+// keyLine is the line of key in a mapping node (0 if absent).
+func keyLine(n *yaml.Node, key string) int {
+	if n.Kind != yaml.MappingNode {
+		return 0
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i].Line
+		}
+	}
+	return 0
 }
 
 func yamlErr(source string, err error) error {
@@ -340,21 +355,28 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	}
 	for i, st := range s.Steps {
 		where := fmt.Sprintf("steps[%d] (%s)", i, st.ID)
-		for _, f := range []struct{ name, text string }{{"prompt", st.Prompt}, {"system", st.System}} {
+		for _, f := range []struct {
+			name, text string
+			line       int
+		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}} {
 			if f.text == "" {
 				continue
 			}
+			line := f.line
+			if line == 0 {
+				line = st.line
+			}
 			refs, err := templateRefs(st.ID+"."+f.name, f.text)
 			if err != nil {
-				bad(st.line, where+"."+f.name, "%v", err)
+				bad(line, where+"."+f.name, "%v", err)
 				continue
 			}
 			anc := s.ancestors(st.ID)
 			for _, r := range refs {
 				if !anc[r.step] {
-					bad(st.line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
+					bad(line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
 				} else if dep, _ := s.Step(r.step); r.field == "JSON" && !dep.wantsJSON() {
-					bad(st.line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
+					bad(line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
 				}
 			}
 		}
@@ -386,7 +408,7 @@ func (s *Spec) prepare() error {
 		for _, d := range st.DependsOn {
 			add(d)
 		}
-		for _, t := range []*template.Template{st.promptT, st.systemT} {
+		for _, t := range []*promptTemplate{st.promptT, st.systemT} {
 			refs, _ := parsedRefs(t)
 			for _, r := range refs {
 				add(r.step)
@@ -500,17 +522,24 @@ type stepRef struct{ step, field string }
 var stepFields = map[string]bool{"Output": true, "JSON": true, "Degraded": true, "Missing": true}
 
 // templateRefs parses a prompt template and returns the steps it reads
-// through .Steps.<id>. Only .Input and .Steps are allowed at the top level.
+// through .Steps.<id>. Only .Input and .Steps are allowed at the top level,
+// and ranges may nest at most maxRangeDepth deep.
 func templateRefs(name, text string) ([]stepRef, error) {
 	t, err := parseTemplate(name, text)
 	if err != nil {
 		return nil, fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: "))
 	}
+	if t == nil {
+		return nil, nil
+	}
+	if err := checkRangeDepth(t.Template); err != nil {
+		return nil, err
+	}
 	return parsedRefs(t)
 }
 
 // parsedRefs walks a parsed template (nil has none) for .Steps.<id>.
-func parsedRefs(t *template.Template) ([]stepRef, error) {
+func parsedRefs(t *promptTemplate) ([]stepRef, error) {
 	if t == nil {
 		return nil, nil
 	}

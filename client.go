@@ -36,10 +36,14 @@ func (c *Client) Parse(name string, spec []byte) (*Spec, error) { return c.c.Par
 
 // Submit writes the workflow and enqueues its first steps; it returns the
 // workflow's id.
-func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) { return c.c.Submit(ctx, spec) }
+func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
+	return c.c.Submit(ctx, spec)
+}
 
 // Status returns a workflow's state and steps.
-func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) { return c.c.Status(ctx, id) }
+func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
+	return c.c.Status(ctx, id)
+}
 
 // Result returns a workflow and the outputs of its final steps.
 func (c *Client) Result(ctx context.Context, id string) (*Result, error) { return c.c.Result(ctx, id) }

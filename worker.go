@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 
 	"github.com/agentq/agentq/internal/worker"
@@ -43,8 +42,6 @@ func NewWorker(cfg Config, opts ...WorkerOption) (*Worker, error) {
 	return w, nil
 }
 
-var handlerName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
-
 // HandleStep registers fn as the code step name (a spec's run: name). A
 // bad or repeated name, or a registration after Run, is reported by Run.
 func (w *Worker) HandleStep(name string, fn StepFunc) {
@@ -53,7 +50,7 @@ func (w *Worker) HandleStep(name string, fn StepFunc) {
 	switch {
 	case w.running:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the worker is already running", name))
-	case !handlerName.MatchString(name):
+	case !tasks.ValidHandlerName(name):
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): a name is a letter, then letters, digits, _, . or -, at most 64", name))
 	case fn == nil:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the function is nil", name))

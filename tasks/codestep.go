@@ -74,6 +74,3 @@ func excerptJSON(b []byte) string {
 	}
 	return string(b)
 }
-
-// handlerName is the function a code step runs ("" for a prompt step).
-func (st *Step) handlerName() string { return "" }

@@ -149,10 +149,18 @@ func (c *Client) DeadLetterDetail(ctx context.Context, taskID string) (*DeadLett
 			}
 		}
 	}
-	if out.System, err = render(st.systemT, spec.Input, views); err != nil {
+	if st.Run != "" {
+		if args, err := renderWith(ctx, st, spec.Input, views); err == nil {
+			out.Prompt = "run " + st.Run + " with " + string(args)
+		} else {
+			out.Prompt = "(cannot render: " + err.Error() + ")"
+		}
+		return out, nil
+	}
+	if out.System, err = renderContext(ctx, st.systemT, spec.Input, views); err != nil {
 		out.System = "(cannot render: " + err.Error() + ")"
 	}
-	if out.Prompt, err = render(st.promptT, spec.Input, views); err != nil {
+	if out.Prompt, err = renderContext(ctx, st.promptT, spec.Input, views); err != nil {
 		out.Prompt = "(cannot render: " + err.Error() + ")"
 	}
 	return out, nil

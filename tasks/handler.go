@@ -210,12 +210,18 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	for id, d := range a.Deps {
 		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
-	system, err := render(st.systemT, spec.Input, views)
+	if st.Run != "" {
+		return h.runCode(ctx, p, spec, st, r, a, views)
+	}
+	system, err := renderContext(ctx, st.systemT, spec.Input, views)
 	var prompt string
 	if err == nil {
-		prompt, err = render(st.promptT, spec.Input, views)
+		prompt, err = renderContext(ctx, st.promptT, spec.Input, views)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return &StepError{Class: retry.Canceled, Err: ctx.Err()} // stopped, not a bad template
+		}
 		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, a.Step.Attempts)
 	}
 	if _, ok := h.o.Router.Route(r.Route); !ok {

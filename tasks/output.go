@@ -39,7 +39,9 @@ type ToolSpec struct {
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // wantsJSON reports whether a step's answers must be JSON.
-func (st *Step) wantsJSON() bool { return st.Output != nil && st.Output.Format == "json" }
+func (st *Step) wantsJSON() bool {
+	return st.Run != "" || (st.Output != nil && st.Output.Format == "json") // a code step's value is JSON
+}
 
 // schemaMap is the inline schema, if there is one.
 func (o *OutputSpec) schemaMap() (map[string]any, bool) {

@@ -58,14 +58,23 @@ type Step struct {
 	Output *OutputSpec `yaml:"output" json:"output,omitempty"`
 	// Tools are passed through to the model; its tool calls are kept with
 	// the step's output.
-	Tools   []ToolSpec `yaml:"tools" json:"tools,omitempty"`
+	Tools []ToolSpec `yaml:"tools" json:"tools,omitempty"`
+	// Run makes this a code step: the worker runs the function registered
+	// under this name (instead of sending a prompt), with With as its
+	// arguments.
+	Run string `yaml:"run" json:"run,omitempty"`
+	// With is a code step's arguments: any value; strings in it may be
+	// templates over .Input and .Steps, and a string that is exactly one
+	// template action keeps the JSON value it yields.
+	With    any `yaml:"with" json:"with,omitempty"`
+	withT   map[string]*withTemplate
 	line    int
 	schema  *jsonschema.Schema // compiled Output.Schema
 	inputs  []string           // direct dependencies and every step its templates read
 	promptT *promptTemplate
 	systemT *promptTemplate
 
-	promptLine, systemLine int // of the prompt and system fields, for template errors
+	promptLine, systemLine, withLine int // of the prompt, system and with fields, for template errors
 }
 
 // Duration is a step timeout such as "60s".
@@ -177,6 +186,7 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 			if i < len(s.Steps) {
 				s.Steps[i].line = n.Line
 				s.Steps[i].promptLine, s.Steps[i].systemLine = keyLine(n, "prompt"), keyLine(n, "system")
+				s.Steps[i].withLine = keyLine(n, "with")
 			}
 		}
 	}
@@ -309,11 +319,18 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		default:
 			index[st.ID] = i + 1
 		}
-		if st.Route == "" && s.Defaults.Route == "" {
-			bad(st.line, where+".route", "is empty and defaults.route is not set")
-		}
-		if strings.TrimSpace(st.Prompt) == "" {
-			bad(st.line, where+".prompt", "is empty")
+		if st.Run != "" {
+			checkCodeStep(&s.Steps[i], where, bad)
+		} else {
+			if st.Route == "" && s.Defaults.Route == "" {
+				bad(st.line, where+".route", "is empty and defaults.route is not set")
+			}
+			if strings.TrimSpace(st.Prompt) == "" {
+				bad(st.line, where+".prompt", "is empty (a step has a prompt, or run: a function)")
+			}
+			if st.With != nil {
+				bad(lineOr(st.withLine, st.line), where+".with", "is only for code steps (run:)")
+			}
 		}
 		if st.Degrade != "" && st.Degrade != "template" {
 			bad(st.line, where+".degrade", "%q is not template", st.Degrade)
@@ -358,7 +375,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		for _, f := range []struct {
 			name, text string
 			line       int
-		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}} {
+		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}, {"with", withText(st.With), st.withLine}} {
 			if f.text == "" {
 				continue
 			}
@@ -397,6 +414,9 @@ func (s *Spec) prepare() error {
 		if st.systemT, err = parseTemplate(st.ID+".system", st.System); err != nil {
 			return err
 		}
+		if st.withT, err = parseWith(st.With); err != nil {
+			return fmt.Errorf("steps (%s).%w", st.ID, err)
+		}
 		seen := map[string]bool{}
 		st.inputs = nil
 		add := func(id string) {
@@ -408,7 +428,11 @@ func (s *Spec) prepare() error {
 		for _, d := range st.DependsOn {
 			add(d)
 		}
-		for _, t := range []*promptTemplate{st.promptT, st.systemT} {
+		templates := []*promptTemplate{st.promptT, st.systemT}
+		for _, wt := range st.withT {
+			templates = append(templates, wt.t)
+		}
+		for _, t := range templates {
 			refs, _ := parsedRefs(t)
 			for _, r := range refs {
 				add(r.step)

@@ -160,6 +160,8 @@ type Options struct {
 	// RedisAddr, when set, is a Redis of the test's own (database 0), e.g.
 	// a redistest.Server it restarts.
 	RedisAddr string
+	// Steps are the code steps the workers serve.
+	Steps map[string]tasks.StepFunc
 }
 
 // Start builds the environment.
@@ -223,7 +225,7 @@ func (e *Env) WorkerOptions(log *slog.Logger) worker.Options {
 	return worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
 		Random:            func() float64 { return 0 },
 		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-		Middleware: e.opts.Middleware, Observer: e.Calls}
+		Middleware: e.opts.Middleware, Observer: e.Calls, Steps: e.opts.Steps}
 }
 
 // StartWorker runs a worker until the test ends.

@@ -1,0 +1,135 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
+)
+
+// classNotServed marks a code step this worker has no function for: handed
+// back to the queue for a worker that has one (a rolling upgrade, a fleet
+// whose workers serve different steps), without counting as a failure.
+const classNotServed retry.Class = "not_served"
+
+// notServedRecheck is how soon a step no worker here serves is offered again.
+const notServedRecheck = 5 * time.Second
+
+// runCode runs one attempt of a code step that Begin let through.
+func (h *Handler) runCode(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt, views map[string]StepView) error {
+	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step, "handler", st.Run)
+	fn, ok := h.o.Steps[st.Run]
+	if !ok {
+		retried, _ := asynq.GetRetryCount(ctx)
+		maxRetry, _ := asynq.GetMaxRetry(ctx)
+		err := fmt.Errorf("no function %q is registered on this worker", st.Run)
+		if a.Step.Attempts > 3*(maxRetry+1) || retried >= maxRetry {
+			return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts), a.Step.Attempts)
+		}
+		log.Warn("code step handed back: this worker does not serve it", "attempt", a.Step.Attempts)
+		return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
+	}
+	args, err := renderWith(ctx, st, spec.Input, views)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
+		}
+		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, a.Step.Attempts)
+	}
+	hash := inputHash("run:"+st.Run, string(args), "")
+	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
+		log.Info("step checkpoint hit: not running the step's code again")
+		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
+			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, a.Step.Attempts, "")
+	}
+	var calls map[int]store.Call
+	if err := untilStored(ctx, func() (err error) {
+		calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
+		return err
+	}); err != nil {
+		return fmt.Errorf("load durable calls: %w", err)
+	}
+	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls}
+	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,
+		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}}
+	callCtx, cancel := withSettleMargin(ctx)
+	out, err := callStep(callCtx, fn, cs)
+	cancel()
+	target := "code:" + st.Run
+	usage := store.Usage{PromptTokens: d.usage.PromptTokens, CompletionTokens: d.usage.CompletionTokens}
+	if d.replayed > 0 || d.made > 0 {
+		log.Info("code step's durable calls", "replayed", d.replayed, "made", d.made)
+	}
+	if err != nil {
+		return h.codeFailed(ctx, p, spec, st, r, err, a.Step.Attempts, hash, target)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, fmt.Errorf("the step's value cannot be stored as JSON: %w", err), a.Step.Attempts)
+	}
+	if len(b) > h.o.MaxOutputBytes {
+		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, fmt.Errorf("the step's value is %d bytes of JSON, over the %d-byte output limit", len(b), h.o.MaxOutputBytes), a.Step.Attempts)
+	}
+	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Target: target,
+		InputHash: hash, Attempt: a.Step.Attempts, Usage: usage}, a.Step.Attempts, "")
+}
+
+// callStep runs fn, turning a panic into a *PanicError (with its stack)
+// and a plain error into class handler.
+func callStep(ctx context.Context, fn StepFunc, s *CodeStep) (out any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, &handlerError{err: &PanicError{Value: v, Stack: debug.Stack()}}
+		}
+	}()
+	out, err = fn(ctx, s)
+	if err == nil {
+		return out, nil
+	}
+	if _, ok := asVerdict(err); ok {
+		return nil, err
+	}
+	var c interface{ Class() retry.Class }
+	if errors.As(err, &c) {
+		return nil, err // a provider's failure the step passed on keeps its class
+	}
+	return nil, &handlerError{err: err}
+}
+
+// codeFailed decides what a failed code step becomes, as failed does for a
+// prompt step, honouring the step's own verdict.
+func (h *Handler) codeFailed(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, err error, attempt int, hash, target string) error {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		h.o.Logger.Error("code step panicked", "wf", p.Workflow, "step", p.Step, "handler", st.Run, "attempt", attempt,
+			"panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	}
+	v, ok := asVerdict(err)
+	if !ok {
+		return h.failed(ctx, p, spec, st, r, err, attempt, hash)
+	}
+	switch v.verdict {
+	case verdictDeadLetter:
+		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, err, attempt)
+	case verdictDegrade:
+		b, jerr := json.Marshal(v.fallback)
+		if jerr != nil {
+			return h.deadLetter(ctx, p, spec, st, r, retry.Handler, fmt.Errorf("the degraded value cannot be stored as JSON: %w", jerr), attempt)
+		}
+		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Degraded: true,
+			Target: target, InputHash: hash, Error: store.Excerpt(err.Error()), Attempt: attempt}, attempt, retry.Handler)
+	}
+	serr := h.failed(ctx, p, spec, st, r, &handlerError{err: err}, attempt, hash)
+	var se *StepError
+	if errors.As(serr, &se) && se.Class == retry.Handler {
+		se.RetryAfter = max(se.RetryAfter, v.after)
+	}
+	return serr
+}

@@ -33,6 +33,16 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	return Config{c: &c}, nil
 }
 
+// ParseConfigWith is ParseConfig with lookup in place of the process's
+// environment (for ${VAR} and AGENTQ_* settings).
+func ParseConfigWith(name string, data []byte, lookup func(string) (string, bool)) (Config, error) {
+	c, err := config.Load(config.Input{Path: name, Data: data, LookupEnv: lookup})
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{c: &c}, nil
+}
+
 // Routes names the configured routes, sorted.
 func (c Config) Routes() []string {
 	if c.c == nil {

@@ -27,10 +27,9 @@ func (h *Handler) runCode(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step, "handler", st.Run)
 	fn, ok := h.o.Steps[st.Run]
 	if !ok {
-		retried, _ := asynq.GetRetryCount(ctx)
 		maxRetry, _ := asynq.GetMaxRetry(ctx)
 		err := fmt.Errorf("no function %q is registered on this worker", st.Run)
-		if a.Step.Attempts > 3*(maxRetry+1) || retried >= maxRetry {
+		if a.Step.Attempts > 3*(maxRetry+1) {
 			return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts), a.Step.Attempts)
 		}
 		log.Warn("code step handed back: this worker does not serve it", "attempt", a.Step.Attempts)

@@ -105,7 +105,7 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// Class classifies the failure (DESIGN §3).
+// Class classifies the failure (docs/failures.md).
 func (e *Error) Class() retry.Class {
 	return retry.Classify(retry.Failure{
 		Status:   e.Status,

@@ -13,7 +13,7 @@ import (
 )
 
 // Every fault chaosllm can script reaches both real SDKs over real HTTP and
-// comes back as one *Error of the class DESIGN §3 gives it.
+// comes back as one *Error of the class docs/failures.md gives it.
 func TestEveryFaultIsClassified(t *testing.T) {
 	cases := []struct {
 		name  string

@@ -56,7 +56,7 @@ var binNames = func() []string {
 }()
 
 // Health scores targets from the calls of every worker: success rate,
-// p95 latency and error-rate trend over a sliding window (DESIGN §4).
+// p95 latency and error-rate trend over a sliding window.
 // Calls are counted locally, added to the shared store once a second, and
 // scores are recomputed from the store's window on the same beat, so the
 // call path only reads a cached score.

@@ -22,7 +22,7 @@ type KeyStatus struct {
 	Disabled  string    // taken out (auth, quota) for this reason until re-enabled
 }
 
-// KeyStateStore shares key state between workers (DESIGN §3: a 429 cools a
+// KeyStateStore shares key state between workers (a 429 cools a
 // key cluster-wide; quota and auth failures disable it cluster-wide).
 type KeyStateStore interface {
 	Cool(ctx context.Context, provider, keyID string, until time.Time) error

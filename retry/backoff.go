@@ -17,7 +17,7 @@ type Backoff struct {
 	JitterHigh float64
 }
 
-// DefaultBackoff is DESIGN's default: 1s × 2^n, capped at 5m, jitter [0.5, 1.5).
+// DefaultBackoff is the default delayed-retry policy: 1s × 2^n, capped at 5m, jitter [0.5, 1.5).
 var DefaultBackoff = Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute, JitterLow: 0.5, JitterHigh: 1.5}
 
 // Validate reports a Backoff that cannot be used.

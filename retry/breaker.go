@@ -48,7 +48,7 @@ type BreakerConfig struct {
 	ProbeTimeout time.Duration
 }
 
-// DefaultBreakerConfig is DESIGN's default: 5 in a row, or half of at least
+// DefaultBreakerConfig is the default breaker: 5 in a row, or half of at least
 // 10 calls in 10s; 30s ± 20% open; a probe's slot is held for up to 60s.
 var DefaultBreakerConfig = BreakerConfig{ConsecutiveFailures: 5, ErrorRate: 0.5, MinCalls: 10, Window: 10 * time.Second,
 	Cooldown: 30 * time.Second, CooldownJitter: 0.2, ProbeTimeout: time.Minute}

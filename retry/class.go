@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// Class is what kind of failure a call met (DESIGN §3).
+// Class is what kind of failure a call met (docs/failures.md lists them
+// with what happens to each).
 type Class string
 
-// The classes, in the order DESIGN §3 lists them.
+// The classes, in the order docs/failures.md lists them.
 const (
 	OK            Class = "ok"
 	Network       Class = "network"

@@ -1,4 +1,4 @@
-// Package metrics exposes agentq's Prometheus metrics (DESIGN §6): LLM
+// Package metrics exposes agentq's Prometheus metrics (docs/operations.md): LLM
 // calls, tokens, fallbacks, breaker states, health scores, key events,
 // steps, workflows and dead letters, plus asynq's queue collector. Label
 // values are bounded: providers, models, routes, classes, states and key

@@ -1,0 +1,88 @@
+package agentq_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentq/agentq"
+
+// importRules are docs/architecture.md's import rules: for each package, the
+// module's packages it may import (its non-test files). A package missing
+// from the table may import anything but must be added when it is written.
+var importRules = map[string][]string{
+	"retry":             {},
+	"redact":            {},
+	"record":            {},
+	"llmclient":         {"retry", "redact"},
+	"internal/store":    {"record", "retry"},
+	"tasks":             {"internal/problem", "internal/store", "llmclient", "record", "retry"},
+	".":                 {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
+	"internal/chaosllm": {}, // shares no code with the clients it tests
+}
+
+// TestImportRules holds the package layering: the policy packages import
+// nothing of agentq's, the provider layer knows no queue, the store knows
+// no provider, and the example uses public packages only.
+func TestImportRules(t *testing.T) {
+	for pkg, allowed := range importRules {
+		ok := map[string]bool{}
+		for _, a := range allowed {
+			ok[a] = true
+		}
+		files, _ := filepath.Glob(filepath.Join(pkg, "*.go"))
+		if len(files) == 0 {
+			t.Errorf("%s: no Go files (the table names a package that moved)", pkg)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, im := range af.Imports {
+				path := strings.Trim(im.Path.Value, `"`)
+				rel, mine := strings.CutPrefix(path, module)
+				if !mine {
+					continue
+				}
+				rel = strings.TrimPrefix(rel, "/")
+				if rel == "" {
+					rel = "."
+				}
+				if !ok[rel] {
+					t.Errorf("%s imports %s, which docs/architecture.md's rules do not allow it", f, path)
+				}
+			}
+		}
+	}
+}
+
+// An example is what users copy: its code imports no internal package
+// (its tests may, to check it).
+func TestExampleImportsNoInternalPackage(t *testing.T) {
+	err := filepath.WalkDir("examples", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, im := range af.Imports {
+			if strings.Contains(im.Path.Value, "/internal/") {
+				t.Errorf("%s imports %s: examples use public packages only", p, im.Path.Value)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

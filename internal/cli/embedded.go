@@ -73,7 +73,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, serve bool) e
 	client := tasks.NewClient(rdb, app.ClientOptions(cfg))
 
 	fmt.Fprintf(out, "agentq embedded demo: in-process Redis at %s, chaosllm at %s\n", mr.Addr(), chaosURL)
-	fmt.Fprintln(out, "scripted outage: the first 4 LLM calls get 503 everywhere; then the primary returns 500 for 3s; the news provider refuses connections throughout")
+	fmt.Fprintln(out, "scripted outage: the first 4 LLM calls get 503 everywhere; then the primary's next 2 calls get 500; the news provider refuses connections throughout")
 	start := time.Now()
 	var mu sync.Mutex
 	events := func(e tasks.StepEvent) {

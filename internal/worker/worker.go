@@ -69,6 +69,9 @@ type Options struct {
 	Now func() time.Time
 	// Steps are the code steps this worker serves (a spec's run: NAME).
 	Steps map[string]tasks.StepFunc
+	// AdvertiseInterval is how often the worker renews its advertisement
+	// of what it serves (it lapses after three); 0: 10s.
+	AdvertiseInterval time.Duration
 }
 
 // observers fans calls out to several observers.
@@ -238,6 +241,12 @@ func Run(ctx context.Context, o Options) error {
 		close(reconciled)
 	}
 	defer func() { stopBG(); <-reconciled }()
+	ad, err := advertise(ctx, rdb, o, o.AdvertiseInterval)
+	if err != nil {
+		srv.Shutdown()
+		return err
+	}
+	defer ad.stop(ctx)
 	var hs *http.Server
 	if addr := cfg.Worker.MetricsAddr; addr != "" {
 		ln, err := net.Listen("tcp", addr)
@@ -251,13 +260,14 @@ func Run(ctx context.Context, o Options) error {
 			o.MetricsListening(ln.Addr())
 		}
 	}
-	o.Logger.Info("worker started", "concurrency", cfg.Worker.Concurrency, "queues", config.FormatQueues(cfg.Worker.Queues),
+	o.Logger.Info("worker started", "worker", ad.ad.ID, "concurrency", cfg.Worker.Concurrency, "queues", config.FormatQueues(cfg.Worker.Queues),
 		"providers", len(providers), "routes", len(cfg.Routes), "redis", cfg.Redis.Where())
 	if o.Ready != nil {
 		o.Ready()
 	}
 	<-ctx.Done()
 	o.Logger.Info("worker stopping: no new steps; running steps may finish", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
+	ad.stop(ctx) // submits stop counting on this worker
 	srv.Shutdown()
 	if hs != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -1,0 +1,193 @@
+package worker_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/internal/worker"
+	"github.com/agentq/agentq/tasks"
+)
+
+// childEnv makes this test binary run as a worker process.
+const childEnv = "AGENTQ_TEST_ADVERTISING_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		child()
+		return
+	}
+	os.Exit(redistest.Main(m))
+}
+
+// child runs a worker that renews its advertisement every 100ms, until
+// SIGTERM or SIGKILL.
+func child() {
+	var db redistest.DB
+	db.Addr = os.Getenv(childEnv + "_REDIS")
+	db.DB, _ = strconv.Atoi(os.Getenv(childEnv + "_DB"))
+	cfg, err := testenv.Config("http://127.0.0.1:1", db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err = worker.Run(ctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), ReconcileInterval: -1,
+		AdvertiseInterval: 100 * time.Millisecond, Ready: func() { fmt.Println("ready") }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func live(t *testing.T, f *store.Fleet) []store.WorkerAd {
+	t.Helper()
+	ads, err := f.Live(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ads
+}
+
+// A running worker advertises its queues, routes, code steps and keys (by
+// fingerprint and id, never the key) from its start, and takes the
+// advertisement away when it stops gracefully: at once, long before the
+// advertisement would lapse.
+func TestWorkerAdvertisesWhatItServesUntilItStops(t *testing.T) {
+	db, rdb := redistest.New(t)
+	cfg, err := testenv.Config("http://127.0.0.1:1", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *tasks.CodeStep) (any, error) { return nil, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb, ReconcileInterval: -1,
+			AdvertiseInterval: time.Hour, Steps: map[string]tasks.StepFunc{"summarize": noop, "fetch": noop},
+			Ready: func() { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("worker did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not start within 10s")
+	}
+	f := store.NewFleet(rdb, nil)
+	ads := live(t, f)
+	if len(ads) != 1 {
+		t.Fatalf("%d advertisements, want 1", len(ads))
+	}
+	ad := ads[0]
+	if !strings.Contains(ad.ID, "-"+strconv.Itoa(os.Getpid())+"-") || ad.Queues["default"] != 1 || len(ad.Queues) != 1 ||
+		!slices.Equal(ad.Routes, cfg.RouteNames()) || !slices.Equal(ad.Handlers, []string{"fetch", "summarize"}) || ad.Tools == nil {
+		t.Fatalf("advertisement %+v", ad)
+	}
+	var fps []string
+	for _, k := range ad.Keys {
+		fps = append(fps, k.Fingerprint)
+		if k.ID == "" {
+			t.Errorf("key %s has no id", k.Fingerprint)
+		}
+	}
+	if s := strings.Join(fps, " "); !strings.HasPrefix(s, "oa#1 (…") || !strings.Contains(s, "oa#2 (…") || !strings.Contains(s, "an#1 (…") {
+		t.Fatalf("key fingerprints %q", s)
+	}
+	raw := rdb.Get(context.Background(), "agentq:{workers}:"+ad.ID).Val()
+	for _, k := range testenv.Keys {
+		if strings.Contains(raw, k) {
+			t.Fatalf("the advertisement holds an API key: %s", raw)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ads := live(t, f); len(ads) != 0 {
+		t.Fatalf("after a graceful stop: %+v", ads)
+	}
+	if rdb.Exists(context.Background(), "agentq:{workers}:"+ad.ID).Val() != 0 {
+		t.Fatal("the advertisement's key outlived the graceful stop")
+	}
+}
+
+// A killed worker cannot take its advertisement away: it stays while the
+// worker renews it, and lapses within its TTL (three intervals) after a
+// SIGKILL.
+func TestKilledWorkersAdvertisementLapses(t *testing.T) {
+	db, rdb := redistest.New(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", childEnv+"_REDIS="+db.Addr, childEnv+"_DB="+strconv.Itoa(db.DB))
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "ready" {
+				close(ready)
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-exited:
+		t.Fatalf("worker process exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker process not ready within 20s")
+	}
+	f := store.NewFleet(rdb, nil)
+	mine := func() bool {
+		for _, ad := range live(t, f) {
+			if strings.Contains(ad.ID, "-"+strconv.Itoa(cmd.Process.Pid)+"-") {
+				return true
+			}
+		}
+		return false
+	}
+	// renewed: still there after 1s, over three times its 300ms TTL
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !mine() {
+			t.Fatal("a running worker's advertisement lapsed")
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	killed := time.Now()
+	for mine() {
+		if time.Since(killed) > 5*time.Second {
+			t.Fatal("a killed worker's advertisement is still live 5s after the kill (TTL 300ms)")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a deadline
+	}
+}

@@ -23,6 +23,7 @@ var importRules = map[string][]string{
 	"tasks":             {"internal/problem", "internal/store", "llmclient", "record", "retry"},
 	".":                 {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
 	"internal/chaosllm": {}, // shares no code with the clients it tests
+	"agentqtest":        {".", "llmclient", "tasks"},
 }
 
 // TestImportRules holds the package layering: the policy packages import

@@ -24,7 +24,7 @@ import (
 type durable struct {
 	wf, step string
 	attempt  int
-	st       *store.Store
+	st       callStore
 	log      *slog.Logger
 
 	mu     sync.Mutex
@@ -78,6 +78,12 @@ func (d *durable) save(ctx context.Context, seq int, hash string, value []byte) 
 	}
 	d.log.Warn("durable call answered but not kept: a retry of this step will make it again", "seq", seq, "err", store.Excerpt(err.Error()))
 	return nil
+}
+
+// callStore keeps durable sub-calls: the store in a worker, memory in a
+// test (TestStep).
+type callStore interface {
+	SaveCall(ctx context.Context, wf, step string, attempt, seq int, c store.Call) error
 }
 
 // LLM is a code step's way to the model: the worker's router (failover,

@@ -88,3 +88,28 @@ func asVerdict(err error) (*verdictError, bool) {
 	ok := errors.As(err, &v)
 	return v, ok
 }
+
+// Verdict is what a code step's error asks of the queue, as a test reads
+// it: "dead_letter", "degrade" (with Fallback), "retry_after" (with
+// After), or "retry" for a plain error (class handler, or the class of a
+// provider's failure passed on).
+type Verdict struct {
+	Kind     string
+	After    time.Duration
+	Fallback any
+}
+
+// VerdictOf reads err as the worker would.
+func VerdictOf(err error) Verdict {
+	v, ok := asVerdict(err)
+	if !ok {
+		return Verdict{Kind: "retry"}
+	}
+	switch v.verdict {
+	case verdictDeadLetter:
+		return Verdict{Kind: "dead_letter"}
+	case verdictDegrade:
+		return Verdict{Kind: "degrade", Fallback: v.fallback}
+	}
+	return Verdict{Kind: "retry_after", After: v.after}
+}

@@ -1,0 +1,155 @@
+// Package agentqtest unit-tests a code step's function without Redis or a
+// provider: a scripted model, the step's arguments and ancestors, and the
+// same durable-call semantics as a worker (a second attempt gets the
+// answers the first one stored).
+//
+//	m := agentqtest.NewModel().Answer("report", "three regions grew")
+//	s, _ := agentqtest.NewStep(agentqtest.Options{Args: map[string]any{"query": "SELECT 1"}, Model: m})
+//	out, err := s.Run(ctx, runSQL)
+package agentqtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Model is a scripted model: per route, a queue of answers (or errors)
+// given out in order, and a record of every request. Safe for concurrent
+// use.
+type Model struct {
+	mu      sync.Mutex
+	queue   map[string][]reply
+	fn      map[string]func(llmclient.Request) (*llmclient.Response, error)
+	request map[string][]llmclient.Request
+}
+
+type reply struct {
+	resp *llmclient.Response
+	err  error
+}
+
+// ErrNoAnswer is what a route with no scripted answer left returns.
+var ErrNoAnswer = errors.New("agentqtest: no scripted answer left for this route")
+
+// NewModel returns a model with nothing scripted.
+func NewModel() *Model {
+	return &Model{queue: map[string][]reply{}, fn: map[string]func(llmclient.Request) (*llmclient.Response, error){},
+		request: map[string][]llmclient.Request{}}
+}
+
+// Answer queues a text answer on route.
+func (m *Model) Answer(route, text string) *Model {
+	return m.Respond(route, &llmclient.Response{Text: text, Provider: "agentqtest", Model: route, FinishReason: llmclient.FinishStop})
+}
+
+// Respond queues a whole response (tool calls, usage) on route.
+func (m *Model) Respond(route string, r *llmclient.Response) *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queue[route] = append(m.queue[route], reply{resp: r})
+	return m
+}
+
+// Fail queues a failure on route (e.g. a *llmclient.RouteError, or any
+// error).
+func (m *Model) Fail(route string, err error) *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queue[route] = append(m.queue[route], reply{err: err})
+	return m
+}
+
+// Func answers every request on route with fn once its queue is empty.
+func (m *Model) Func(route string, fn func(llmclient.Request) (*llmclient.Response, error)) *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fn[route] = fn
+	return m
+}
+
+// Requests returns the requests route received, in order.
+func (m *Model) Requests(route string) []llmclient.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]llmclient.Request(nil), m.request[route]...)
+}
+
+// Chat implements the router's Chat for the step.
+func (m *Model) Chat(ctx context.Context, route string, req llmclient.Request) (*llmclient.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.request[route] = append(m.request[route], req)
+	var r reply
+	q := m.queue[route]
+	fn := m.fn[route]
+	switch {
+	case len(q) > 0:
+		r, m.queue[route] = q[0], q[1:]
+	case fn != nil:
+		m.mu.Unlock()
+		return fn(req)
+	default:
+		r.err = fmt.Errorf("%w (route %q)", ErrNoAnswer, route)
+	}
+	m.mu.Unlock()
+	if r.err != nil {
+		return nil, r.err
+	}
+	resp := *r.resp
+	return &resp, nil
+}
+
+// Route implements the router's route lookup: every route exists.
+func (m *Model) Route(name string) (llmclient.Route, bool) { return llmclient.Route{Name: name}, true }
+
+// Options describe the step under test.
+type Options struct {
+	Workflow, ID string // default "wf_test", "step"
+	Args         any    // the step's arguments (what with: would give), encoded as JSON
+	Input        map[string]any
+	Steps        map[string]agentq.StepView // ancestors' outputs, by step id
+	Model        *Model                     // default: a model with nothing scripted
+}
+
+// Step runs attempts of one code step.
+type Step struct{ t *tasks.TestStep }
+
+// NewStep returns a step to run attempts of.
+func NewStep(o Options) (*Step, error) {
+	if o.Model == nil {
+		o.Model = NewModel()
+	}
+	t, err := tasks.NewTestStep(tasks.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: o.Model})
+	if err != nil {
+		return nil, err
+	}
+	return &Step{t: t}, nil
+}
+
+// Run runs fn as the step's next attempt and returns what the worker would
+// store (the value) or act on (the error: errors.Is and errors.As see what
+// fn returned; a panic is a *tasks.PanicError). Durable calls answered in
+// earlier attempts are replayed.
+func (s *Step) Run(ctx context.Context, fn agentq.StepFunc) (any, error) { return s.t.Attempt(ctx, fn) }
+
+// Replayed counts durable calls answered from an earlier attempt; Made
+// counts those that reached the model or ran Do's function.
+func (s *Step) Replayed() int { return s.t.Replayed() }
+
+// Made: see Replayed.
+func (s *Step) Made() int { return s.t.Made() }
+
+// Verdict is what an error from Run asks of the queue.
+type Verdict = tasks.Verdict
+
+// VerdictOf reads a step's error as the worker would: "dead_letter",
+// "degrade" (with the fallback), "retry_after" (with the delay) or "retry".
+func VerdictOf(err error) Verdict { return tasks.VerdictOf(err) }

@@ -1,0 +1,80 @@
+package agentqtest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/agentqtest"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/tasks"
+)
+
+// summarize is a step under test: it asks the model twice and runs one
+// side effect through Do.
+func summarize(ctx context.Context, s *agentq.Step) (any, error) {
+	var args struct{ Region string }
+	if err := s.Args(&args); err != nil {
+		return nil, agentq.DeadLetter(err)
+	}
+	first, err := s.LLM().Chat(ctx, "report", llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "figures for " + args.Region}}})
+	if err != nil {
+		return nil, err
+	}
+	saved, err := agentq.Do(ctx, s, "save", func(context.Context) (int, error) { return len(first.Text), nil })
+	if err != nil {
+		return nil, err
+	}
+	second, err := s.LLM().Chat(ctx, "report", llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "summarise: " + first.Text}}})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"summary": second.Text, "saved": saved}, nil
+}
+
+// The second call fails once: the retry replays the first call and Do,
+// and only the failed call reaches the model again.
+func TestRetriedStepReplaysDurableCalls(t *testing.T) {
+	ctx := context.Background()
+	m := agentqtest.NewModel().
+		Answer("report", "north grew 25%").
+		Fail("report", errors.New("provider down")).
+		Answer("report", "North grew fastest.")
+	s, err := agentqtest.NewStep(agentqtest.Options{Args: map[string]any{"region": "north"}, Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(ctx, summarize); err == nil || !strings.Contains(err.Error(), "provider down") {
+		t.Fatalf("first attempt: %v, want the provider's failure", err)
+	}
+	out, err := s.Run(ctx, summarize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(map[string]any)
+	if got["summary"] != "North grew fastest." || got["saved"] != 14 {
+		t.Fatalf("second attempt: %v", got)
+	}
+	if n := len(m.Requests("report")); n != 3 {
+		t.Errorf("the model got %d requests, want 3 (the first call once)", n)
+	}
+	if s.Replayed() != 2 || s.Made() != 4 {
+		t.Errorf("replayed %d, made %d; want 2 and 4", s.Replayed(), s.Made())
+	}
+}
+
+// Bad arguments dead-letter; a panic comes back as an error.
+func TestVerdictsAndPanics(t *testing.T) {
+	ctx := context.Background()
+	s, _ := agentqtest.NewStep(agentqtest.Options{Args: map[string]any{"region": 7}})
+	if _, err := s.Run(ctx, summarize); agentqtest.VerdictOf(err).Kind != "dead_letter" || !strings.Contains(err.Error(), "arguments") {
+		t.Fatalf("bad arguments: %v (%+v), want a dead letter", err, agentqtest.VerdictOf(err))
+	}
+	_, err := s.Run(ctx, func(context.Context, *agentq.Step) (any, error) { panic("boom") })
+	var pe *tasks.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" {
+		t.Fatalf("panic: %v", err)
+	}
+}

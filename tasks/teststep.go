@@ -1,0 +1,107 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// TestStepOptions describe a code step run outside a worker, for unit
+// tests of its function (package agentqtest builds on it).
+type TestStepOptions struct {
+	Workflow, ID string // default "wf_test", "step"
+	Args         any    // the step's arguments, as with: would give them (encoded as JSON)
+	Input        map[string]any
+	Steps        map[string]StepView // its ancestors' outputs
+	Router       Caller              // the model: LLM().Chat goes here
+	Logger       *slog.Logger        // nil: discarded
+}
+
+// TestStep runs attempts of one code step the way a worker does (a panic
+// recovered, errors classified), with its durable calls kept in memory
+// across attempts: the second Attempt gets the answers the first one
+// stored, as a retried step does.
+type TestStep struct {
+	o    TestStepOptions
+	args json.RawMessage
+	mem  *memoryCalls
+
+	mu       sync.Mutex
+	attempt  int
+	replayed int
+	made     int
+}
+
+// NewTestStep returns a step to run attempts of.
+func NewTestStep(o TestStepOptions) (*TestStep, error) {
+	if o.Router == nil {
+		return nil, fmt.Errorf("tasks: NewTestStep: no Router (the model its LLM calls reach)")
+	}
+	if o.Workflow == "" {
+		o.Workflow = "wf_test"
+	}
+	if o.ID == "" {
+		o.ID = "step"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	args, err := json.Marshal(o.Args)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: NewTestStep: the arguments do not encode as JSON: %w", err)
+	}
+	return &TestStep{o: o, args: args, mem: &memoryCalls{calls: map[int]store.Call{}}}, nil
+}
+
+// Attempt runs fn as the step's next attempt. A panic comes back as an
+// error (a *PanicError inside), as the worker sees it.
+func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
+	t.mu.Lock()
+	t.attempt++
+	attempt := t.attempt
+	t.mu.Unlock()
+	t.mem.mu.Lock()
+	stored := make(map[int]store.Call, len(t.mem.calls))
+	for k, v := range t.mem.calls {
+		stored[k] = v
+	}
+	t.mem.current = attempt
+	t.mem.mu.Unlock()
+	d := &durable{wf: t.o.Workflow, step: t.o.ID, attempt: attempt, st: t.mem, log: t.o.Logger, stored: stored}
+	s := &CodeStep{workflow: t.o.Workflow, id: t.o.ID, attempt: attempt, args: t.args, input: t.o.Input, steps: t.o.Steps,
+		log: t.o.Logger, d: d, llm: &LLM{d: d, router: t.o.Router}}
+	out, err := callStep(ctx, fn, s)
+	t.mu.Lock()
+	t.replayed += d.replayed
+	t.made += d.made
+	t.mu.Unlock()
+	return out, err
+}
+
+// Replayed counts durable calls answered from an earlier attempt's store;
+// Made counts those that ran (reached the model or ran Do's function).
+func (t *TestStep) Replayed() int { t.mu.Lock(); defer t.mu.Unlock(); return t.replayed }
+
+// Made: see Replayed.
+func (t *TestStep) Made() int { t.mu.Lock(); defer t.mu.Unlock(); return t.made }
+
+// memoryCalls is a callStore in memory, fenced by attempt like the store.
+type memoryCalls struct {
+	mu      sync.Mutex
+	current int
+	calls   map[int]store.Call
+}
+
+func (m *memoryCalls) SaveCall(_ context.Context, _, _ string, attempt, seq int, c store.Call) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if attempt < m.current {
+		return fmt.Errorf("save call %d of attempt %d (current %d): %w", seq, attempt, m.current, store.ErrStaleAttempt)
+	}
+	m.calls[seq] = c
+	return nil
+}

@@ -59,6 +59,7 @@ clean: ## remove build output
 bench: ## orchestration vs bare asynq and Celery, resources, hot path, outage drills, RSS under hostile bodies (not part of make test; bench/README.md)
 	$(GO) run ./bench -chords 1000 -members 10 -chains 300 -length 10 -runs 3 -floor -celery -resources 50,500 -json bench/last.json
 	$(GO) run ./bench -chords 300 -members 10 -chains 100 -latency 20ms
+	$(GO) run ./bench -codestep -chords 1000 -members 10 -chains 300 -length 10 -runs 3 && $(GO) run ./bench -codestep -chords 300 -members 10 -chains 100 -length 10 -latency 20ms -runs 3
 	$(GO) test -run '^$$' -bench . -benchmem ./retry ./llmclient ./internal/store ./tasks
 	$(GO) run ./bench/drill -out bench/reports bench/scenarios/*.yaml
 	$(GO) run ./bench/hostile -window 30s -parallel 8

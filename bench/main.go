@@ -36,18 +36,22 @@ type params struct {
 	resources                    []int
 	floor                        bool
 	runs                         int
+	codestep                     bool
+}
+
+// AgentqRun is one timed run of a workload on an agentq worker.
+type AgentqRun struct {
+	Seconds, StepsPerSec, WorkflowsPerSec float64
+	HandoffP50ms, HandoffP99ms            float64
+	LLMCalls                              int
+	Cost                                  Cost
 }
 
 // Run is one workload's agentq and bare asynq figures.
 type Run struct {
 	Workflows, StepsPerWorkflow int
-	Agentq                      struct {
-		Seconds, StepsPerSec, WorkflowsPerSec float64
-		HandoffP50ms, HandoffP99ms            float64
-		LLMCalls                              int
-		Cost                                  Cost
-	}
-	Bare struct {
+	Agentq                      AgentqRun
+	Bare                        struct {
 		Seconds, StepsPerSec, WorkflowsPerSec float64
 		Cost                                  Cost
 	}
@@ -68,13 +72,16 @@ type FloorRun struct {
 	Cost                 Cost
 }
 
+// Params are a run's workload parameters, as reported.
+type Params struct {
+	Chords, Members, Chains, Length, Concurrency int
+	LatencyMs                                    float64
+	Redis                                        string
+}
+
 // Report is what one run measured; -json writes it.
 type Report struct {
-	Params struct {
-		Chords, Members, Chains, Length, Concurrency int
-		LatencyMs                                    float64
-		Redis                                        string
-	}
+	Params      Params
 	Chords      Run
 	Chains      *Run          `json:",omitempty"`
 	Celery      *CeleryResult `json:",omitempty"`
@@ -99,6 +106,7 @@ func main() {
 	flag.StringVar(&p.python, "python", defaultPython(), "python interpreter with Celery")
 	flag.StringVar(&p.celeryPool, "celery-pool", "threads", "Celery worker pool: threads or prefork (-concurrency of either)")
 	flag.BoolVar(&p.floor, "floor", false, "also run bare asynq with one and two scripted writes of the answer per task: the floor of any durable per-step bookkeeping")
+	flag.BoolVar(&p.codestep, "codestep", false, "instead of agentq against bare asynq, run each shape with prompt steps and with code steps (run: a Go function making the same chat call through s.LLM().Chat), back to back (-chords 0 or -chains 0 skips a shape)")
 	flag.IntVar(&p.runs, "runs", 1, "repeat each agentq/bare asynq measurement this many times and report the median ratio (shared machines are noisy)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
@@ -147,8 +155,18 @@ func splitComma(s string) []string {
 }
 
 func run(ctx context.Context, p params, out io.Writer) error {
-	if p.chords < 1 || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 || p.runs < 1 {
-		return errors.New("-chords, -members, -length, -concurrency and -runs must be at least 1, -chains at least 0")
+	minChords := 1
+	if p.codestep {
+		if p.floor || p.celery || len(p.resources) > 0 {
+			return errors.New("-codestep runs alone: not with -floor, -celery or -resources")
+		}
+		if p.chords+p.chains < 1 {
+			return errors.New("-codestep needs -chords or -chains")
+		}
+		minChords = 0 // -chords 0: chains only
+	}
+	if p.chords < minChords || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 || p.runs < 1 {
+		return errors.New("-chords, -members, -length, -concurrency and -runs must be at least 1 (-chords 0 allowed with -codestep), -chains at least 0")
 	}
 	db, rdb, err := redistest.Open()
 	if err != nil {
@@ -162,6 +180,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	defer stop()
 
+	if p.codestep {
+		return runCodeSteps(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
 	var r Report
 	r.Params.Chords, r.Params.Members, r.Params.Concurrency, r.Params.Redis = p.chords, p.members, p.concurrency, db.Kind
 	r.Params.Chains, r.Params.Length = p.chains, p.length
@@ -229,11 +250,12 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	return nil
 }
 
-// measure runs sh on agentq and on bare asynq, Redis flushed before each.
-func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaos *chaosllm.Server, chaosURL string) (Run, error) {
-	var res Run
+// measureAgentq runs sh on an in-process agentq worker, Redis flushed
+// first; label names the run in a -cpuprofile. It checks that chaosllm
+// saw exactly one call per step.
+func measureAgentq(ctx context.Context, p params, sh shape, label string, rdb *redis.Client, db redistest.DB, chaos *chaosllm.Server, chaosURL string) (AgentqRun, error) {
+	var res AgentqRun
 	steps := sh.workflows * sh.steps
-	res.Workflows, res.StepsPerWorkflow = sh.workflows, sh.steps
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		return res, err
 	}
@@ -245,25 +267,37 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 		err      error
 	)
 	// labelled so that a -cpuprofile can be read per run (pprof -tagfocus)
-	pprof.Do(ctx, pprof.Labels("run", "agentq "+sh.name), func(ctx context.Context) {
+	pprof.Do(ctx, pprof.Labels("run", label), func(ctx context.Context) {
 		secs, handoffs, err = runAgentq(ctx, p, sh, rdb, db, chaosURL, m)
 	})
 	if err != nil {
-		return res, fmt.Errorf("agentq %s: %w", sh.name, err)
+		return res, fmt.Errorf("%s: %w", label, err)
 	}
-	res.Agentq.Seconds = secs
-	res.Agentq.StepsPerSec = float64(steps) / secs
-	res.Agentq.WorkflowsPerSec = float64(sh.workflows) / secs
-	res.Agentq.HandoffP50ms, res.Agentq.HandoffP99ms = percentile(handoffs, 50), percentile(handoffs, 99)
-	res.Agentq.Cost = m.cost
-	res.Agentq.LLMCalls = chaos.Snapshot().Total - before
-	if res.Agentq.LLMCalls != steps {
-		return res, fmt.Errorf("agentq %s made %d LLM calls for %d steps", sh.name, res.Agentq.LLMCalls, steps)
+	res.Seconds = secs
+	res.StepsPerSec = float64(steps) / secs
+	res.WorkflowsPerSec = float64(sh.workflows) / secs
+	res.HandoffP50ms, res.HandoffP99ms = percentile(handoffs, 50), percentile(handoffs, 99)
+	res.Cost = m.cost
+	res.LLMCalls = chaos.Snapshot().Total - before
+	if res.LLMCalls != steps {
+		return res, fmt.Errorf("%s made %d LLM calls for %d steps", label, res.LLMCalls, steps)
+	}
+	return res, nil
+}
+
+// measure runs sh on agentq and on bare asynq, Redis flushed before each.
+func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaos *chaosllm.Server, chaosURL string) (Run, error) {
+	var res Run
+	steps := sh.workflows * sh.steps
+	res.Workflows, res.StepsPerWorkflow = sh.workflows, sh.steps
+	var err error
+	if res.Agentq, err = measureAgentq(ctx, p, sh, "agentq "+sh.name, rdb, db, chaos, chaosURL); err != nil {
+		return res, err
 	}
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		return res, err
 	}
-	m = &meter{rdb: rdb, steps: steps}
+	m := &meter{rdb: rdb, steps: steps}
 	var bsecs float64
 	pprof.Do(ctx, pprof.Labels("run", "bare "+sh.name), func(ctx context.Context) {
 		bsecs, err = runBare(ctx, p, sh, rdb, chaosURL, m, 0)

@@ -35,21 +35,27 @@ type shape struct {
 	workflows int
 	steps     int    // per workflow
 	last      string // the step whose settling ends a workflow
+	// funcs are the code steps the worker serves (nil for prompt steps)
+	funcs map[string]tasks.StepFunc
 	// handoffs reads, from a finished workflow, the milliseconds between
 	// a step finishing and a dependent starting.
 	handoffs func(*tasks.Workflow) []float64
 }
 
-func chordShape(chords, members int) shape {
+func chordShape(chords, members int) shape { return chordShapeOf(chords, members, false) }
+
+// chordShapeOf is the chords workload with prompt steps or, code true,
+// with code steps each making the same single chat call (codestep.go).
+func chordShapeOf(chords, members int, code bool) shape {
 	var b strings.Builder
 	b.WriteString("name: bench-chord\ndefaults: { route: bench }\nsteps:\n")
 	ids := make([]string, members)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("m%d", i)
-		fmt.Fprintf(&b, "  - { id: %s, prompt: \"member %d of {{ .Input.n }}\" }\n", ids[i], i)
+		b.WriteString(stepLine(ids[i], "", fmt.Sprintf("member %d of {{ .Input.n }}", i), code))
 	}
-	fmt.Fprintf(&b, "  - { id: body, depends_on: [%s], prompt: \"join {{ .Steps.m0.Output }}\" }\n", strings.Join(ids, ", "))
-	return shape{name: "chords", spec: b.String(), workflows: chords, steps: members + 1, last: "body",
+	b.WriteString(stepLine("body", strings.Join(ids, ", "), "join {{ .Steps.m0."+outputField(code)+" }}", code))
+	return shape{name: "chords", spec: b.String(), workflows: chords, steps: members + 1, last: "body", funcs: stepFuncs(code),
 		handoffs: func(wf *tasks.Workflow) []float64 {
 			var last time.Time
 			for _, s := range wf.Steps[:members] {
@@ -64,13 +70,17 @@ func chordShape(chords, members int) shape {
 		}}
 }
 
-func chainShape(chains, length int) shape {
+func chainShape(chains, length int) shape { return chainShapeOf(chains, length, false) }
+
+// chainShapeOf is the chains workload with prompt steps or code steps.
+func chainShapeOf(chains, length int, code bool) shape {
 	var b strings.Builder
-	b.WriteString("name: bench-chain\ndefaults: { route: bench }\nsteps:\n  - { id: s0, prompt: \"chain {{ .Input.n }}\" }\n")
+	b.WriteString("name: bench-chain\ndefaults: { route: bench }\nsteps:\n")
+	b.WriteString(stepLine("s0", "", "chain {{ .Input.n }}", code))
 	for i := 1; i < length; i++ {
-		fmt.Fprintf(&b, "  - { id: s%d, depends_on: [s%d], prompt: \"next {{ .Steps.s%d.Output }}\" }\n", i, i-1, i-1)
+		b.WriteString(stepLine(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d", i-1), fmt.Sprintf("next {{ .Steps.s%d.%s }}", i-1, outputField(code)), code))
 	}
-	return shape{name: "chains", spec: b.String(), workflows: chains, steps: length, last: fmt.Sprintf("s%d", length-1),
+	return shape{name: "chains", spec: b.String(), workflows: chains, steps: length, last: fmt.Sprintf("s%d", length-1), funcs: stepFuncs(code),
 		handoffs: func(wf *tasks.Workflow) []float64 {
 			var out []float64
 			for i := 1; i < len(wf.Steps); i++ {
@@ -131,7 +141,7 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	werr := make(chan error, 1)
 	go func() {
 		werr <- worker.Run(wctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb,
-			TaskCheckInterval: p.check, Ready: func() { close(ready) },
+			TaskCheckInterval: p.check, Ready: func() { close(ready) }, Steps: sh.funcs,
 			Events: func(e tasks.StepEvent) {
 				if e.Step == sh.last && done.Add(1) == int64(sh.workflows) {
 					close(finished)

@@ -48,12 +48,16 @@ func (h *Handler) runCode(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
 			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, a.Step.Attempts, "")
 	}
+	// an attempt after the first may find the calls earlier ones stored;
+	// the first has none to find (Begin counts every attempt)
 	var calls map[int]store.Call
-	if err := untilStored(ctx, func() (err error) {
-		calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
-		return err
-	}); err != nil {
-		return fmt.Errorf("load durable calls: %w", err)
+	if a.Step.Attempts > 1 {
+		if err := untilStored(ctx, func() (err error) {
+			calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
+			return err
+		}); err != nil {
+			return fmt.Errorf("load durable calls: %w", err)
+		}
 	}
 	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls}
 	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,

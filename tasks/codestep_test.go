@@ -181,7 +181,11 @@ func TestCodeStepVerdicts(t *testing.T) {
 	if gap := time.Duration(secondAt.Load()-firstAt.Load()) * time.Millisecond; gap < 2*time.Second {
 		t.Errorf("retried after %s, asked for no sooner than 2s", gap)
 	}
-	if len(waitDeadLetters(t, e, string(retry.Handler))) != 1 {
-		t.Errorf("want one dead letter of class handler")
+	dls := waitDeadLetters(t, e, string(retry.Handler))
+	if len(dls) != 1 {
+		t.Fatalf("want one dead letter of class handler, got %+v", dls)
+	}
+	if r := dls[0].Reason; strings.Contains(r, "skip retry") || !strings.Contains(r, "does not exist") {
+		t.Errorf("dead letter's reason %q: want the step's reason without asynq's \"skip retry\"", r)
 	}
 }

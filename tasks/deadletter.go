@@ -76,7 +76,7 @@ func (c *Client) deadLetter(ctx context.Context, info *asynq.TaskInfo) (DeadLett
 	if info.Type != TypeStep {
 		return DeadLetter{}, false
 	}
-	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: info.LastErr, FailedAt: info.LastFailedAt, Attempts: info.Retried + 1}
+	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: reasonOf(info.LastErr), FailedAt: info.LastFailedAt, Attempts: info.Retried + 1}
 	if cl, _, ok := strings.Cut(info.LastErr, ":"); ok && !strings.ContainsAny(cl, " ") {
 		d.Class = cl
 	}
@@ -225,4 +225,10 @@ func (c *Client) Discard(ctx context.Context, taskID string) error {
 		}
 	}
 	return nil
+}
+
+// reasonOf is an archived task's last error as people read it: without
+// asynq's ": skip retry for the task", which only says how it was archived.
+func reasonOf(lastErr string) string {
+	return strings.TrimSuffix(lastErr, ": "+asynq.SkipRetry.Error())
 }

@@ -59,7 +59,7 @@ discard it and the workflow fails.`,
 
 	var showJSON bool
 	show := &cobra.Command{
-		Use: "show TASK", Short: "Show a dead letter: its rendered prompt, last error and the provider responses", Args: cobra.ExactArgs(1),
+		Use: "show TASK", Short: "Show a dead letter: why it failed, the step's last recorded error, and its rendered prompt", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq show wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, c, func(cl producer) error {
@@ -75,7 +75,9 @@ discard it and the workflow fails.`,
 					d.TaskID, d.Queue, d.Workflow, d.Step, d.Route, d.Class, d.Attempts, d.FailedAt.Format(time.RFC3339))
 				fmt.Fprintf(w, "\nlast error:\n  %s\n", d.Reason)
 				if d.StepError != "" && d.StepError != d.Reason {
-					fmt.Fprintf(w, "\nprovider responses:\n  %s\n", d.StepError)
+					// what the step's record says when it differs from the task's
+					// last error (a requeue, or the safety net settled it)
+					fmt.Fprintf(w, "\nstep's recorded error:\n  %s\n", d.StepError)
 				}
 				if d.RejectedOutput != "" {
 					fmt.Fprintf(w, "\nrejected output (the last answer that failed the step's output check):\n%s\n", d.RejectedOutput)

@@ -9,31 +9,155 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The API-key Secret's name */}}
 {{- define "agentq.secretName" -}}
 {{- if .Values.secrets.existingSecret -}}{{ .Values.secrets.existingSecret }}{{- else -}}{{ include "agentq.fullname" . }}-keys{{- end -}}
 {{- end -}}
 
-{{/* Redis as agentq.yaml's redis section */}}
-{{- define "agentq.redis" -}}
-{{- if .Values.redis.cluster }}
-cluster: {{ toJson .Values.redis.cluster }}
-{{- else if .Values.redis.sentinel.masterName }}
-sentinel: { master_name: {{ .Values.redis.sentinel.masterName | quote }}, addrs: {{ toJson .Values.redis.sentinel.addrs }} }
-{{- else if .Values.redis.url }}
-url: {{ .Values.redis.url | quote }}
-{{- else if .Values.redis.tls }}
-url: {{ printf "rediss://%s" (required "redis.addr is required" .Values.redis.addr) | quote }}
-{{- else }}
-addr: {{ required "redis.addr, url, sentinel or cluster is required" .Values.redis.addr | quote }}
-{{- end }}
+{{/* "true" when there is an API-key Secret: existingSecret, or at least one non-empty secrets.values */}}
+{{- define "agentq.hasKeySecret" -}}
+{{- $has := .Values.secrets.existingSecret -}}
+{{- range $k, $v := .Values.secrets.values }}{{ if $v }}{{ $has = true }}{{ end }}{{ end -}}
+{{- if $has }}true{{ end -}}
 {{- end -}}
 
-{{/* Environment every agentq container gets */}}
-{{- define "agentq.env" -}}
-- name: AGENTQ_CONFIG
-  value: /etc/agentq/agentq.yaml
+{{/* Which Redis the chart uses: cluster, sentinel, url or addr (the first one set) */}}
+{{- define "agentq.redisMode" -}}
+{{- if .Values.redis.cluster -}}cluster
+{{- else if .Values.redis.sentinel.masterName -}}sentinel
+{{- else if .Values.redis.url -}}url
+{{- else -}}addr
+{{- end -}}
+{{- end -}}
+
+{{/* Redis as agentq.yaml's redis section (YAML) */}}
+{{- define "agentq.redis" -}}
+{{- $r := .Values.redis -}}
+{{- $mode := include "agentq.redisMode" . -}}
+{{- $out := dict -}}
+{{- if eq $mode "cluster" -}}
+{{- $_ := set $out "cluster" $r.cluster -}}
+{{- else if eq $mode "sentinel" -}}
+{{- $s := dict "master_name" $r.sentinel.masterName "addrs" $r.sentinel.addrs -}}
+{{- if $r.sentinel.passwordSecret.name }}{{ $_ := set $s "password" "${AGENTQ_REDIS_SENTINEL_PASSWORD}" }}{{ end -}}
+{{- $_ := set $out "sentinel" $s -}}
+{{- else if eq $mode "url" -}}
+{{- $_ := set $out "url" $r.url -}}
+{{- else if $r.tls -}}
+{{- $_ := set $out "url" (printf "rediss://%s" $r.addr) -}}
+{{- else -}}
+{{- $_ := set $out "addr" $r.addr -}}
+{{- end -}}
+{{- if and $r.tls (ne $mode "addr") }}{{ $_ := set $out "tls" (dict) }}{{ end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* agentq.yaml: .Values.config with the chart's redis and worker settings */}}
+{{- define "agentq.config" -}}
+{{- $w := deepCopy (.Values.config.worker | default (dict)) -}}
+{{- $_ := set $w "concurrency" (int .Values.worker.concurrency) -}}
+{{- $_ := set $w "metrics_addr" (printf ":%d" (int .Values.worker.metricsPort)) -}}
+{{- $_ := set $w "shutdown_timeout" (printf "%ds" (int .Values.worker.shutdownTimeoutSeconds)) -}}
+{{- $cfg := deepCopy (omit .Values.config "worker") -}}
+{{- $_ := set $cfg "worker" $w -}}
+{{- $_ := set $cfg "redis" (include "agentq.redis" . | fromYaml) -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* The dashboard's agentq.yaml: the same without the providers' keys (the
+workers advertise theirs), except an anthropic provider's, which agentq
+refuses to load without one */}}
+{{- define "agentq.dashboardConfig" -}}
+{{- $cfg := include "agentq.config" . | fromYaml -}}
+{{- if hasKey $cfg "providers" -}}
+{{- $ps := list -}}
+{{- range $cfg.providers -}}
+{{- if eq (toString .kind) "anthropic" }}{{ $ps = append $ps . }}{{ else }}{{ $ps = append $ps (omit . "keys") }}{{ end -}}
+{{- end -}}
+{{- $_ := set $cfg "providers" $ps -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* The variables the dashboard's agentq.yaml still references in keys (anthropic providers'), comma-separated */}}
+{{- define "agentq.dashboardKeyVars" -}}
+{{- $vars := list -}}
+{{- range .Values.config.providers -}}
+{{- if eq (toString .kind) "anthropic" -}}
+{{- range .keys -}}
+{{- range regexFindAll "\\$\\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\\}" (toString .) -1 -}}
+{{- $vars = append $vars (regexReplaceAll "^\\$\\{([A-Za-z_][A-Za-z0-9_]*).*$" . "${1}") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $vars | uniq | join "," -}}
+{{- end -}}
+
+{{/* Redis credentials every agentq container gets */}}
+{{- define "agentq.redisEnv" -}}
 {{- if .Values.redis.passwordSecret.name }}
 - name: AGENTQ_REDIS_PASSWORD
   valueFrom: { secretKeyRef: { name: {{ .Values.redis.passwordSecret.name }}, key: {{ .Values.redis.passwordSecret.key }} } }
 {{- end }}
+{{- if and (eq (include "agentq.redisMode" .) "sentinel") .Values.redis.sentinel.passwordSecret.name }}
+- name: AGENTQ_REDIS_SENTINEL_PASSWORD
+  valueFrom: { secretKeyRef: { name: {{ .Values.redis.sentinel.passwordSecret.name }}, key: {{ .Values.redis.sentinel.passwordSecret.key }} } }
+{{- end }}
+{{- end -}}
+
+{{/* Host names the dashboard answers for: its Service's in-cluster names, the ingress host, dashboard.allowedHosts */}}
+{{- define "agentq.dashboardHosts" -}}
+{{- $svc := printf "%s-dashboard" (include "agentq.fullname" .) -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.dashboard.clusterDomain) -}}
+{{- if .Values.dashboard.ingress.enabled }}{{ $hosts = append $hosts .Values.dashboard.ingress.host }}{{ end -}}
+{{- concat $hosts .Values.dashboard.allowedHosts | uniq | join "," -}}
+{{- end -}}
+
+{{/* Values the schema cannot judge alone: each refused with one message naming it */}}
+{{- define "agentq.validate" -}}
+{{- $v := .Values -}}
+{{- if and $v.worker.autoscaling.enabled $v.worker.keda.enabled -}}
+{{- fail "worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one" -}}
+{{- end -}}
+{{- if and $v.worker.autoscaling.enabled (gt (int $v.worker.autoscaling.minReplicas) (int $v.worker.autoscaling.maxReplicas)) -}}
+{{- fail (printf "worker.autoscaling.minReplicas %d is above worker.autoscaling.maxReplicas %d" (int $v.worker.autoscaling.minReplicas) (int $v.worker.autoscaling.maxReplicas)) -}}
+{{- end -}}
+{{- if $v.worker.keda.enabled -}}
+{{- if gt (int $v.worker.keda.minReplicas) (int $v.worker.keda.maxReplicas) -}}
+{{- fail (printf "worker.keda.minReplicas %d is above worker.keda.maxReplicas %d" (int $v.worker.keda.minReplicas) (int $v.worker.keda.maxReplicas)) -}}
+{{- end -}}
+{{- $served := list -}}
+{{- range splitList "," $v.worker.queues }}{{ $served = append $served (first (splitList "=" .)) }}{{ end -}}
+{{- if not (has $v.worker.keda.queue $served) -}}
+{{- fail (printf "worker.keda.queue %q is not one of worker.queues (%s): the workers would not serve what KEDA scales them for" $v.worker.keda.queue $v.worker.queues) -}}
+{{- end -}}
+{{- end -}}
+{{- $mode := include "agentq.redisMode" . -}}
+{{- if and (eq $mode "addr") (not $v.redis.addr) -}}
+{{- fail "redis.addr, redis.url, redis.sentinel or redis.cluster is required" -}}
+{{- end -}}
+{{- if and $v.redis.sentinel.addrs (not $v.redis.sentinel.masterName) -}}
+{{- fail "redis.sentinel.addrs is set without redis.sentinel.masterName" -}}
+{{- end -}}
+{{- if and (eq $mode "sentinel") (not $v.redis.sentinel.addrs) -}}
+{{- fail "redis.sentinel.masterName is set without redis.sentinel.addrs" -}}
+{{- end -}}
+{{- if and $v.redis.url (contains ":" (urlParse $v.redis.url).userinfo) -}}
+{{- fail "redis.url carries a password, which would sit in a ConfigMap (and KEDA cannot use it): put it in a Secret and name it in redis.passwordSecret" -}}
+{{- end -}}
+{{- range list "concurrency" "queues" "metrics_addr" "shutdown_timeout" -}}
+{{- if hasKey ($v.config.worker | default (dict)) . -}}
+{{- fail (printf "config.worker.%s is set by the chart: use worker.%s" . (get (dict "concurrency" "concurrency" "queues" "queues" "metrics_addr" "metricsPort" "shutdown_timeout" "shutdownTimeoutSeconds") .)) -}}
+{{- end -}}
+{{- end -}}
+{{- if $v.dashboard.enabled -}}
+{{- if not $v.dashboard.tokenSecret.name -}}
+{{- fail "dashboard.tokenSecret.name is required with dashboard.enabled: without a token the dashboard listens on loopback inside its pod, out of reach of its Service, its Ingress and the kubelet's probes; create a Secret holding AGENTQ_DASHBOARD_TOKEN and name it there, or set dashboard.enabled=false" -}}
+{{- end -}}
+{{- if and $v.dashboard.ingress.enabled (not $v.dashboard.ingress.host) -}}
+{{- fail "dashboard.ingress.host is required with dashboard.ingress.enabled" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

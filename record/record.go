@@ -65,4 +65,7 @@ type StepRecord struct {
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	InputHash  string     `json:"-"`
+	// Unserved, on a pending or queued step, says why no live worker can
+	// run it (computed when read, never stored).
+	Unserved string `json:"unserved,omitempty"`
 }

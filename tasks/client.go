@@ -53,6 +53,9 @@ type ClientOptions struct {
 	// step nor its defaults); nil: DefaultMaxRetries. The configuration's
 	// resilience.retry.max_retries.
 	MaxRetries *int
+	// SkipWorkerCheck submits without checking specs against what live
+	// workers serve (WithoutWorkerCheck does it for one Submit).
+	SkipWorkerCheck bool
 }
 
 // Client is the producer API: parse, submit, follow and cancel workflows.
@@ -62,6 +65,7 @@ type Client struct {
 	store  *store.Store
 	asynq  *asynq.Client
 	insp   *asynq.Inspector
+	fleet  *store.Fleet
 	routes map[string]bool
 }
 
@@ -74,7 +78,7 @@ func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
 		o.NewID = NewID
 	}
 	c := &Client{o: o, store: store.New(rdb, o.Retention, o.Now),
-		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
+		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb), fleet: store.NewFleet(rdb, o.Now)}
 	if o.Routes != nil {
 		c.routes = map[string]bool{}
 		for _, r := range o.Routes {
@@ -98,8 +102,17 @@ func (c *Client) Parse(source string, data []byte) (*Spec, error) {
 
 // Submit writes the workflow record (before anything is enqueued) and
 // enqueues the steps that depend on nothing. spec must come from Parse or
-// ParseSpec.
-func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
+// ParseSpec. First it checks the spec against what live workers advertise
+// (unless ClientOptions.SkipWorkerCheck or WithoutWorkerCheck): a step
+// whose route, handler, tool or queue no live worker serves is refused
+// (ErrInvalidSpec, one SpecError a step), and so is every spec when no
+// worker is alive (ErrNoWorkers).
+func (c *Client) Submit(ctx context.Context, spec *Spec, opts ...SubmitOption) (string, error) {
+	if !c.o.SkipWorkerCheck && !ApplySubmitOptions(opts...).SkipWorkerCheck {
+		if err := c.checkWorkers(ctx, spec); err != nil {
+			return "", err
+		}
+	}
 	if spec.Defaults.MaxRetries == nil && c.o.MaxRetries != nil {
 		cp := *spec
 		n := *c.o.MaxRetries
@@ -127,9 +140,17 @@ func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
 	return id, nil
 }
 
-// Status returns the workflow with all its steps.
+// Status returns the workflow with all its steps; a pending or queued
+// step that no live worker serves says so in its Unserved.
 func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
-	return c.store.Get(ctx, id)
+	wf, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.markUnserved(ctx, wf); err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", id, err)
+	}
+	return wf, nil
 }
 
 // Result is a workflow's outputs.

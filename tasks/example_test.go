@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/agentq/agentq/internal/redistest"
@@ -32,7 +33,11 @@ steps:
 		return
 	}
 	spec.Input = map[string]any{"who": "Ada"}
-	id, err := c.Submit(ctx, spec)
+	// no worker runs here: Submit refuses the spec, unless told not to check
+	if _, err := c.Submit(ctx, spec); errors.Is(err, tasks.ErrNoWorkers) {
+		fmt.Println("refused: no live worker")
+	}
+	id, err := c.Submit(ctx, spec, tasks.WithoutWorkerCheck())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -47,6 +52,7 @@ steps:
 	state, _ := c.Cancel(ctx, id)
 	fmt.Println(state)
 	// Output:
+	// refused: no live worker
 	// wf_example hello pending greet pending
 	// bad.yaml:3: steps[0] (a).route: unknown route "nope"
 	// canceled

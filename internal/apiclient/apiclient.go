@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -54,6 +55,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	if resp.StatusCode >= 300 {
 		var e struct {
 			Error    string   `json:"error"`
+			Code     string   `json:"code"`
 			Problems []string `json:"problems"`
 		}
 		_ = json.Unmarshal(data, &e)
@@ -61,10 +63,24 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		if msg == "" {
 			msg = strings.TrimSpace(string(data))
 		}
+		if resp.StatusCode == http.StatusBadRequest && len(e.Problems) > 0 {
+			// one error a problem, so each is one line
+			errs := make([]error, len(e.Problems))
+			for i, p := range e.Problems {
+				errs[i] = &problemError{p}
+			}
+			return errors.Join(errs...)
+		}
 		if len(e.Problems) > 0 {
 			msg += ": " + strings.Join(e.Problems, "; ")
 		}
 		err := fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, msg)
+		switch {
+		case e.Code == codeNoWorkers:
+			return fmt.Errorf("%w: %v", tasks.ErrNoWorkers, err)
+		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
+			return fmt.Errorf("%w: %v", store.ErrUnknownKey, err)
+		}
 		switch resp.StatusCode {
 		case http.StatusNotFound:
 			if strings.HasPrefix(path, "/api/v1/dlq/") {
@@ -84,18 +100,53 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	return nil
 }
 
+// codeNoWorkers is the API's "code" when no live worker is alive.
+const codeNoWorkers = "no_workers"
+
+// problemError is one problem with a spec, as the server reported it.
+type problemError struct{ msg string }
+
+func (e *problemError) Error() string { return e.msg }
+func (e *problemError) Unwrap() error { return tasks.ErrInvalidSpec }
+
 // Submit sends a parsed spec; the server validates it again against its
-// own configuration.
-func (c *Client) Submit(ctx context.Context, spec *tasks.Spec) (string, error) {
+// own configuration and checks it against what live workers serve (unless
+// tasks.WithoutWorkerCheck: ?check=false).
+func (c *Client) Submit(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (string, error) {
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return "", err
 	}
+	path := "/api/v1/workflows"
+	if tasks.ApplySubmitOptions(opts...).SkipWorkerCheck {
+		path += "?check=false"
+	}
 	var wf tasks.Workflow
-	if err := c.do(ctx, "POST", "/api/v1/workflows", body, &wf); err != nil {
+	if err := c.do(ctx, "POST", path, body, &wf); err != nil {
 		return "", err
 	}
 	return wf.ID, nil
+}
+
+// Keys lists the keys the live workers advertise, with their state.
+func (c *Client) Keys(ctx context.Context) ([]store.KeyInfo, error) {
+	var keys []store.KeyInfo
+	err := c.do(ctx, "GET", "/api/v1/keys", nil, &keys)
+	return keys, err
+}
+
+// EnableKeys re-enables the key ref names ("provider#N") or, with all,
+// every key.
+func (c *Client) EnableKeys(ctx context.Context, ref string, all bool) (store.EnableResult, error) {
+	q := url.Values{}
+	if all {
+		q.Set("all", "true")
+	} else {
+		q.Set("key", ref)
+	}
+	var r store.EnableResult
+	err := c.do(ctx, "POST", "/api/v1/keys/enable?"+q.Encode(), nil, &r)
+	return r, err
 }
 
 // Status returns a workflow.

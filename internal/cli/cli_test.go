@@ -117,7 +117,7 @@ func TestEnqueueWaitOnDeadLetterExitsOne(t *testing.T) {
 func TestCancel(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	vars, cfg := envFor(t, e)
-	r := run(t, cli.Enqueue, vars, writeFile(t, "h.yaml", hello), "--config", cfg)
+	r := run(t, cli.Enqueue, vars, writeFile(t, "h.yaml", hello), "--config", cfg, "--no-check") // no worker: it stays queued
 	id := strings.TrimSpace(r.out)
 	r = run(t, cli.Enqueue, vars, "cancel", id, "--config", cfg)
 	if r.code != 0 || !strings.Contains(r.out, "canceled") {
@@ -243,7 +243,7 @@ func TestConfiguredMaxRetriesApply(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	vars, cfg := envFor(t, e)
 	vars["AGENTQ_MAX_RETRIES"] = "3"
-	r := run(t, cli.Enqueue, vars, writeFile(t, "h.yaml", hello), "--config", cfg)
+	r := run(t, cli.Enqueue, vars, writeFile(t, "h.yaml", hello), "--config", cfg, "--no-check")
 	if r.code != 0 {
 		t.Fatalf("submit: %d %q", r.code, r.err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/tasks"
 )
@@ -24,6 +25,7 @@ func Enqueue(env Env) *cobra.Command {
 		queue   string
 		wait    bool
 		asJSON  bool
+		noCheck bool
 		waitFor time.Duration
 	)
 	cmd := &cobra.Command{
@@ -35,11 +37,17 @@ on a terminal, one line per change otherwise). Subcommands inspect and
 cancel workflows. A file whose name is also a subcommand must be given as
 ./NAME.
 
+Before it submits, the spec is checked against what live workers advertise
+(their queues, routes, code steps and tools): a step no live worker serves
+is refused, naming the step; --no-check submits anyway, and the step waits
+until a worker that serves it starts.
+
 Exit codes: 0 done; 1 the workflow failed, was canceled or is blocked on a
 dead-lettered step (with --wait); 2 bad usage or input (a bad spec, flag or
-id, a missing workflow or dead letter, a token the dashboard refused); 3
-cannot reach Redis (or the dashboard); 4 --wait-timeout passed while the
-workflow still runs.`,
+id, a step no live worker serves, a missing workflow or dead letter, a
+token the dashboard refused); 3 cannot reach Redis (or the dashboard); 4
+--wait-timeout passed while the workflow still runs; 5 no live worker at
+all (--no-check submits anyway).`,
 		Example: `  enqueue examples/hello.yaml --wait
   enqueue report.yaml --input question="Which region grew fastest?" --json
   enqueue status wf_abc123
@@ -54,6 +62,7 @@ workflow still runs.`,
 	cmd.Flags().StringVar(&queue, "queue", "", "queue for steps that do not name one (overrides defaults.queue)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the workflow ends, then print it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&noCheck, "no-check", false, "submit without checking the spec against what live workers serve")
 	cmd.Flags().DurationVar(&waitFor, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := c.load(cmd)
@@ -89,9 +98,13 @@ workflow still runs.`,
 			return err
 		}
 		defer stop(context.WithoutCancel(cmd.Context()))
-		id, err := cl.Submit(cmd.Context(), spec)
+		var opts []tasks.SubmitOption
+		if noCheck {
+			opts = append(opts, tasks.WithoutWorkerCheck())
+		}
+		id, err := cl.Submit(cmd.Context(), spec, opts...)
 		if err != nil {
-			return fmt.Errorf("submit %s: %w", source, err)
+			return submitErr(source, err)
 		}
 		out := cmd.OutOrStdout()
 		if !wait {
@@ -135,6 +148,26 @@ workflow still runs.`,
 	}
 	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c))
 	return cmd
+}
+
+// submitErr is a refused submit: one line per step no live worker serves
+// (exit 2), or exit 5 when no worker is alive at all.
+func submitErr(source string, err error) error {
+	switch {
+	case errors.Is(err, tasks.ErrNoWorkers):
+		return &ExitError{Code: ExitNoWorkers, Err: fmt.Errorf("submit %s: %w; --no-check submits anyway (the workflow waits for a worker)", source, err)}
+	case errors.Is(err, tasks.ErrInvalidSpec):
+		var out []error
+		for _, e := range problem.Split(err) {
+			var se *tasks.SpecError
+			if errors.As(e, &se) && se.Source == "" {
+				se.Source = source
+			}
+			out = append(out, e)
+		}
+		return &ExitError{Code: ExitUsage, Err: errors.Join(out...)}
+	}
+	return fmt.Errorf("submit %s: %w", source, err)
 }
 
 func routeSet(names []string) map[string]bool {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -30,6 +31,7 @@ const (
 	ExitUsage        = 2 // bad usage or input: a bad flag, spec or id, a missing workflow or dead letter, a refused token
 	ExitUnreachable  = 3 // cannot reach Redis (or the dashboard, with --server)
 	ExitStillRunning = 4 // --wait gave up (--wait-timeout) while the workflow still runs
+	ExitNoWorkers    = 5 // no live worker serves the spec (--no-check submits anyway)
 )
 
 // ExitError carries an exit code.
@@ -70,8 +72,10 @@ func Code(err error) int {
 		return ee.Code
 	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable):
 		return ExitUnreachable
+	case errors.Is(err, tasks.ErrNoWorkers):
+		return ExitNoWorkers
 	case errors.Is(err, tasks.ErrInvalidSpec), errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrNoDeadLetter),
-		errors.Is(err, apiclient.ErrUnauthorized):
+		errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, store.ErrUnknownKey):
 		return ExitUsage
 	}
 	var fe *config.FieldError

@@ -17,7 +17,8 @@ import (
 // usage or input (a Redis address without a port, a missing workflow or
 // dead letter, a token the dashboard refuses), 3 when Redis (or the
 // dashboard) cannot be reached, 4 when --wait-timeout passes while the
-// workflow runs. 0 and 1 are held by the end-to-end tests.
+// workflow runs, 5 when no live worker would run a submitted spec. 0 and 1
+// are held by the end-to-end tests.
 func TestExitCodesOfEveryCommand(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true}) // nothing runs: a submitted workflow stays pending
 	vars, cfg := envFor(t, e)
@@ -33,6 +34,7 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 	noPort := map[string]string{"AGENTQ_REDIS_ADDR": "localhost"}
 	down := map[string]string{"AGENTQ_REDIS_ADDR": "127.0.0.1:1"}
 	wrongToken := map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "wrong-token"}
+	rightToken := map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "right-token"}
 	readers := [][]string{{"status", "wf_x"}, {"result", "wf_x"}, {"cancel", "wf_x"}, {"list"}, {"dlq", "list"},
 		{"dlq", "show", "wf_x:s"}, {"dlq", "requeue", "wf_x:s"}, {"dlq", "discard", "wf_x:s"}}
 	type tc struct {
@@ -58,7 +60,9 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 	cases = append(cases,
 		tc{"wrong token: cancel", cli.Enqueue, wrongToken, []string{"cancel", "wf_x"}, 2, "401"},
 		tc{"wrong token: requeue", cli.Enqueue, wrongToken, []string{"dlq", "requeue", "wf_x:s"}, 2, "401"},
-		tc{"still running", cli.Enqueue, vars, []string{spec, "--config", cfg, "--wait", "--wait-timeout", "1s"}, 4, "is still running after 1s"},
+		tc{"still running", cli.Enqueue, vars, []string{spec, "--config", cfg, "--wait", "--wait-timeout", "1s", "--no-check"}, 4, "is still running after 1s"},
+		tc{"no live worker", cli.Enqueue, vars, []string{spec, "--config", cfg}, 5, "no live worker"},
+		tc{"no live worker: --server", cli.Enqueue, rightToken, []string{spec}, 5, "no live worker"},
 		tc{"worker: no port", cli.Worker, noPort, nil, 2, `redis.addr: "localhost" is not host:port`},
 		tc{"worker: down", cli.Worker, merge(vars, down), []string{"--config", cfg}, 3, "cannot reach Redis at 127.0.0.1:1"},
 		tc{"dashboard: no port", cli.Dashboard, noPort, []string{"--addr", "127.0.0.1:0"}, 2, `redis.addr: "localhost" is not host:port`},

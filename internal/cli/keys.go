@@ -1,88 +1,113 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 )
 
-// keyRef is one configured key, named by fingerprint.
-type keyRef struct {
-	provider, fingerprint, id string
+// keyOps are the keys commands' operations, over Redis or a dashboard.
+type keyOps interface {
+	Keys(ctx context.Context) ([]store.KeyInfo, error)
+	EnableKeys(ctx context.Context, ref string, all bool) (store.EnableResult, error)
 }
 
-func configuredKeys(cfg config.Config) []keyRef {
-	var out []keyRef
-	for _, p := range cfg.Providers {
-		for i, k := range p.Keys {
-			out = append(out, keyRef{p.Name, llmclient.Fingerprint(p.Name, i, k.Reveal()), llmclient.KeyID(k.Reveal())})
-		}
+// redisKeys reads the keys the live workers advertise, and those of the
+// command's own configuration, with their shared state.
+type redisKeys struct {
+	fleet *store.Fleet
+	also  []store.AdKey
+}
+
+func (r redisKeys) Keys(ctx context.Context) ([]store.KeyInfo, error) {
+	return r.fleet.FleetKeys(ctx, r.also)
+}
+
+func (r redisKeys) EnableKeys(ctx context.Context, ref string, all bool) (store.EnableResult, error) {
+	return r.fleet.EnableKeys(ctx, r.also, ref, all)
+}
+
+var _ keyOps = (*apiclient.Client)(nil)
+
+// withKeys runs f on the dashboard's keys (--server) or Redis'.
+func withKeys(cmd *cobra.Command, c *common, f func(keyOps) error) error {
+	cfg, err := c.load(cmd)
+	if err != nil {
+		return err
 	}
-	return out
+	if u := c.serverURL(cmd); u != "" {
+		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
+		return f(apiclient.New(u, token))
+	}
+	c.sayWhichRedis(cmd, cfg)
+	rdb, err := app.Redis(cmd.Context(), cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	return f(redisKeys{fleet: store.NewFleet(rdb, nil), also: app.AdKeys(cfg)})
 }
 
 func keysCmd(c *common) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
-		Short: "Show and re-enable API keys (by fingerprint; keys come from the configuration)",
+		Short: "Show and re-enable API keys (by fingerprint, as live workers advertise them)",
 		Long: `A 429 cools a key for every worker until its Retry-After; a quota or auth
 failure disables it for every worker until a person re-enables it here.
-Keys are named by fingerprint (provider#N and the end of the key's hash);
-the configuration (with the same environment as the workers) tells which
-keys exist.`,
-		Example: "  enqueue keys list --config agentq.yaml\n  enqueue keys enable openai#2\n  enqueue keys enable --all",
+Keys are named by fingerprint (provider#N and the end of the key's hash),
+as the live workers advertise them (and as the configuration names them,
+if it holds keys): no API key is needed here.`,
+		Example: "  enqueue keys list\n  enqueue keys list --json --server http://agentq:8080\n  enqueue keys enable openai#2\n  enqueue keys enable --all",
 		Args:    cobra.NoArgs,
 	}
+	var asJSON bool
 	list := &cobra.Command{
-		Use: "list", Short: "Every configured key and its state", Args: cobra.NoArgs,
-		Example: "  enqueue keys list",
+		Use: "list", Short: "Every key the live workers use, and its state", Args: cobra.NoArgs,
+		Example: "  enqueue keys list\n  enqueue keys list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := c.load(cmd)
-			if err != nil {
-				return err
-			}
-			rdb, err := app.Redis(cmd.Context(), cfg.Redis)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			names := make([]string, len(cfg.Providers))
-			for i, p := range cfg.Providers {
-				names[i] = p.Name
-			}
-			st, err := store.NewKeyState(rdb, nil).Load(cmd.Context(), names)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tSTATE")
-			for _, k := range configuredKeys(cfg) {
-				s := st[k.provider][k.id]
-				state := "ok"
-				switch {
-				case s.Disabled != "":
-					state = "disabled: " + oneLine(s.Disabled, 120)
-				case !s.CoolUntil.IsZero():
-					state = "cooling until " + s.CoolUntil.UTC().Format(time.RFC3339)
+			return withKeys(cmd, c, func(k keyOps) error {
+				keys, err := k.Keys(cmd.Context())
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\n", k.fingerprint, state)
-			}
-			return tw.Flush()
+				if asJSON {
+					if keys == nil {
+						keys = []store.KeyInfo{}
+					}
+					return printJSON(cmd.OutOrStdout(), keys)
+				}
+				if len(keys) == 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: no keys: no live worker advertises any, and the configuration has none\n", cmd.Root().Name())
+					return nil
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "KEY\tSTATE\tWORKERS")
+				for _, k := range keys {
+					state := k.State
+					switch {
+					case k.State == store.KeyDisabled:
+						state = "disabled: " + oneLine(k.Disabled, 120)
+					case k.CoolUntil != nil:
+						state = "cooling until " + k.CoolUntil.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", k.Fingerprint, state, k.Workers)
+				}
+				return tw.Flush()
+			})
 		},
 	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	var all bool
 	enable := &cobra.Command{
 		Use: "enable PROVIDER#N | --all", Short: "Re-enable a disabled or cooling key for every worker",
-		Example: "  enqueue keys enable openai#2\n  enqueue keys enable --all",
+		Example: "  enqueue keys enable openai#2\n  enqueue keys enable 'openai#2 (…3fa1)'\n  enqueue keys enable --all",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) == 1) || len(args) > 1 {
 				return usageErr("give one PROVIDER#N or --all")
@@ -90,60 +115,28 @@ keys exist.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.load(cmd)
-			if err != nil {
-				return err
+			ref := ""
+			if len(args) == 1 {
+				ref = args[0]
 			}
-			keys := configuredKeys(cfg)
-			if !all {
-				k, err := findKey(keys, args[0])
+			return withKeys(cmd, c, func(k keyOps) error {
+				res, err := k.EnableKeys(cmd.Context(), ref, all)
 				if err != nil {
 					return err
 				}
-				keys = []keyRef{k}
-			}
-			rdb, err := app.Redis(cmd.Context(), cfg.Redis)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			ks := store.NewKeyState(rdb, nil)
-			for _, k := range keys {
-				was, err := ks.Enable(cmd.Context(), k.provider, k.id)
-				if err != nil {
-					return err
+				for _, fp := range res.Enabled {
+					fmt.Fprintf(cmd.OutOrStdout(), "enabled %s\n", fp)
 				}
-				if was {
-					fmt.Fprintf(cmd.OutOrStdout(), "enabled %s\n", k.fingerprint)
-				} else if !all {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s was not disabled or cooling\n", k.fingerprint)
+				if !all {
+					for _, fp := range res.NotChanged {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s was not disabled or cooling\n", fp)
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		},
 	}
-	enable.Flags().BoolVar(&all, "all", false, "re-enable every configured key")
+	enable.Flags().BoolVar(&all, "all", false, "re-enable every key the live workers advertise (and the configuration's)")
 	cmd.AddCommand(list, enable)
 	return cmd
-}
-
-// findKey reads "provider#N" (N from 1), optionally followed by the rest of
-// a fingerprint.
-func findKey(keys []keyRef, ref string) (keyRef, error) {
-	head, _, _ := strings.Cut(ref, " ")
-	prov, num, ok := strings.Cut(head, "#")
-	n, err := strconv.Atoi(num)
-	if !ok || err != nil || n < 1 {
-		return keyRef{}, usageErr("%q is not PROVIDER#N (e.g. openai#2)", ref)
-	}
-	i := 0
-	for _, k := range keys {
-		if k.provider == prov {
-			i++
-			if i == n {
-				return k, nil
-			}
-		}
-	}
-	return keyRef{}, usageErr("%q: provider %q has no key #%d in the configuration", ref, prov, n)
 }

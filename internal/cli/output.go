@@ -37,6 +37,9 @@ func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Pric
 		if s.Degraded {
 			flags = " degraded"
 		}
+		if s.Unserved != "" {
+			flags += " unserved"
+		}
 		target := s.Target
 		if target == "" {
 			target = "-"
@@ -48,6 +51,9 @@ func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Pric
 	for _, s := range wf.Steps {
 		if s.Error != "" && s.State != "done" {
 			fmt.Fprintf(w, "  %s error: %s\n", s.ID, oneLine(s.Error, 300))
+		}
+		if s.Unserved != "" {
+			fmt.Fprintf(w, "  %s unserved: %s\n", s.ID, oneLine(s.Unserved, 300))
 		}
 	}
 }

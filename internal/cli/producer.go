@@ -15,7 +15,7 @@ import (
 // producer is what the enqueue commands need: tasks.Client over Redis, or
 // apiclient.Client over a dashboard's HTTP API (--server).
 type producer interface {
-	Submit(ctx context.Context, spec *tasks.Spec) (string, error)
+	Submit(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (string, error)
 	Status(ctx context.Context, id string) (*tasks.Workflow, error)
 	Result(ctx context.Context, id string) (*tasks.Result, error)
 	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error)

@@ -1,18 +1,22 @@
 package dashboard
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
 
 // api registers the JSON API: the same operations as the enqueue command.
 //
 //	GET  /api/v1/workflows?state=S        list
-//	POST /api/v1/workflows?input=k=v      submit a spec (YAML or JSON body)
+//	POST /api/v1/workflows?input=k=v      submit a spec (YAML or JSON body), checked
+//	                                      against what live workers serve (?check=false: not)
 //	GET  /api/v1/workflows/{id}           status
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
 //	POST /api/v1/workflows/{id}/cancel
@@ -20,6 +24,8 @@ import (
 //	POST /api/v1/dlq?class=C              requeue every dead letter (of class C)
 //	GET  /api/v1/dlq/{task}               one dead letter, its prompt and errors
 //	POST /api/v1/dlq/{task}/requeue|discard
+//	GET  /api/v1/keys                     the keys live workers advertise, and their state
+//	POST /api/v1/keys/enable?key=P#N      re-enable a key (?all=true: every key)
 func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/workflows", func(w http.ResponseWriter, r *http.Request) {
 		wfs, err := s.client.List(r.Context(), r.URL.Query().Get("state"), 100)
@@ -54,8 +60,32 @@ func (s *Server) api(mux *http.ServeMux) {
 			}
 			spec.Input[k] = v
 		}
-		id, err := s.client.Submit(r.Context(), spec)
-		if err != nil {
+		var opts []tasks.SubmitOption
+		switch r.URL.Query().Get("check") {
+		case "", "true":
+		case "false":
+			opts = append(opts, tasks.WithoutWorkerCheck())
+		default:
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "check " + r.URL.Query().Get("check") + ": want true or false"})
+			return
+		}
+		id, err := s.client.Submit(r.Context(), spec, opts...)
+		switch {
+		case errors.Is(err, tasks.ErrNoWorkers):
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error(), "code": "no_workers"})
+			return
+		case errors.Is(err, tasks.ErrInvalidSpec):
+			var lines []string
+			for _, e := range problem.Split(err) {
+				var se *tasks.SpecError
+				if errors.As(e, &se) && se.Source == "" {
+					se.Source = "request body"
+				}
+				lines = append(lines, problem.Lines(e)...)
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": lines})
+			return
+		case err != nil:
 			apiError(w, err)
 			return
 		}
@@ -133,6 +163,35 @@ func (s *Server) api(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"task": r.PathValue("task"), "done": r.PathValue("action")})
+	}))
+	mux.HandleFunc("GET /api/v1/keys", func(w http.ResponseWriter, r *http.Request) {
+		keys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(s.o.Config))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		if keys == nil {
+			keys = []store.KeyInfo{}
+		}
+		writeJSON(w, http.StatusOK, keys)
+	})
+	mux.HandleFunc("POST /api/v1/keys/enable", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		all := q.Get("all") == "true"
+		if all == (q.Get("key") != "") {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "give key=PROVIDER#N or all=true"})
+			return
+		}
+		res, err := store.NewFleet(s.o.Redis, s.o.Now).EnableKeys(r.Context(), app.AdKeys(s.o.Config), q.Get("key"), all)
+		switch {
+		case errors.Is(err, store.ErrUnknownKey):
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		case err != nil:
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
 	}))
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -127,25 +126,24 @@ func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
 			targets = append(targets, TargetView{Provider: t.Provider, Model: t.Model, Breaker: st.State.String(), Health: s.health.Score(t.Provider, t.Model)})
 		}
 	}
-	ks, err := s.keys.Load(r.Context(), names)
+	// keys as the live workers advertise them (and the configuration's, if
+	// it holds any): the dashboard needs no API key to show them
+	fleetKeys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(cfg))
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
 	type keyView struct{ Fingerprint, State string }
 	var keys []keyView
-	for _, p := range cfg.Providers {
-		for i, k := range p.Keys {
-			st := ks[p.Name][llmclient.KeyID(k.Reveal())]
-			state := "ok"
-			switch {
-			case st.Disabled != "":
-				state = "disabled: " + st.Disabled
-			case !st.CoolUntil.IsZero():
-				state = "cooling until " + st.CoolUntil.UTC().Format(time.RFC3339)
-			}
-			keys = append(keys, keyView{llmclient.Fingerprint(p.Name, i, k.Reveal()), state})
+	for _, k := range fleetKeys {
+		state := k.State
+		switch {
+		case k.State == store.KeyDisabled:
+			state = "disabled: " + k.Disabled
+		case k.CoolUntil != nil:
+			state = "cooling until " + k.CoolUntil.UTC().Format(time.RFC3339)
 		}
+		keys = append(keys, keyView{k.Fingerprint, state})
 	}
 	classes := map[string]int{}
 	if dls, err := s.client.DeadLetters(r.Context(), ""); err == nil {

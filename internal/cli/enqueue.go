@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/tasks"
 )
@@ -148,26 +147,6 @@ all (--no-check submits anyway).`,
 	}
 	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c))
 	return cmd
-}
-
-// submitErr is a refused submit: one line per step no live worker serves
-// (exit 2), or exit 5 when no worker is alive at all.
-func submitErr(source string, err error) error {
-	switch {
-	case errors.Is(err, tasks.ErrNoWorkers):
-		return &ExitError{Code: ExitNoWorkers, Err: fmt.Errorf("submit %s: %w; --no-check submits anyway (the workflow waits for a worker)", source, err)}
-	case errors.Is(err, tasks.ErrInvalidSpec):
-		var out []error
-		for _, e := range problem.Split(err) {
-			var se *tasks.SpecError
-			if errors.As(e, &se) && se.Source == "" {
-				se.Source = source
-			}
-			out = append(out, e)
-		}
-		return &ExitError{Code: ExitUsage, Err: errors.Join(out...)}
-	}
-	return fmt.Errorf("submit %s: %w", source, err)
 }
 
 func routeSet(names []string) map[string]bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 
 	"github.com/agentq/agentq/internal/worker"
@@ -19,6 +20,7 @@ type Worker struct {
 
 	mu      sync.Mutex
 	steps   map[string]tasks.StepFunc
+	tools   map[string]tasks.Tool // Tool's registrations
 	errs    []error
 	running bool
 }
@@ -80,6 +82,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for k, v := range w.steps {
 		steps[k] = v
 	}
+	tools := maps.Clone(w.tools)
 	w.mu.Unlock()
-	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps})
+	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools})
 }

@@ -45,6 +45,9 @@ type HandlerOptions struct {
 	// Steps are the code steps this worker serves, by the name a spec's
 	// run: gives.
 	Steps map[string]StepFunc
+	// Tools are the tools this worker runs for prompt steps, by the name
+	// a spec's tools: gives.
+	Tools map[string]Tool
 }
 
 // StepEvent reports a settled step, or (State "retrying") a failed attempt
@@ -75,6 +78,7 @@ type Handler struct {
 	// answers keeps answers that could not be recorded (Redis away) for
 	// the step's next attempt on this worker.
 	answers *answerCache
+	tools   map[string]*compiledTool
 }
 
 // NewHandler returns a Handler.
@@ -91,7 +95,12 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Events == nil {
 		o.Events = func(StepEvent) {}
 	}
-	return &Handler{o: o, st: store.New(o.Redis, o.Retention, nil), specs: specCache{max: 4096}, answers: newAnswerCache(answerCacheEntries, answerCacheBytes)}, nil
+	tools, err := compileTools(o.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	return &Handler{o: o, st: store.New(o.Redis, o.Retention, nil), specs: specCache{max: 4096}, answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
+		tools: tools}, nil
 }
 
 // classBusy marks a duplicate delivery that waits for the step's lease.
@@ -242,8 +251,11 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		o.Attempt = a.Step.Attempts
 		return h.recordAnswer(ctx, p, spec, st, r, key, o)
 	}
+	if st.runsTools(h.tools) {
+		return h.runTools(ctx, p, spec, st, r, a, key, system, prompt)
+	}
 	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
-		Temperature: st.Temperature, Tools: st.toolsRequest(), Output: st.outputRequest()}
+		Temperature: st.Temperature, Tools: st.toolsRequest(nil), Output: st.outputRequest()}
 	callCtx, cancel := withSettleMargin(ctx)
 	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
 	cancel()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -28,15 +27,6 @@ type OutputSpec struct {
 	// specs always hold it inline: workers never read files.
 	Schema any `yaml:"schema" json:"schema,omitempty"`
 }
-
-// ToolSpec is a function the model may call, passed through to it.
-type ToolSpec struct {
-	Name        string         `yaml:"name" json:"name"`
-	Description string         `yaml:"description" json:"description,omitempty"`
-	Parameters  map[string]any `yaml:"parameters" json:"parameters,omitempty"`
-}
-
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // wantsJSON reports whether a step's answers must be JSON.
 func (st *Step) wantsJSON() bool {
@@ -95,38 +85,6 @@ func (s *Spec) checkOutput(st *Step, where string, lim Limits, bad func(int, str
 	}
 	st.schema = sch // prepare keeps it
 
-}
-
-// checkTools validates a step's tools: field.
-func (s *Spec) checkTools(st *Step, where string, bad func(int, string, string, ...any)) {
-	seen := map[string]bool{}
-	for j, t := range st.Tools {
-		w := fmt.Sprintf("%s.tools[%d]", where, j)
-		switch {
-		case !toolName.MatchString(t.Name):
-			bad(st.line, w+".name", "%q is not a tool name (1 to 64 letters, digits, _ or -)", t.Name)
-		case seen[t.Name]:
-			bad(st.line, w+".name", "%q is listed twice", t.Name)
-		}
-		seen[t.Name] = true
-		if t.Parameters == nil {
-			continue
-		}
-		m, err := jsonValue(t.Parameters)
-		if err != nil {
-			bad(st.line, w+".parameters", "%v", err)
-			continue
-		}
-		if typ, _ := m["type"].(string); typ != "object" {
-			bad(st.line, w+".parameters", "must be a JSON Schema of type object")
-			continue
-		}
-		if _, err := compileSchema(st.ID+"-tool-"+t.Name, m); err != nil {
-			bad(st.line, w+".parameters", "does not compile: %v", err)
-			continue
-		}
-		st.Tools[j].Parameters = m
-	}
 }
 
 // refuseLoader keeps schemas self-contained: a $ref to a file or URL is an
@@ -265,14 +223,6 @@ func (st *Step) outputRequest() *llmclient.Output {
 		o.Schema = m
 	}
 	return o
-}
-
-func (st *Step) toolsRequest() []llmclient.Tool {
-	var out []llmclient.Tool
-	for _, t := range st.Tools {
-		out = append(out, llmclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-	}
-	return out
 }
 
 func oneLine(s string) string {

@@ -42,6 +42,9 @@ func workerChild() {
 	o := worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Random: func() float64 { return 0 },
 		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
 		Ready: func() { fmt.Println("ready") }}
+	if os.Getenv(workerEnv+"_TOOLS") != "" {
+		o.Tools = childTools()
+	}
 	if os.Getenv(workerEnv+"_CRASH_BEFORE_ENQUEUE") != "" {
 		o.BeforeEnqueue = func(_, _ string, ready []string) {
 			if len(ready) > 0 {
@@ -71,9 +74,9 @@ func workerCmd(e *testenv.Env, concurrency int, extraEnv ...string) *exec.Cmd {
 	return cmd
 }
 
-func startWorkerProcess(t *testing.T, e *testenv.Env, concurrency int) *proc {
+func startWorkerProcess(t *testing.T, e *testenv.Env, concurrency int, extraEnv ...string) *proc {
 	t.Helper()
-	cmd := workerCmd(e, concurrency)
+	cmd := workerCmd(e, concurrency, extraEnv...)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -56,9 +56,13 @@ type Step struct {
 	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
 	// Output asks for JSON (format: json) matching an optional schema.
 	Output *OutputSpec `yaml:"output" json:"output,omitempty"`
-	// Tools are passed through to the model; its tool calls are kept with
-	// the step's output.
+	// Tools are offered to the model: a tool registered on the worker is
+	// run and its result fed back (see ToolSpec); any other is passed
+	// through, its calls kept with the step's output.
 	Tools []ToolSpec `yaml:"tools" json:"tools,omitempty"`
+	// MaxTurns bounds the model calls of a step that runs tools (0:
+	// DefaultMaxTurns, or Limits.MaxTurns when that is lower).
+	MaxTurns int `yaml:"max_turns" json:"max_turns,omitempty"`
 	// Run makes this a code step: the worker runs the function registered
 	// under this name (instead of sending a prompt), with With as its
 	// arguments.
@@ -113,6 +117,9 @@ type Limits struct {
 	// file's directory); empty: a schema given as a path is an error, so a
 	// spec that arrives over the network cannot read the server's files.
 	SchemaDir string
+	// MaxTurns caps a step's max_turns; default 20 (the configuration's
+	// limits.max_turns).
+	MaxTurns int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -121,6 +128,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSpecBytes <= 0 {
 		l.MaxSpecBytes = 1 << 20
+	}
+	if l.MaxTurns <= 0 {
+		l.MaxTurns = DefaultMaxTurnsLimit
 	}
 	return l
 }
@@ -342,7 +352,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			bad(st.line, where+".temperature", "%v is not between 0 and 2", *t)
 		}
 		s.checkOutput(&s.Steps[i], where, lim, bad)
-		s.checkTools(&s.Steps[i], where, bad)
+		s.checkTools(&s.Steps[i], where, lim, bad)
 		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
 	}
 	if len(errs) > 0 {

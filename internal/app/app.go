@@ -200,7 +200,7 @@ func Connect(ctx context.Context, cfg config.Config) (*Clients, error) {
 // ClientOptions are the producer client's options from a configuration.
 func ClientOptions(cfg config.Config) tasks.ClientOptions {
 	o := tasks.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
-		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes}}
+		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns}}
 	if len(cfg.Routes) > 0 {
 		o.Routes = cfg.RouteNames()
 	}

@@ -199,6 +199,9 @@ type Limits struct {
 	MaxSteps       int `yaml:"max_steps"`        // default 100
 	MaxSpecBytes   int `yaml:"max_spec_bytes"`   // default 1 MiB
 	MaxOutputBytes int `yaml:"max_output_bytes"` // default 1 MiB per step output
+	// MaxTurns caps a step's max_turns: the model calls of one tool
+	// conversation. Default 20, at most 100.
+	MaxTurns int `yaml:"max_turns"`
 }
 
 // Default is the configuration before any file, variable or flag.
@@ -215,7 +218,7 @@ func Default() Config {
 		},
 		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second),
 			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
-		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20},
+		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxTurns: 20},
 	}
 }
 
@@ -446,6 +449,9 @@ func (c *Config) validate() error {
 	}
 	if c.Limits.MaxSteps < 1 || c.Limits.MaxSpecBytes < 1 || c.Limits.MaxOutputBytes < 1 {
 		bad("limits", "max_steps, max_spec_bytes and max_output_bytes must be positive")
+	}
+	if c.Limits.MaxTurns < 1 || c.Limits.MaxTurns > 100 {
+		bad("limits.max_turns", "%d is not between 1 and 100", c.Limits.MaxTurns)
 	}
 	return errors.Join(errs...)
 }

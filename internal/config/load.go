@@ -298,6 +298,9 @@ func (c *Config) applyDefaults() {
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = dl.MaxOutputBytes
 	}
+	if l.MaxTurns == 0 {
+		l.MaxTurns = dl.MaxTurns
+	}
 }
 
 // withSource stamps the file name on validation errors.

@@ -162,6 +162,8 @@ type Options struct {
 	RedisAddr string
 	// Steps are the code steps the workers serve.
 	Steps map[string]tasks.StepFunc
+	// Tools are the tools the workers run for prompt steps.
+	Tools map[string]tasks.Tool
 }
 
 // Start builds the environment.
@@ -226,7 +228,7 @@ func (e *Env) WorkerOptions(log *slog.Logger) worker.Options {
 	return worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
 		Random:            func() float64 { return 0 },
 		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-		Middleware: e.opts.Middleware, Observer: e.Calls, Steps: e.opts.Steps}
+		Middleware: e.opts.Middleware, Observer: e.Calls, Steps: e.opts.Steps, Tools: e.opts.Tools}
 }
 
 // StartWorker runs a worker until the test ends.

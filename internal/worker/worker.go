@@ -69,6 +69,9 @@ type Options struct {
 	Now func() time.Time
 	// Steps are the code steps this worker serves (a spec's run: NAME).
 	Steps map[string]tasks.StepFunc
+	// Tools are the tools this worker runs for prompt steps (a spec's
+	// tools: NAME).
+	Tools map[string]tasks.Tool
 	// AdvertiseInterval is how often the worker renews its advertisement
 	// of what it serves (it lapses after three); 0: 10s.
 	AdvertiseInterval time.Duration
@@ -192,7 +195,7 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps})
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,98 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/retry"
+	"github.com/agentq/agentq/tasks"
+)
+
+// A FatalToolError ends the conversation: the step is dead-lettered at
+// once (no retry, though it has one) with the tool's error, and the model
+// is not asked again.
+func TestFatalToolErrorDeadLettersTheStep(t *testing.T) {
+	runs := &toolRuns{}
+	e := testenv.Start(t, testenv.Options{
+		Scenario: chaosllm.Scenario{ToolScript: []chaosllm.ScriptTurn{{Calls: []chaosllm.ScriptCall{
+			call("fetch_figure", map[string]any{"region": "north"}), call("vault", nil)}}}},
+		Tools: map[string]tasks.Tool{
+			"fetch_figure": figureTool("test worker", runs),
+			"vault": {Schema: json.RawMessage(`{"type":"object"}`), Func: func(ctx context.Context, args json.RawMessage) (any, error) {
+				runs.add("vault")
+				return nil, tasks.FatalToolError(errors.New("the warehouse credentials were revoked"))
+			}},
+		}})
+	for i, d := range dialects {
+		id := e.Submit(t, e.Spec(toolStep(d.route, "[fetch_figure, vault]", "")))
+		wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+		s := wf.Steps[0]
+		if wf.State != store.StateBlocked || s.State != store.StepDead || s.Attempts != 1 {
+			t.Fatalf("%s: workflow %s, step %+v", d.route, wf.State, s)
+		}
+		if want := "handler: tool vault (turn 1, call "; !strings.HasPrefix(s.Error, want) || !strings.HasSuffix(s.Error, ") failed: the warehouse credentials were revoked") {
+			t.Errorf("%s: reason %q", d.route, s.Error)
+		}
+		wantTurns(t, e.Chaos.Snapshot(), d.endpoint, [4]int{1, 2, 0, 0})
+		if runs.get("vault") != i+1 {
+			t.Errorf("%s: the tool ran %d times, want once per workflow", d.route, runs.get("vault"))
+		}
+	}
+	waitDeadLetterCount(t, e, retry.Handler, 2)
+}
+
+// A model that still calls tools at the step's last turn dead-letters the
+// step as bad_request; the calls of that turn are not run and no further
+// turn is asked.
+func TestMaxTurnsExceededDeadLetters(t *testing.T) {
+	runs := &toolRuns{}
+	turn := func(region string) chaosllm.ScriptTurn {
+		return chaosllm.ScriptTurn{Calls: []chaosllm.ScriptCall{call("fetch_figure", map[string]any{"region": region})}}
+	}
+	e := testenv.Start(t, testenv.Options{
+		Scenario: chaosllm.Scenario{ToolScript: []chaosllm.ScriptTurn{turn("north"), turn("south"), turn("east")}},
+		Tools:    map[string]tasks.Tool{"fetch_figure": figureTool("test worker", runs)}})
+	for i, d := range dialects {
+		id := e.Submit(t, e.Spec(toolStep(d.route, "[fetch_figure]", "    max_turns: 2\n")))
+		wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+		s := wf.Steps[0]
+		if wf.State != store.StateBlocked || s.State != store.StepDead || s.Attempts != 1 {
+			t.Fatalf("%s: workflow %s, step %+v", d.route, wf.State, s)
+		}
+		if want := "bad_request: the model was still calling tools after 2 turns (the step's max_turns)"; s.Error != want {
+			t.Errorf("%s: reason %q, want %q", d.route, s.Error, want)
+		}
+		wantTurns(t, e.Chaos.Snapshot(), d.endpoint, [4]int{1, 1, 1, 0}, [4]int{1, 1, 0, 0})
+		if runs.get("north") != i+1 || runs.get("south") != 0 {
+			t.Errorf("%s: runs %v: the last turn's call must not run", d.route, runs.n)
+		}
+	}
+	waitDeadLetterCount(t, e, retry.BadRequest, 2)
+}
+
+// waitDeadLetterCount waits until there are n dead letters of class (the
+// task is archived just after its step settles).
+func waitDeadLetterCount(t *testing.T, e *testenv.Env, class retry.Class, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		dls, err := e.Client.DeadLetters(t.Context(), string(class))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dls) == n {
+			return
+		}
+		if len(dls) > n || time.Now().After(deadline) {
+			t.Fatalf("%d dead letters of class %s, want %d", len(dls), class, n)
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
+}

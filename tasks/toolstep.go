@@ -1,0 +1,85 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/retry"
+)
+
+// runTools runs one attempt of a prompt step whose tools this worker runs:
+// the conversation of toolLoop, then the model's text answer settles the
+// step like any prompt step's (its output checks included), with every
+// call and result in its tool_calls.
+func (h *Handler) runTools(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt, key answerKey, system, prompt string) error {
+	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
+	attempt := a.Step.Attempts
+	if name, ok := st.missingTool(h.tools); ok {
+		return h.toolsNotServed(ctx, p, spec, st, r, a, fmt.Errorf("tool %q is not registered on this worker", name))
+	}
+	var calls map[int]store.Call
+	if err := untilStored(ctx, func() (err error) {
+		calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
+		return err
+	}); err != nil {
+		return fmt.Errorf("load durable calls: %w", err)
+	}
+	d := &durable{wf: p.Workflow, step: p.Step, attempt: attempt, st: h.st, log: log, stored: calls}
+	offered := make(map[string]*compiledTool)
+	for _, t := range st.Tools {
+		if c := h.tools[t.Name]; c != nil {
+			offered[t.Name] = c
+		}
+	}
+	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: st.maxTurns(), maxBytes: h.o.MaxOutputBytes,
+		base: llmclient.Request{System: system, MaxTokens: st.MaxTokens, Temperature: st.Temperature,
+			Tools: st.toolsRequest(h.tools), Output: st.outputRequest()}}
+	callCtx, cancel := withSettleMargin(ctx)
+	resp, err := l.run(callCtx, prompt)
+	cancel()
+	log.Info("tool conversation", "turns", l.turns, "replayed", d.replayed, "made", d.made, "attempt", attempt)
+	var fatal *fatalToolError
+	var over *maxTurnsError
+	if errors.As(err, &fatal) || errors.As(err, &over) {
+		log.Warn("tool conversation ends the step", "tool_calls", store.Excerpt(l.recordJSON()))
+	}
+	switch {
+	case errors.As(err, &fatal):
+		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, err, attempt)
+	case errors.As(err, &over):
+		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, attempt)
+	case errors.Is(err, store.ErrStaleAttempt):
+		return h.stale(p, attempt, err)
+	case errors.Is(err, store.ErrNotFound):
+		log.Info("tool conversation stopped: the workflow is gone")
+		return nil
+	case err != nil:
+		return h.failed(ctx, p, spec, st, r, err, attempt, key.hash)
+	}
+	out := resp.Text
+	if len(out) > h.o.MaxOutputBytes {
+		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "")
+	}
+	return h.recordAnswer(ctx, p, spec, st, r, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: l.recordJSON(),
+		Target: resp.Provider + "/" + resp.Model, InputHash: key.hash, Attempt: attempt,
+		Usage: store.Usage{PromptTokens: l.usage.PromptTokens, CompletionTokens: l.usage.CompletionTokens}})
+}
+
+// toolsNotServed hands a step that names a tool this worker lacks back to
+// the queue for a worker that has it, as a code step without its function
+// is; one that no worker took after many offers is dead-lettered.
+func (h *Handler) toolsNotServed(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt, err error) error {
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	if a.Step.Attempts > 3*(maxRetry+1) || retried >= maxRetry {
+		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts), a.Step.Attempts)
+	}
+	h.o.Logger.Warn("step handed back: this worker does not have its tool", "wf", p.Workflow, "step", p.Step, "attempt", a.Step.Attempts, "err", err)
+	return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
+}

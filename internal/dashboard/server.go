@@ -149,6 +149,7 @@ func New(o Options) (*Server, error) {
 	mux.Handle("GET /metrics", mets.Handler())
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/workflows", http.StatusFound) })
 	mux.HandleFunc("GET /workflows", s.workflowsPage)
 	mux.HandleFunc("GET /workflows/{id}", s.workflowPage)

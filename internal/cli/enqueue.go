@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +24,7 @@ func Enqueue(env Env) *cobra.Command {
 		wait    bool
 		asJSON  bool
 		noCheck bool
+		unused  bool
 		waitFor time.Duration
 	)
 	cmd := &cobra.Command{
@@ -57,7 +57,8 @@ all (--no-check submits anyway).`,
 	}
 	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
 	cmd.PersistentFlags().String("server", "", "talk to a dashboard's HTTP API at this URL instead of Redis (env AGENTQ_SERVER; changes need AGENTQ_DASHBOARD_TOKEN)")
-	cmd.Flags().StringArrayVar(&inputs, "input", nil, "set input key=value (repeatable; overrides the spec's input)")
+	cmd.Flags().StringArrayVar(&inputs, "input", nil, "set input key=value (repeatable; overrides the spec's input); a key no template reads is an error")
+	cmd.Flags().BoolVar(&unused, "allow-unused-input", false, "with --input, only warn about keys no template of the spec reads")
 	cmd.Flags().StringVar(&queue, "queue", "", "queue for steps that do not name one (overrides defaults.queue)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the workflow ends, then print it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
@@ -82,6 +83,9 @@ all (--no-check submits anyway).`,
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		if err := applyInputs(spec, inputs); err != nil {
+			return err
+		}
+		if err := checkInputs(cmd.ErrOrStderr(), spec, inputs, unused); err != nil {
 			return err
 		}
 		if queue != "" {
@@ -186,20 +190,6 @@ func readSpec(arg string, stdin io.Reader, limit int) ([]byte, string, error) {
 		return nil, "", usageErr("cannot read spec %s: %v", source, err)
 	}
 	return data, source, nil
-}
-
-func applyInputs(spec *tasks.Spec, inputs []string) error {
-	for _, kv := range inputs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usageErr("--input %q: want key=value", kv)
-		}
-		if spec.Input == nil {
-			spec.Input = map[string]any{}
-		}
-		spec.Input[k] = v
-	}
-	return nil
 }
 
 func notFound(err error, id string) error {

@@ -77,3 +77,22 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 		})
 	}
 }
+
+// An --input key the spec never reads is refused (a typo would otherwise
+// be accepted); --allow-unused-input makes it a warning.
+func TestUnusedInputIsRefused(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "h.yaml", hello)
+	r := run(t, cli.Enqueue, vars, spec, "--config", cfg, "--input", "woh=Ada", "--no-check")
+	if r.code != 2 || !strings.Contains(r.err, "--input woh: no template of the spec reads .Input.woh (it reads: who)") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	r = run(t, cli.Enqueue, vars, spec, "--config", cfg, "--input", "woh=Ada", "--allow-unused-input", "--no-check")
+	if r.code != 0 || !strings.Contains(r.err, "warning: --input woh") {
+		t.Fatalf("with --allow-unused-input: exit %d, stderr %q", r.code, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, spec, "--config", cfg, "--input", "who=Ada", "--no-check"); r.code != 0 || r.err != "" {
+		t.Fatalf("a key the spec reads: exit %d, stderr %q", r.code, r.err)
+	}
+}

@@ -24,6 +24,8 @@ var importRules = map[string][]string{
 	".":                 {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
 	"internal/chaosllm": {}, // shares no code with the clients it tests
 	"agentqtest":        {".", "llmclient", "tasks"},
+	"embedded":          {".", "internal/chaosllm"},
+	"examples/analyst":  {".", "embedded"},
 }
 
 // TestImportRules holds the package layering: the policy packages import

@@ -15,8 +15,10 @@ import (
 // Worker runs the steps of workflows: prompt steps, and the code steps
 // whose functions it was given. Register functions before Run.
 type Worker struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	events func(StepEvent)
+	ready  func()
 
 	mu      sync.Mutex
 	steps   map[string]tasks.StepFunc
@@ -31,6 +33,18 @@ type WorkerOption func(*Worker)
 // WithLogger sends the worker's logs to l (default: discarded). Secrets of
 // the configuration never reach it.
 func WithLogger(l *slog.Logger) WorkerOption { return func(w *Worker) { w.log = l } }
+
+// StepEvent reports a settled step, or (State "retrying") a failed attempt
+// that will be retried.
+type StepEvent = tasks.StepEvent
+
+// WithReady calls fn once the worker takes steps and has told Redis what
+// it serves (a client's submit checks specs against that).
+func WithReady(fn func()) WorkerOption { return func(w *Worker) { w.ready = fn } }
+
+// WithEvents calls fn for every step event of this worker (progress
+// output, metrics of your own). fn must not block.
+func WithEvents(fn func(StepEvent)) WorkerOption { return func(w *Worker) { w.events = fn } }
 
 // NewWorker returns a worker for cfg.
 func NewWorker(cfg Config, opts ...WorkerOption) (*Worker, error) {
@@ -84,5 +98,5 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	tools := maps.Clone(w.tools)
 	w.mu.Unlock()
-	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools})
+	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools, Events: w.events, Ready: w.ready})
 }

@@ -36,6 +36,10 @@ func advertisement(o Options) store.WorkerAd {
 	if handlers == nil {
 		handlers = []string{}
 	}
+	tools := slices.Sorted(maps.Keys(o.Tools))
+	if tools == nil {
+		tools = []string{}
+	}
 	keys := app.AdKeys(o.Config)
 	if keys == nil {
 		keys = []store.AdKey{}
@@ -48,7 +52,7 @@ func advertisement(o Options) store.WorkerAd {
 		ID:      fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
 		Version: buildVersion(),
 		Queues:  queues, Routes: o.Config.RouteNames(), Handlers: handlers,
-		Tools: []string{}, // no tool of its own to run yet
+		Tools: tools,
 		Keys:  keys, StartedAt: now().UTC(),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -310,7 +311,16 @@ type asynqLogger struct{ l *slog.Logger }
 
 func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "component", "asynq") }
 func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "component", "asynq") }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Warn(args ...any) {
+	msg := fmt.Sprint(args...)
+	if strings.HasPrefix(msg, "Retry exhausted for task") {
+		// asynq says so for every task it archives, SkipRetry included;
+		// agentq logs its own line for each dead letter, with the reason
+		a.l.Debug(msg, "component", "asynq")
+		return
+	}
+	a.l.Warn(msg, "component", "asynq")
+}
 func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
 func (a asynqLogger) Fatal(args ...any) {
 	a.l.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true)

@@ -41,8 +41,8 @@ vet:
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 
-demo: ## the embedded demo: a workflow through a scripted outage, no services needed
-	$(GO) run ./cmd/worker --embedded
+demo: ## the analyst example: an agent workflow through a scripted outage, no services needed
+	$(GO) run ./examples/analyst
 
 FUZZTIME ?= 20s
 fuzz: ## run each fuzz target for FUZZTIME (default 20s; Nx for N executions)

@@ -12,11 +12,7 @@ import (
 
 // Worker is the worker command.
 func Worker(env Env) *cobra.Command {
-	var (
-		embedded bool
-		serve    bool
-		waitFor  time.Duration
-	)
+	var waitFor time.Duration
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run workflow steps from the queue",
@@ -24,37 +20,19 @@ func Worker(env Env) *cobra.Command {
 step's route, and settles the results. SIGTERM or Ctrl-C stops it taking new
 steps and lets running ones finish within --shutdown-timeout.
 
---embedded needs no services at all: it starts an in-process Redis and an
-in-process chaosllm (a fake provider with a scripted outage), runs the demo
-workflow through the outage, prints what happened and exits (0 if the
-workflow completed). With --serve it keeps running afterwards.`,
+It runs prompt steps. Code steps (run: NAME) and tools run on a worker you
+build with the Go SDK (package agentq), which is this worker with your
+functions added. For a demo that needs no services, run
+go run ./examples/analyst from the repository.`,
 		Example: `  worker --config agentq.yaml --concurrency 50 --queues critical=6,default=3,low=1
-  worker --embedded
   AGENTQ_REDIS_URL=rediss://:secret@redis:6380/0 worker --metrics-addr :9091`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	c := addCommon(cmd, &env)
-	cmd.Flags().BoolVar(&embedded, "embedded", false, "demo mode: in-process Redis and chaosllm, run the demo workflow")
-	cmd.Flags().BoolVar(&serve, "serve", false, "with --embedded: keep serving after the demo")
 	addWaitForRedis(cmd, &waitFor)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if serve && !embedded {
-			return usageErr("--serve only goes with --embedded")
-		}
-		if embedded {
-			if !cmd.Flags().Changed("log-level") {
-				if _, ok := env.lookup("AGENTQ_LOG_LEVEL"); !ok {
-					c.logLevel = "error"
-				}
-			}
-			log, err := c.logger(cmd)
-			if err != nil {
-				return err
-			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), log, serve)
-		}
 		cfg, err := c.load(cmd)
 		if err != nil {
 			return err

@@ -201,7 +201,15 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 			errs[i] = l.d.save(ctx, seq, hash, b)
 		}()
 	}
-	wg.Wait()
+	// a tool that does not heed ctx does not hold the step past its time:
+	// its result, whenever it comes, is neither read nor kept
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	l.note(turn, calls, results)
 	var fatal *fatalToolError
 	for _, err := range errs {

@@ -77,6 +77,28 @@ func TestMaxTurnsExceededDeadLetters(t *testing.T) {
 	waitDeadLetterCount(t, e, retry.BadRequest, 2)
 }
 
+// A tool that does not heed its context does not hold the step past its
+// timeout: the attempt ends as a timeout while the tool still runs (and
+// with no retry left the step is dead-lettered with that reason).
+func TestToolThatIgnoresItsContextDoesNotHoldTheStep(t *testing.T) {
+	release := make(chan struct{})
+	e := testenv.Start(t, testenv.Options{
+		Scenario: chaosllm.Scenario{ToolScript: []chaosllm.ScriptTurn{{Calls: []chaosllm.ScriptCall{call("stuck", nil)}}}},
+		Tools: map[string]tasks.Tool{"stuck": {Schema: json.RawMessage(`{"type":"object"}`),
+			Func: func(ctx context.Context, args json.RawMessage) (any, error) { <-release; return "late", nil }}}})
+	t.Cleanup(func() { close(release) }) // before the worker stops (cleanups run last first)
+	spec := strings.NewReplacer("timeout: 20s", "timeout: 2s", "max_retries: 1", "max_retries: 0").Replace(toolStep("solo", "[stuck]", ""))
+	started := time.Now()
+	wf := e.Wait(t, e.Submit(t, e.Spec(spec)), 20*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	s := wf.Steps[0]
+	if wf.State != store.StateBlocked || !strings.HasPrefix(s.Error, "timeout: ") || !strings.Contains(s.Error, "context deadline exceeded") {
+		t.Fatalf("workflow %s, step %+v", wf.State, s)
+	}
+	if took := time.Since(started); took > 5*time.Second {
+		t.Errorf("the step ended %s after it was submitted, its timeout is 2s", took)
+	}
+}
+
 // waitDeadLetterCount waits until there are n dead letters of class (the
 // task is archived just after its step settles).
 func waitDeadLetterCount(t *testing.T, e *testenv.Env, class retry.Class, n int) {

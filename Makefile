@@ -52,6 +52,8 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s; Nx for N executions)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseJSONAnswer$$' -fuzztime $(FUZZTIME) ./tasks
 	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./retry
 	$(GO) test -run '^$$' -fuzz '^FuzzParseScenario$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
+	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./redact
 
 clean: ## remove build output
 	rm -rf $(BIN)

@@ -1,4 +1,4 @@
-// Package config loads agentq.yaml (DESIGN §2): YAML, ${VAR} expansion from
+// Package config loads agentq.yaml (docs/configuration.md): YAML, ${VAR} expansion from
 // the environment, AGENTQ_* variables and flags over the file, defaults for
 // what is left out, and validation that names each problem's field.
 package config

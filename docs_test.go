@@ -42,8 +42,11 @@ func TestDocsTablesRenderWhole(t *testing.T) {
 				cells = 0
 			}
 		}
-		if strings.Contains(string(data), "../shared") || strings.Contains(string(data), "DESIGN §") {
-			t.Errorf("%s points outside the repository (../shared or DESIGN §)", f)
+		// spelled in two pieces so that this file does not match itself
+		for _, outside := range []string{"../" + "shared", "DESIGN" + " §"} {
+			if strings.Contains(string(data), outside) {
+				t.Errorf("%s points outside the repository (%s)", f, outside)
+			}
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/agentq/agentq/internal/problem"
 )
 
-// Spec is a workflow as a user writes it (DESIGN §2).
+// Spec is a workflow as a user writes it (docs/workflows.md).
 type Spec struct {
 	Name     string         `yaml:"name" json:"name"`
 	Input    map[string]any `yaml:"input" json:"input,omitempty"`

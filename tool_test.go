@@ -3,6 +3,7 @@ package agentq_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -91,13 +93,10 @@ func TestSDKWorkerRunsTools(t *testing.T) {
 	})
 	spec := e.Spec("name: sdk\nsteps:\n  - { id: ask, route: solo, prompt: \"Which region?\", tools: [fetch_figure] }\n")
 	var id string
-	deadline := time.Now().Add(10 * time.Second)
-	for id == "" { // the worker may not have started yet
-		if id, err = e.Client.Submit(t.Context(), spec); err != nil && time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) { // the worker may not have started yet
+		id, err = e.Client.Submit(t.Context(), spec)
+		return err == nil, fmt.Sprint("submit: ", err)
+	})
 	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted, store.StateBlocked)
 	if want := `final answer using results: {"figure":1200,"region":"north"}`; wf.State != store.StateCompleted || wf.Steps[0].Output != want {
 		t.Fatalf("workflow %s, output %q, want %q", wf.State, wf.Steps[0].Output, want)

@@ -3,10 +3,12 @@ package tasks_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -53,21 +55,14 @@ func TestToolLoopResumesAfterSIGKILL(t *testing.T) {
 		ids = append(ids, e.Submit(t, e.Spec(toolStep(d.route, "[fetch_figure]", ""))))
 	}
 	// four durable calls: turn 1's answer, its two results, turn 2's answer
-	deadline := time.Now().Add(20 * time.Second)
 	for _, id := range ids {
-		for {
+		poll.Until(t, 20*time.Second, func() (bool, string) {
 			calls, err := e.Store.Calls(t.Context(), id, "ask")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(calls) == 4 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("workflow %s: %d durable calls kept, want 4 (turn 2's tool running)", id, len(calls))
-			}
-			time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-		}
+			return len(calls) == 4, fmt.Sprintf("workflow %s: %d durable calls kept, want 4 (turn 2's tool running)", id, len(calls))
+		})
 	}
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/retry"
@@ -103,18 +105,11 @@ func TestToolThatIgnoresItsContextDoesNotHoldTheStep(t *testing.T) {
 // task is archived just after its step settles).
 func waitDeadLetterCount(t *testing.T, e *testenv.Env, class retry.Class, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		dls, err := e.Client.DeadLetters(t.Context(), string(class))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(dls) == n {
-			return
-		}
-		if len(dls) > n || time.Now().After(deadline) {
-			t.Fatalf("%d dead letters of class %s, want %d", len(dls), class, n)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return len(dls) == n, fmt.Sprintf("%d dead letters of class %s, want %d", len(dls), class, n)
+	})
 }

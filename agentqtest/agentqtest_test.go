@@ -78,3 +78,29 @@ func TestVerdictsAndPanics(t *testing.T) {
 		t.Fatalf("panic: %v", err)
 	}
 }
+
+// A durable call whose request carries an output check (a function) is
+// hashed and replayed like any other.
+func TestDurableCallWithAnOutputCheck(t *testing.T) {
+	ctx := context.Background()
+	m := agentqtest.NewModel().Answer("report", `{"ok":true}`)
+	s, _ := agentqtest.NewStep(agentqtest.Options{Model: m})
+	fn := func(ctx context.Context, st *agentq.Step) (any, error) {
+		req := llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "json please"}},
+			Output: &llmclient.Output{Check: func(string) error { return nil }}}
+		r, err := st.LLM().Chat(ctx, "report", req)
+		if err != nil {
+			return nil, err
+		}
+		if st.Attempt() == 1 {
+			return nil, errors.New("fail after the call")
+		}
+		return r.Text, nil
+	}
+	if _, err := s.Run(ctx, fn); err == nil || !strings.Contains(err.Error(), "fail after the call") {
+		t.Fatalf("first attempt: %v", err)
+	}
+	if out, err := s.Run(ctx, fn); err != nil || out != `{"ok":true}` || len(m.Requests("report")) != 1 {
+		t.Fatalf("second attempt: %v %v, %d requests", out, err, len(m.Requests("report")))
+	}
+}

@@ -74,7 +74,7 @@ type Output struct {
 	// Check validates an answer's text; an error makes the answer
 	// invalid_output (one repair on the same target, then the next). Nil:
 	// no check.
-	Check func(text string) error
+	Check func(text string) error `json:"-"` // not part of what is asked (a durable call hashes the request)
 }
 
 // Tool is a function the model may call.

@@ -74,10 +74,10 @@ func newFleetView(ads []store.WorkerAd) fleetView {
 }
 
 // mustServe reports whether a live worker must meet need: a route or a
-// handler always; a tool only when the step names it alone, without a
-// description or parameters of its own, so only a worker that runs it
-// can offer it. A tool the spec describes itself is passed through to
-// the model when no worker runs it.
+// handler always; a tool only when the step names it alone (tools:
+// [name]), the same rule the handler applies, so only a worker that runs
+// it can offer it. A tool the spec describes as a mapping is passed
+// through to the model when no worker runs it.
 func (s *Spec) mustServe(n Need) bool {
 	if n.Kind != "tool" {
 		return true
@@ -87,7 +87,7 @@ func (s *Spec) mustServe(n Need) bool {
 		return false
 	}
 	for _, t := range st.Tools {
-		if t.Name == n.Name && t.Description == "" && len(t.Parameters) == 0 {
+		if t.Name == n.Name && t.named {
 			return true
 		}
 	}

@@ -17,6 +17,10 @@ type Backoff struct {
 	JitterHigh float64
 }
 
+// DefaultMaxRetries is how many delayed retries a step gets when neither
+// its spec nor the configuration says: about an hour of DefaultBackoff.
+const DefaultMaxRetries = 12
+
 // DefaultBackoff is the default delayed-retry policy: 1s × 2^n, capped at 5m, jitter [0.5, 1.5).
 var DefaultBackoff = Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute, JitterLow: 0.5, JitterHigh: 1.5}
 

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/retry"
 )
 
 // Spec is a workflow as a user writes it (docs/workflows.md).
@@ -139,7 +140,7 @@ func (l Limits) withDefaults() Limits {
 // defaults either.
 const (
 	DefaultTimeout    = 60 * time.Second
-	DefaultMaxRetries = 8
+	DefaultMaxRetries = retry.DefaultMaxRetries
 	DefaultQueue      = "default"
 )
 

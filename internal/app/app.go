@@ -143,18 +143,9 @@ func Router(cfg config.Config, providers map[string]llmclient.Provider, keys *ll
 	for _, name := range cfg.RouteNames() {
 		rc := cfg.Routes[name]
 		r := llmclient.Route{Name: name, FallbackText: rc.FallbackText, Strategy: rc.Strategy}
-		switch rc.HedgeAfter {
-		case "off", "":
-		case "p95":
-			r.HedgeQuantile = 0.95
-		case "p99":
-			r.HedgeQuantile = 0.99
-		default:
-			d, err := time.ParseDuration(rc.HedgeAfter) // validated at load
-			if err != nil {
-				return nil, fmt.Errorf("routes.%s.hedge_after: %w", name, err)
-			}
-			r.HedgeAfter = d
+		var err error
+		if r.HedgeQuantile, r.HedgeAfter, err = rc.Hedge(); err != nil {
+			return nil, fmt.Errorf("routes.%s.hedge_after: %w", name, err) // validated at load
 		}
 		for _, t := range rc.Targets {
 			r.Targets = append(r.Targets, target(t))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/retry"
 )
 
 // Config is the whole configuration. The zero value of every field means
@@ -206,15 +207,17 @@ type Limits struct {
 
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
-	twelve := 12
+	maxRetries, bo, br := retry.DefaultMaxRetries, retry.DefaultBackoff, retry.DefaultBreakerConfig
 	return Config{
 		Redis:     Redis{Addr: "127.0.0.1:6379", DialTimeout: Duration(5 * time.Second)},
 		Retention: Duration(24 * time.Hour),
 		Resilience: Resilience{
-			Retry:   Retry{Base: Duration(time.Second), Factor: 2, MaxDelay: Duration(5 * time.Minute), Jitter: []float64{0.5, 1.5}, MaxRetries: &twelve},
-			Keys:    Keys{DefaultCooldown: Duration(10 * time.Second), MaxCooldown: Duration(time.Minute)},
-			Breaker: Breaker{ConsecutiveFailures: 5, ErrorRate: 0.5, Window: Duration(10 * time.Second), MinCalls: 10, Cooldown: Duration(30 * time.Second), ProbeInterval: Duration(10 * time.Second)},
-			Health:  Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
+			Retry: Retry{Base: Duration(bo.Base), Factor: bo.Factor, MaxDelay: Duration(bo.Max), Jitter: []float64{bo.JitterLow, bo.JitterHigh},
+				MaxRetries: &maxRetries},
+			Keys: Keys{DefaultCooldown: Duration(10 * time.Second), MaxCooldown: Duration(time.Minute)},
+			Breaker: Breaker{ConsecutiveFailures: br.ConsecutiveFailures, ErrorRate: br.ErrorRate, Window: Duration(br.Window), MinCalls: br.MinCalls,
+				Cooldown: Duration(br.Cooldown), ProbeInterval: Duration(10 * time.Second)},
+			Health: Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
 		},
 		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second),
 			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
@@ -379,26 +382,15 @@ func (c *Config) validate() error {
 		default:
 			bad(f+".strategy", "%q is not health or ordered", r.Strategy)
 		}
-		switch r.HedgeAfter {
-		case "off", "p95", "p99":
-		default:
-			if _, err := parseDuration(r.HedgeAfter); err != nil {
-				bad(f+".hedge_after", "%q is not off, p95, p99 or a duration", r.HedgeAfter)
-			}
+		if _, _, err := r.Hedge(); err != nil {
+			bad(f+".hedge_after", "%v", err)
 		}
 	}
 	rt := c.Resilience.Retry
-	if rt.Base.D() <= 0 {
-		bad("resilience.retry.base", "must be positive")
-	}
-	if rt.Factor < 1 {
-		bad("resilience.retry.factor", "%v is under 1", rt.Factor)
-	}
-	if rt.MaxDelay < rt.Base {
-		bad("resilience.retry.max_delay", "%s is under base %s", rt.MaxDelay, rt.Base)
-	}
-	if len(rt.Jitter) != 2 || rt.Jitter[0] <= 0 || rt.Jitter[0] > rt.Jitter[1] {
-		bad("resilience.retry.jitter", "%v is not [low, high] with 0 < low <= high", rt.Jitter)
+	if len(rt.Jitter) != 2 {
+		bad("resilience.retry.jitter", "%v is not [low, high]", rt.Jitter)
+	} else if err := rt.Backoff().Validate(); err != nil {
+		bad("resilience.retry", "%v", err)
 	}
 	if rt.MaxRetries == nil || *rt.MaxRetries < 0 {
 		bad("resilience.retry.max_retries", "must be 0 or more")
@@ -406,15 +398,8 @@ func (c *Config) validate() error {
 	if k := c.Resilience.Keys; k.DefaultCooldown > k.MaxCooldown {
 		bad("resilience.keys.default_cooldown", "%s is over max_cooldown %s", k.DefaultCooldown, k.MaxCooldown)
 	}
-	br := c.Resilience.Breaker
-	if br.ConsecutiveFailures < 1 {
-		bad("resilience.breaker.consecutive_failures", "must be at least 1")
-	}
-	if br.ErrorRate <= 0 || br.ErrorRate > 1 {
-		bad("resilience.breaker.error_rate", "%v is not in (0, 1]", br.ErrorRate)
-	}
-	if br.Window.D() <= 0 || br.Cooldown.D() <= 0 {
-		bad("resilience.breaker", "window and cooldown must be positive")
+	if err := c.Resilience.Breaker.Config(time.Minute).Validate(); err != nil {
+		bad("resilience.breaker", "%v", err)
 	}
 	w := c.Resilience.Health.Weights
 	if s := w.Success + w.Latency + w.Trend; s < 0.999 || s > 1.001 || w.Success < 0 || w.Latency < 0 || w.Trend < 0 {

@@ -123,10 +123,7 @@ func Run(ctx context.Context, o Options) error {
 	// refreshed every second and at once when another worker announces a
 	// change
 	keys := llmclient.NewKeyPools(app.KeyStore{KeyState: store.NewKeyState(rdb, nil)}, nil, o.Logger)
-	bc := cfg.Resilience.Breaker
-	breakers := llmclient.NewBreakers(store.NewBreakers(rdb), retry.BreakerConfig{
-		ConsecutiveFailures: bc.ConsecutiveFailures, ErrorRate: bc.ErrorRate, MinCalls: bc.MinCalls, Window: bc.Window.D(),
-		Cooldown: bc.Cooldown.D(), CooldownJitter: 0.2, ProbeTimeout: 2 * maxProviderTimeout(cfg)}, nil, o.Random, o.Logger)
+	breakers := llmclient.NewBreakers(store.NewBreakers(rdb), cfg.Resilience.Breaker.Config(2*maxProviderTimeout(cfg)), nil, o.Random, o.Logger)
 	names := make([]string, 0, len(providers))
 	for n := range providers {
 		names = append(names, n)
@@ -204,9 +201,7 @@ func Run(ctx context.Context, o Options) error {
 	if random == nil {
 		random = rand.Float64
 	}
-	rc := cfg.Resilience.Retry
-	policy := tasks.RetryPolicy{Backoff: retry.Backoff{Base: rc.Base.D(), Factor: rc.Factor, Max: rc.MaxDelay.D(),
-		JitterLow: rc.Jitter[0], JitterHigh: rc.Jitter[1]}, Random: random}
+	policy := tasks.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:    cfg.Worker.Concurrency,
 		Queues:         cfg.Worker.Queues,

@@ -59,16 +59,11 @@ func parseTemplate(name, text string) (*promptTemplate, error) {
 	return &promptTemplate{Template: t, bounded: boundTemplate(t)}, nil
 }
 
-// render executes a parsed prompt template (nil renders as ""). The
-// template was checked at submit time to read only .Input and the step's
-// ancestors.
-func render(t *promptTemplate, input map[string]any, steps map[string]StepView) (string, error) {
-	return renderContext(context.Background(), t, input, steps)
-}
-
-// renderContext is render that also stops once ctx is done (checked when
-// a range starts and at each function that makes text). Every render stops
-// at its budget (renderbudget.go) with a *RenderBudgetError.
+// renderContext executes a parsed prompt template (nil renders as ""),
+// checked at submit time to read only .Input and the step's ancestors. It
+// stops once ctx is done (checked when a range starts and at each function
+// that makes text) and at its budget (renderbudget.go) with a
+// *RenderBudgetError.
 func renderContext(ctx context.Context, t *promptTemplate, input map[string]any, steps map[string]StepView) (string, error) {
 	if t == nil {
 		return "", nil

@@ -1,0 +1,99 @@
+package tasks
+
+import (
+	"fmt"
+	"strings"
+	"text/template/parse"
+)
+
+// What a spec's templates read: the .Steps.<id> references checked at
+// submit and the inputs a step waits for.
+
+// stepRef is one .Steps.<step>[.<field>] a template reads.
+type stepRef struct{ step, field string }
+
+// stepFields are the fields of a StepView.
+var stepFields = map[string]bool{"Output": true, "JSON": true, "Degraded": true, "Missing": true}
+
+// templateRefs parses a prompt template and returns the steps it reads
+// through .Steps.<id>. Only .Input and .Steps are allowed at the top level,
+// and ranges may nest at most maxRangeDepth deep.
+func templateRefs(name, text string) ([]stepRef, error) {
+	t, err := parseTemplate(name, text)
+	if err != nil {
+		return nil, fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: "))
+	}
+	if t == nil {
+		return nil, nil
+	}
+	if err := checkRangeDepth(t.Template); err != nil {
+		return nil, err
+	}
+	return parsedRefs(t)
+}
+
+// parsedRefs walks a parsed template (nil has none) for .Steps.<id>.
+func parsedRefs(t *promptTemplate) ([]stepRef, error) {
+	if t == nil {
+		return nil, nil
+	}
+	var refs []stepRef
+	var problem error
+	var walk func(parse.Node)
+	walk = func(n parse.Node) {
+		if n == nil || problem != nil {
+			return
+		}
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n != nil {
+				for _, c := range n.Nodes {
+					walk(c)
+				}
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			if n != nil {
+				for _, c := range n.Cmds {
+					walk(c)
+				}
+			}
+		case *parse.CommandNode:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *parse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.RangeNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.FieldNode:
+			switch {
+			case len(n.Ident) >= 1 && n.Ident[0] == "Input":
+			case len(n.Ident) >= 2 && n.Ident[0] == "Steps":
+				r := stepRef{step: n.Ident[1]}
+				if len(n.Ident) >= 3 {
+					r.field = n.Ident[2]
+					if !stepFields[r.field] {
+						problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing)", r.step, r.field)
+					}
+				}
+				refs = append(refs, r)
+			default:
+				problem = fmt.Errorf("template: .%s is not available (use .Input.<key>, .Steps.<id>.Output or .Steps.<id>.JSON.<field>)", strings.Join(n.Ident, "."))
+			}
+		case *parse.TemplateNode:
+			problem = fmt.Errorf("template: {{template}} is not allowed")
+		}
+	}
+	walk(t.Root)
+	return refs, problem
+}

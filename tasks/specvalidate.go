@@ -1,0 +1,142 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The checks a spec passes at submit: every problem, with its line.
+
+func (s *Spec) validate(routes map[string]bool, lim Limits) error {
+	var errs []error
+	bad := func(line int, where, format string, a ...any) {
+		errs = append(errs, &SpecError{Line: line, Where: where, Msg: fmt.Sprintf(format, a...)})
+	}
+	if strings.TrimSpace(s.Name) == "" {
+		bad(0, "name", "is empty")
+	}
+	if len(s.Steps) == 0 {
+		bad(0, "steps", "is empty")
+	}
+	if len(s.Steps) > lim.MaxSteps {
+		bad(0, "steps", "has %d steps, over the limit of %d", len(s.Steps), lim.MaxSteps)
+		return errors.Join(errs...)
+	}
+	checkCommon := func(line int, where string, route string, timeout Duration, retries *int, queue string) {
+		if route != "" && routes != nil && !routes[route] {
+			bad(line, where+".route", "unknown route %q", route)
+		}
+		if timeout != 0 {
+			d := time.Duration(timeout)
+			switch {
+			case d < time.Second:
+				bad(line, where+".timeout", "%s is under 1s (asynq counts whole seconds)", d)
+			case d%time.Second != 0:
+				bad(line, where+".timeout", "%s is not whole seconds (asynq counts whole seconds)", d)
+			}
+		}
+		if retries != nil && (*retries < 0 || *retries > 100) {
+			bad(line, where+".max_retries", "%d is not between 0 and 100", *retries)
+		}
+		if queue != "" && !idPattern.MatchString(queue) {
+			bad(line, where+".queue", "%q is not a valid queue name", queue)
+		}
+	}
+	checkCommon(0, "defaults", s.Defaults.Route, s.Defaults.Timeout, s.Defaults.MaxRetries, s.Defaults.Queue)
+	index := map[string]int{}
+	for i, st := range s.Steps {
+		where := fmt.Sprintf("steps[%d]", i)
+		if st.ID != "" {
+			where += " (" + st.ID + ")"
+		}
+		switch {
+		case !idPattern.MatchString(st.ID):
+			bad(st.line, where+".id", "%q is not a step id (a letter, then letters, digits, _ or -, at most 63)", st.ID)
+		case index[st.ID] > 0:
+			bad(st.line, where+".id", "%q is used by steps[%d] too", st.ID, index[st.ID]-1)
+		default:
+			index[st.ID] = i + 1
+		}
+		if st.Run != "" {
+			checkCodeStep(&s.Steps[i], where, bad)
+		} else {
+			if st.Route == "" && s.Defaults.Route == "" {
+				bad(st.line, where+".route", "is empty and defaults.route is not set")
+			}
+			if strings.TrimSpace(st.Prompt) == "" {
+				bad(st.line, where+".prompt", "is empty (a step has a prompt, or run: a function)")
+			}
+			if st.With != nil {
+				bad(lineOr(st.withLine, st.line), where+".with", "is only for code steps (run:)")
+			}
+		}
+		if st.Degrade != "" && st.Degrade != "template" {
+			bad(st.line, where+".degrade", "%q is not template", st.Degrade)
+		}
+		if st.MaxTokens < 0 {
+			bad(st.line, where+".max_tokens", "is negative")
+		}
+		if t := st.Temperature; t != nil && (*t < 0 || *t > 2) {
+			bad(st.line, where+".temperature", "%v is not between 0 and 2", *t)
+		}
+		s.checkOutput(&s.Steps[i], where, lim, bad)
+		s.checkTools(&s.Steps[i], where, lim, bad)
+		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for i, st := range s.Steps {
+		where := fmt.Sprintf("steps[%d] (%s)", i, st.ID)
+		seen := map[string]bool{}
+		for _, d := range st.DependsOn {
+			switch {
+			case d == st.ID:
+				bad(st.line, where+".depends_on", "step depends on itself")
+			case index[d] == 0:
+				bad(st.line, where+".depends_on", "unknown step %q", d)
+			case seen[d]:
+				bad(st.line, where+".depends_on", "%q is listed twice", d)
+			}
+			seen[d] = true
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if cycle := s.findCycle(); cycle != nil {
+		bad(0, "steps", "dependency cycle: %s", strings.Join(cycle, " → "))
+		return errors.Join(errs...)
+	}
+	for i, st := range s.Steps {
+		where := fmt.Sprintf("steps[%d] (%s)", i, st.ID)
+		for _, f := range []struct {
+			name, text string
+			line       int
+		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}, {"with", withText(st.With), st.withLine}} {
+			if f.text == "" {
+				continue
+			}
+			line := f.line
+			if line == 0 {
+				line = st.line
+			}
+			refs, err := templateRefs(st.ID+"."+f.name, f.text)
+			if err != nil {
+				bad(line, where+"."+f.name, "%v", err)
+				continue
+			}
+			anc := s.ancestors(st.ID)
+			for _, r := range refs {
+				if !anc[r.step] {
+					bad(line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
+				} else if dep, _ := s.Step(r.step); r.field == "JSON" && !dep.wantsJSON() {
+					bad(line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

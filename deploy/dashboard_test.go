@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/poll"
 )
 
 type lockedBuffer struct {
@@ -66,10 +68,11 @@ func serveDashboard(t *testing.T, args []string, env map[string]string) (string,
 		}
 	})
 	re := regexp.MustCompile(`dashboard on http://(\S+)`)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var addr string
+	poll.Until(t, 15*time.Second, func() (bool, string) {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], &errOut
+			addr = m[1]
+			return true, ""
 		}
 		select {
 		case err := <-done:
@@ -77,11 +80,9 @@ func serveDashboard(t *testing.T, args []string, env map[string]string) (string,
 			t.Fatalf("dashboard %v stopped: %v\n%s", args, err, errOut.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dashboard %v does not serve: %q %q", args, out.String(), errOut.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("dashboard %v does not serve: %q %q", args, out.String(), errOut.String())
+	})
+	return addr, &errOut
 }
 
 // status sends GET path to the dashboard on 127.0.0.1:port naming host in

@@ -2,12 +2,14 @@ package llmclient_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
@@ -100,18 +102,14 @@ func TestRefusedConnectionsAreNetworkFailures(t *testing.T) {
 	addr := (<-addrc).String()
 	t.Cleanup(func() { cancel(); <-done })
 	// wait until the listener is closed
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, func() (bool, string) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			break
+			return true, ""
 		}
 		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("listener still open in a refuse phase")
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return false, "listener still open in a refuse phase"
+	})
 	oa, _ := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: "http://" + addr + "/v1", Keys: []string{goodKey},
 		Transport: &http.Transport{DisableKeepAlives: true}})
 	an, _ := llmclient.NewAnthropic(llmclient.Options{Name: "an", BaseURL: "http://" + addr, Keys: []string{goodKey},
@@ -127,13 +125,8 @@ func TestRefusedConnectionsAreNetworkFailures(t *testing.T) {
 	if err := srv.SetScenario(chaosllm.Scenario{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		if _, err := oa.Chat(context.Background(), ask("hi")); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("listener not reopened: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		_, err := oa.Chat(context.Background(), ask("hi"))
+		return err == nil, fmt.Sprintf("listener not reopened: %v", err)
+	})
 }

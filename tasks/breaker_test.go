@@ -2,10 +2,12 @@ package tasks_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/retry"
@@ -43,13 +45,9 @@ func TestOpenBreakerStopsCallsUntilOneProbe(t *testing.T) {
 	}
 	// after the cooldown exactly one probe goes (the workers' active prober
 	// sends it) and fails: open again, so the steps after it call nothing
-	deadline := time.Now().Add(3 * breakerCooldown)
-	for resets() < breakerThreshold+1 {
-		if time.Now().After(deadline) {
-			t.Fatal("no probe within three cooldowns")
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 3*breakerCooldown, func() (bool, string) {
+		return resets() >= breakerThreshold+1, "no probe within three cooldowns"
+	})
 	for i := 0; i < 5; i++ {
 		runOne()
 	}
@@ -60,13 +58,9 @@ func TestOpenBreakerStopsCallsUntilOneProbe(t *testing.T) {
 	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(3 * breakerCooldown)
-	for runOne() != "oa/m-oa" {
-		if time.Now().After(deadline) {
-			t.Fatal("traffic did not return to the recovered primary")
-		}
-		time.Sleep(50 * time.Millisecond) //nolint: pacing requests while the cooldown runs
-	}
+	poll.Until(t, 3*breakerCooldown, func() (bool, string) {
+		return runOne() == "oa/m-oa", "traffic did not return to the recovered primary"
+	})
 	for i := 0; i < 3; i++ {
 		if got := runOne(); got != "oa/m-oa" {
 			t.Fatalf("after recovery step answered by %s", got)
@@ -184,13 +178,10 @@ func TestActiveProbeClosesARecoveredTargetWithoutTraffic(t *testing.T) {
 	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(breakerCooldown + 3*time.Second)
-	for breakerOf(t, e, "oa", "m-oa").State != retry.Closed {
-		if time.Now().After(deadline) {
-			t.Fatalf("not closed by an active probe: %+v", breakerOf(t, e, "oa", "m-oa"))
-		}
-		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, breakerCooldown+3*time.Second, func() (bool, string) {
+		b := breakerOf(t, e, "oa", "m-oa")
+		return b.State == retry.Closed, fmt.Sprintf("not closed by an active probe: %+v", b)
+	})
 	// one tiny chat call closed it: the probe, and nothing else
 	if st := e.Chaos.Snapshot(); st.Count("openai", "", "ok") != 1 || st.Count("anthropic", "", "") != breakerThreshold {
 		t.Fatalf("want exactly one probe and no other traffic: %+v", st.Calls)
@@ -203,10 +194,9 @@ func TestActiveProbeClosesARecoveredTargetWithoutTraffic(t *testing.T) {
 func TestRefusingPrimaryIsCalledThresholdTimesThenProbedOnce(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "refusing", Duration: chaosllm.Duration(time.Hour), Fault: &chaosllm.Fault{Kind: chaosllm.KindRefuse}}}}})
-	deadline := time.Now().Add(5 * time.Second)
-	for !e.Chaos.Refusing() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return e.Chaos.Refusing(), "chaosllm is not refusing connections"
+	})
 	// anthropic is refused too (one listener): route main's backup fails,
 	// so steps retry; count only the primary's calls
 	primary := func() int { return e.Calls.Count("oa/m-oa", "") }

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -89,15 +90,10 @@ steps:
 func waitQueueEmpty(t *testing.T, e *testenv.Env) {
 	t.Helper()
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		q, err := insp.GetQueueInfo("default")
-		if err == nil && q.Pending == 0 && q.Active == 0 && q.Scheduled == 0 && q.Retry == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
-	t.Fatal("queue did not drain within 10s")
+		return err == nil && q.Pending == 0 && q.Active == 0 && q.Scheduled == 0 && q.Retry == 0, "queue did not drain within 10s"
+	})
 }
 
 func TestRedeliveredStepUsesCheckpoint(t *testing.T) {
@@ -240,18 +236,14 @@ func TestGarbagePayloadIsDeadLettered(t *testing.T) {
 // dead, and asynq archives the task a moment later.
 func waitDeadLetters(t *testing.T, e *testenv.Env, class string) []tasks.DeadLetter {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		dls, err := e.Client.DeadLetters(t.Context(), class)
+	var dls []tasks.DeadLetter
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		var err error
+		dls, err = e.Client.DeadLetters(t.Context(), class)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(dls) > 0 {
-			return dls
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no dead letter of class %q within 10s", class)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return len(dls) > 0, fmt.Sprintf("no dead letter of class %q within 10s", class)
+	})
+	return dls
 }

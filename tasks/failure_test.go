@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/llmclient"
@@ -42,12 +43,16 @@ func step(route string, extra string) string {
 func scheduledDelay(t *testing.T, e *testenv.Env, wf string) (time.Duration, int) {
 	t.Helper()
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	// Not poll.Until: its 20ms period is too coarse here. asynq rounds retry
+	// times down to whole seconds, so a 0.5s backoff is often due at once and
+	// the task sits in the retry set only until the worker's next forwarding
+	// tick (every 100ms), often for just a few milliseconds.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if info, err := insp.GetTaskInfo("default", tasks.TaskID(wf, "s")); err == nil && info.State == asynq.TaskStateRetry {
 			return info.NextProcessAt.Sub(info.LastFailedAt), info.Retried
 		}
-		time.Sleep(2 * time.Millisecond) //nolint: polling with a deadline
+		time.Sleep(2 * time.Millisecond) //nolint: polling a state that lasts milliseconds
 	}
 	t.Fatal("the step never waited in the retry set")
 	return 0, 0
@@ -69,25 +74,25 @@ func archivedReason(t *testing.T, e *testenv.Env, wf string) string {
 func archived(t *testing.T, e *testenv.Env, taskID string) *asynq.TaskInfo {
 	t.Helper()
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if info, err := insp.GetTaskInfo("default", taskID); err == nil && info.State == asynq.TaskStateArchived {
-			return info
+	var info *asynq.TaskInfo
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		i, err := insp.GetTaskInfo("default", taskID)
+		if err == nil && i.State == asynq.TaskStateArchived {
+			info = i
+			return true, ""
 		}
-		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-	}
-	t.Fatalf("task %s was not archived", taskID)
-	return nil
+		return false, fmt.Sprintf("task %s was not archived", taskID)
+	})
+	return info
 }
 
 func TestNetworkFailureWaitsAndRetries(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "down", Duration: chaosllm.Duration(300 * time.Millisecond), Fault: &chaosllm.Fault{Kind: chaosllm.KindRefuse}}, {Name: "up"}}}})
 	// wait for the listener to close before submitting
-	deadline := time.Now().Add(5 * time.Second)
-	for !e.Chaos.Refusing() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return e.Chaos.Refusing(), "chaosllm is not refusing connections"
+	})
 	id := e.Submit(t, e.Spec(step("solo", "")))
 	d, _ := scheduledDelay(t, e, id)
 	lo, hi := asynqDelay(testBackoff)
@@ -275,13 +280,9 @@ func TestShutdownMidCallUsesNoRetry(t *testing.T) {
 	e.Config.Worker.ShutdownTimeout = config.Duration(100 * time.Millisecond)
 	e.StartWorker(t)
 	id := e.Submit(t, e.Spec(step("solo", "")))
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Chaos.Snapshot().Count("", "", "hang") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the call never started")
-		}
-		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("", "", "hang") > 0, "the call never started"
+	})
 	e.StopWorker(t)
 	info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", tasks.TaskID(id, "s"))
 	if err != nil || info.Retried != 0 || (info.State != asynq.TaskStatePending && info.State != asynq.TaskStateRetry) {

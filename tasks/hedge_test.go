@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -37,13 +38,9 @@ func TestHedgeKeepsLatencyWhenThePrimaryHangs(t *testing.T) {
 	// the hedge needs the primary's p95: wait until the worker's health
 	// beat has stored the healthy calls (it computes the percentiles from
 	// what it just stored, in the same beat)
-	deadline := time.Now().Add(5 * time.Second)
-	for storedCalls(t, e, "oa", "m-oa") < int64(len(lat)) {
-		if time.Now().After(deadline) {
-			t.Fatal("the health beat did not store the primary's calls within 5s")
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return storedCalls(t, e, "oa", "m-oa") >= int64(len(lat)), "the health beat did not store the primary's calls within 5s"
+	})
 	hang := chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}},
 		{Endpoint: "anthropic", Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(20 * time.Millisecond)}}}}}

@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/worker"
@@ -36,13 +38,9 @@ func TestSIGKILLOnTheLastAttemptEndsDeadThroughTheReconciler(t *testing.T) {
 		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
 	id := e.Submit(t, e.Spec(step("solo", ", timeout: 10s, max_retries: 0")))
 	p := startWorkerProcess(t, e, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Chaos.Snapshot().Count("openai", "", "hang") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no call reached chaosllm")
-		}
-		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "hang") > 0, "no call reached chaosllm"
+	})
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +106,14 @@ steps:
 	}
 	url := runWorker(t, e, nil, fastReconciler)
 	wf := e.Wait(t, id, 20*time.Second, store.StateBlocked)
-	deadline := time.Now().Add(20 * time.Second)
-	for wf.Steps[0].State != store.StepDone || wf.Steps[1].State != store.StepDead || wf.Steps[2].State != store.StepDead {
-		if time.Now().After(deadline) {
-			t.Fatalf("steps %+v; want lost done, archived and vanished dead", wf.Steps)
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		if wf.Steps[0].State == store.StepDone && wf.Steps[1].State == store.StepDead && wf.Steps[2].State == store.StepDead {
+			return true, ""
 		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+		why := fmt.Sprintf("steps %+v; want lost done, archived and vanished dead", wf.Steps)
 		wf, _ = e.Store.Get(ctx, id)
-	}
+		return false, why
+	})
 	if e := wf.Steps[1].Error; !strings.HasPrefix(e, "archived: task archived by asynq before the step began") {
 		t.Errorf("archived step's error: %q", e)
 	}

@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -32,13 +34,9 @@ func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
 	spec := e.Spec(strings.Replace(chordSpec(3), "defaults: { route: solo }", "defaults: { route: solo, timeout: 10s }", 1))
 	id := e.Submit(t, spec)
 	p := startWorkerProcess(t, e, 1) // one step at a time: only the hung member is in flight at the kill
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Chaos.Snapshot().Count("openai", "", "hang") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no call reached chaosllm")
-		}
-		time.Sleep(5 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "hang") > 0, "no call reached chaosllm"
+	})
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,13 +98,9 @@ func TestRedisRestartMidRun(t *testing.T) {
 		ids = append(ids, e.Submit(t, spec))
 	}
 	// let some steps finish, then take Redis away for two seconds
-	deadline := time.Now().Add(20 * time.Second)
-	for e.Chaos.Snapshot().Count("openai", "", "ok") < n {
-		if time.Now().After(deadline) {
-			t.Fatal("the workflows did not get going")
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "ok") >= n, "the workflows did not get going"
+	})
 	srv.Stop()
 	outage := time.NewTimer(2 * time.Second) // the outage's length, not a wait for anything
 	<-outage.C
@@ -177,17 +171,10 @@ func TestGarbageTasksAreDeadLetteredAndTheWorkerGoesOn(t *testing.T) {
 		}
 	}
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		q, err := insp.GetQueueInfo("default")
-		if err == nil && q.Archived == len(garbage) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("garbage not dead-lettered: %+v %v", q, err)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return err == nil && q.Archived == len(garbage), fmt.Sprintf("garbage not dead-lettered: %+v %v", q, err)
+	})
 	for name := range garbage {
 		info, err := insp.GetTaskInfo("default", "garbage-"+name)
 		if err != nil || info.State != asynq.TaskStateArchived || info.Retried != 0 || !strings.Contains(info.LastErr, "payload") {

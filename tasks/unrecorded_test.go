@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -28,16 +29,10 @@ func TestAnswerReceivedWhileRedisIsAwayIsKeptForTheRetry(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), LogTo: &logs, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Latency: chaosllm.Fixed(2 * time.Second)}}}})
 	id := e.Submit(t, e.Spec(step("solo", "")))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if wf, err := e.Store.Get(context.Background(), id); err == nil && wf.Steps[0].State == store.StepRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the step never started")
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		wf, err := e.Store.Get(context.Background(), id)
+		return err == nil && wf.Steps[0].State == store.StepRunning, "the step never started"
+	})
 	srv.Stop()
 	restarted := false
 	defer func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -168,17 +169,10 @@ steps:
 		t.Fatalf("blocked workflow: %+v", wf.Steps)
 	}
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, func() (bool, string) {
 		err := insp.RunTask("default", tasks.TaskID(id, "first"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("requeue the archived step: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return err == nil, fmt.Sprintf("requeue the archived step: %v", err)
+	})
 	wf = e.Wait(t, id, 10*time.Second, store.StateCompleted)
 	if wf.Steps[0].Attempts != 2 || wf.Steps[1].Attempts != 1 {
 		t.Fatalf("after requeue: %+v", wf.Steps)
@@ -201,18 +195,11 @@ steps:
 `))
 	// wait until both roots are running and their calls have reached the
 	// provider (a step is marked running before its request is sent)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		wf, _ := e.Store.Get(context.Background(), id)
-		if wf.Steps[0].State == store.StepRunning && wf.Steps[1].State == store.StepRunning &&
-			e.Chaos.Snapshot().PeakInFlight["openai"] >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("steps never ran: %+v", wf.Steps)
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return wf.Steps[0].State == store.StepRunning && wf.Steps[1].State == store.StepRunning &&
+			e.Chaos.Snapshot().PeakInFlight["openai"] >= 2, fmt.Sprintf("steps never ran: %+v", wf.Steps)
+	})
 	state, err := e.Client.Cancel(context.Background(), id)
 	if err != nil || state != store.StateCanceled {
 		t.Fatalf("cancel: %q %v", state, err)

@@ -2,12 +2,15 @@ package chaosllm
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentq/agentq/internal/poll"
 )
 
 // Requests held open count towards peak_in_flight, tool requests too; a
@@ -33,15 +36,11 @@ func TestPeakInFlightAndResetWithToolTurns(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Snapshot().PeakInFlight["openai"] < 2 {
-		if time.Now().After(deadline) {
-			cancel()
-			wg.Wait()
-			t.Fatalf("peak in flight %v, want 2 hanging requests", srv.Snapshot().PeakInFlight)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	defer func() { cancel(); wg.Wait() }() // the hanging requests end before hs closes, also when the wait fails
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		peak := srv.Snapshot().PeakInFlight
+		return peak["openai"] >= 2, fmt.Sprintf("peak in flight %v, want 2 hanging requests", peak)
+	})
 	cancel()
 	wg.Wait()
 	st := srv.Snapshot()

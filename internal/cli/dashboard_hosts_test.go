@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
@@ -34,14 +36,11 @@ func TestDashboardChecksHostAndServesTheCLI(t *testing.T) {
 		}
 	}()
 	addrRE := regexp.MustCompile(`dashboard on http://(127\.0\.0\.1:(\d+))`)
-	deadline := time.Now().Add(10 * time.Second)
 	var m []string
-	for m = addrRE.FindStringSubmatch(out.String()); m == nil; m = addrRE.FindStringSubmatch(out.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no address printed: %q %q", out.String(), errOut.String())
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		m = addrRE.FindStringSubmatch(out.String())
+		return m != nil, fmt.Sprintf("no address printed: %q %q", out.String(), errOut.String())
+	})
 	addr, port := m[1], m[2]
 	for _, tc := range []struct {
 		host string

@@ -3,12 +3,14 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -30,13 +32,13 @@ func TestDeadLetterReviewRequeueAndDiscard(t *testing.T) {
 	task := tasks.TaskID(ids[0], "greet")
 
 	var dls []tasks.DeadLetter
-	deadline := time.Now().Add(5 * time.Second)
-	for len(dls) < 2 && time.Now().Before(deadline) {
+	poll.Until(t, 5*time.Second, func() (bool, string) {
 		r := run(t, cli.Enqueue, vars, "dlq", "list", "--config", cfg, "--json")
 		if err := json.Unmarshal([]byte(r.out), &dls); err != nil {
 			t.Fatalf("dlq list --json: %v %q %q", err, r.out, r.err)
 		}
-	}
+		return len(dls) >= 2, fmt.Sprintf("dead letters: %+v", dls)
+	})
 	if len(dls) != 2 || dls[0].Class != "bad_request" || dls[0].Attempts != 1 || !strings.Contains(dls[0].Reason, "unsupported parameter: top_k") {
 		t.Fatalf("dead letters: %+v", dls)
 	}
@@ -98,13 +100,14 @@ func TestKeysListAndEnable(t *testing.T) {
 		t.Fatalf("still disabled:\n%s", r.out)
 	}
 	// within a second (the workers' refresh) the key is used again
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Chaos.Snapshot().Count("openai", chaosllm.KeyID(testenv.Keys[0]), "ok") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the re-enabled key was not used: %+v", e.Chaos.Snapshot().Calls)
+	used := func() bool { return e.Chaos.Snapshot().Count("openai", chaosllm.KeyID(testenv.Keys[0]), "ok") > 0 }
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		if used() {
+			return true, ""
 		}
 		run(t, cli.Enqueue, vars, spec, "--config", cfg, "--wait")
-	}
+		return used(), fmt.Sprintf("the re-enabled key was not used: %+v", e.Chaos.Snapshot().Calls)
+	})
 	if r := run(t, cli.Enqueue, vars, "keys", "enable", "oa#9", "--config", cfg); r.code != 2 || !strings.Contains(r.err, "no key #9") {
 		t.Fatalf("unknown key: %d %q", r.code, r.err)
 	}

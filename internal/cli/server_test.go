@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
 )
@@ -79,14 +81,10 @@ func TestDashboardWithoutATokenBindsLoopback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "dashboard on http://") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no address printed: %q %q", out.String(), errOut.String())
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	defer cancel() // also when the wait below fails
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return strings.Contains(out.String(), "dashboard on http://"), fmt.Sprintf("no address printed: %q %q", out.String(), errOut.String())
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -45,28 +47,23 @@ func TestWorkerWaitsForRedis(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(errOut.String(), "not answering yet") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not report waiting: %q", errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return strings.Contains(errOut.String(), "not answering yet"), fmt.Sprintf("the worker did not report waiting: %q", errOut.String())
+	})
 	srv.Start()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	deadline = time.Now().Add(20 * time.Second)
-	for rdb.ZCard(ctx, "asynq:servers").Val() == 0 {
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		if rdb.ZCard(ctx, "asynq:servers").Val() > 0 {
+			return true, ""
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("worker ended: %v\n%s", err, errOut.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not register with asynq within 20s of Redis coming up:\n%s", errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return false, "the worker did not register with asynq within 20s of Redis coming up:\n" + errOut.String()
+	})
 	cancel()
 	select {
 	case err := <-done:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -44,17 +45,10 @@ func blocked(t *testing.T) (*testenv.Env, *httptest.Server, string) {
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); srv.Close() })
 	// wait until asynq has archived the step
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, func() (bool, string) {
 		info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", tasks.TaskID(id, "s"))
-		if err == nil && info.State == asynq.TaskStateArchived {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("step not archived")
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return err == nil && info.State == asynq.TaskStateArchived, "step not archived"
+	})
 	return e, hs, id
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -100,20 +101,13 @@ func TestLeadElectsOneHolder(t *testing.T) {
 	if ok, _ := s.Lead(ctx, "chore", "w1", 300*time.Millisecond); !ok {
 		t.Fatal("w1 could not renew its own lock")
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	poll.Until(t, 3*time.Second, func() (bool, string) {
 		ok, err := s.Lead(ctx, "chore", "w2", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("w2 never took over the lapsed lock")
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+		return ok, "w2 never took over the lapsed lock"
+	})
 	if ok, _ := s.Lead(ctx, "chore", "w1", time.Minute); ok {
 		t.Fatal("w1 took the lock back from w2")
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -182,14 +184,10 @@ func TestLeaseKeepsDuplicatesOut(t *testing.T) {
 	if _, err := s.Begin(ctx, "wf", "b", "task-2", time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		if _, err := s.Begin(ctx, "wf", "b", "task-3", time.Minute, nil); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("expired lease still held: %v", err)
-		}
-	}
+	poll.Until(t, 2*time.Second, func() (bool, string) {
+		_, err := s.Begin(ctx, "wf", "b", "task-3", time.Minute, nil)
+		return err == nil, fmt.Sprintf("expired lease still held: %v", err)
+	})
 }
 
 func TestCancelAndList(t *testing.T) {

@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
@@ -317,33 +320,26 @@ func (e *Env) Submit(t *testing.T, spec *tasks.Spec) string {
 // after limit.
 func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...string) *store.Workflow {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
 	var (
 		last    *store.Workflow
 		lastErr error
 	)
-	for time.Now().Before(deadline) {
+	poll.Until(t, limit, func() (bool, string) {
 		wf, err := e.Store.Get(t.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
 		if err != nil { // Redis away (a restart drill): look again until the deadline
 			lastErr = err
-			<-tick.C
-			continue
-		}
-		last = wf
-		for _, s := range states {
-			if wf.State == s {
-				return wf
+		} else {
+			last = wf
+			if slices.Contains(states, wf.State) {
+				return true, ""
 			}
 		}
-		<-tick.C
-	}
-	t.Fatalf("workflow %s did not reach %v within %s; last: %+v (last error: %v)", id, states, limit, last, lastErr)
-	return nil
+		return false, fmt.Sprintf("workflow %s did not reach %v within %s; last: %+v (last error: %v)", id, states, limit, last, lastErr)
+	})
+	return last
 }
 
 // Buffer is a bytes.Buffer that a worker or command may write from many

@@ -89,3 +89,41 @@ func TestExampleImportsNoInternalPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The production binaries carry only what they use: no demo (miniredis,
+// chaosllm, the embedded package), no dashboard UI (asynqmon) in the worker
+// or in enqueue. Walks the module's own packages from each main.
+func TestBinariesLinkOnlyWhatTheyUse(t *testing.T) {
+	banned := []string{"github.com/hibiken/asynqmon", "github.com/alicebob/miniredis/v2", module + "/internal/chaosllm",
+		module + "/embedded", module + "/internal/dashboard", "modernc.org/sqlite"}
+	for _, main := range []string{"cmd/worker", "cmd/enqueue"} {
+		seen := map[string]bool{}
+		queue := []string{main}
+		for len(queue) > 0 {
+			dir := queue[0]
+			queue = queue[1:]
+			files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+			for _, f := range files {
+				if strings.HasSuffix(f, "_test.go") {
+					continue
+				}
+				af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, im := range af.Imports {
+					path := strings.Trim(im.Path.Value, `"`)
+					for _, b := range banned {
+						if path == b || strings.HasPrefix(path, b+"/") {
+							t.Errorf("%s links %s (through %s)", main, path, f)
+						}
+					}
+					if rel, ok := strings.CutPrefix(path, module+"/"); ok && !seen[rel] {
+						seen[rel] = true
+						queue = append(queue, rel)
+					}
+				}
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/dashcli"
 	"github.com/agentq/agentq/internal/poll"
 )
 
@@ -54,7 +55,7 @@ func freePort(t *testing.T) int {
 func serveDashboard(t *testing.T, args []string, env map[string]string) (string, *lockedBuffer) {
 	t.Helper()
 	var out, errOut lockedBuffer
-	cmd := cli.Dashboard(cli.Env{Out: &out, Err: &errOut, LookupEnv: lookupIn(env)})
+	cmd := dashcli.Command(cli.Env{Out: &out, Err: &errOut, LookupEnv: lookupIn(env)})
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)

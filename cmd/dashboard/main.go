@@ -5,9 +5,10 @@ import (
 	"os"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/dashcli"
 )
 
 func main() {
 	env := cli.Env{Out: os.Stdout, Err: os.Stderr}
-	os.Exit(cli.Run(cli.Dashboard(env), env, os.Args[1:]))
+	os.Exit(cli.Run(dashcli.Command(env), env, os.Args[1:]))
 }

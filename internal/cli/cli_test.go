@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/dashcli"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -202,7 +203,7 @@ func TestWorkerConfigErrors(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
-	for name, mk := range map[string]func(cli.Env) *cobra.Command{"worker": cli.Worker, "enqueue": cli.Enqueue, "dashboard": cli.Dashboard} {
+	for name, mk := range map[string]func(cli.Env) *cobra.Command{"worker": cli.Worker, "enqueue": cli.Enqueue, "dashboard": dashcli.Command} {
 		var out bytes.Buffer
 		cmd := mk(cli.Env{Out: &out, Err: &out})
 		var walk func(*cobra.Command)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/dashcli"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -22,7 +23,7 @@ func TestDashboardChecksHostAndServesTheCLI(t *testing.T) {
 	vars, cfgPath := envFor(t, e)
 	var out, errOut testenv.Buffer
 	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
-	cmd := cli.Dashboard(env)
+	cmd := dashcli.Command(env)
 	cmd.SetArgs([]string{"--config", cfgPath, "--addr", "127.0.0.1:0", "--allowed-hosts", "dash.example,proxy.example:8443"})
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
@@ -78,7 +79,7 @@ func TestDashboardRefusesABadAllowedHost(t *testing.T) {
 	vars, cfgPath := envFor(t, e)
 	var out, errOut testenv.Buffer
 	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
-	cmd := cli.Dashboard(env)
+	cmd := dashcli.Command(env)
 	cmd.SetArgs([]string{"--config", cfgPath, "--addr", "127.0.0.1:0", "--allowed-hosts", "https://dash.example/"})
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)

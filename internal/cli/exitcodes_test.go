@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/dashcli"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
@@ -65,8 +66,8 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 		tc{"no live worker: --server", cli.Enqueue, rightToken, []string{spec}, 5, "no live worker"},
 		tc{"worker: no port", cli.Worker, noPort, nil, 2, `redis.addr: "localhost" is not host:port`},
 		tc{"worker: down", cli.Worker, merge(vars, down), []string{"--config", cfg}, 3, "cannot reach Redis at 127.0.0.1:1"},
-		tc{"dashboard: no port", cli.Dashboard, noPort, []string{"--addr", "127.0.0.1:0"}, 2, `redis.addr: "localhost" is not host:port`},
-		tc{"dashboard: down", cli.Dashboard, down, []string{"--addr", "127.0.0.1:0"}, 3, "cannot reach Redis at 127.0.0.1:1"},
+		tc{"dashboard: no port", dashcli.Command, noPort, []string{"--addr", "127.0.0.1:0"}, 2, `redis.addr: "localhost" is not host:port`},
+		tc{"dashboard: down", dashcli.Command, down, []string{"--addr", "127.0.0.1:0"}, 3, "cannot reach Redis at 127.0.0.1:1"},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/dashcli"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -74,7 +75,7 @@ func TestDashboardWithoutATokenBindsLoopback(t *testing.T) {
 	vars, cfgPath := envFor(t, e)
 	var out, errOut testenv.Buffer
 	env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
-	cmd := cli.Dashboard(env)
+	cmd := dashcli.Command(env)
 	cmd.SetArgs([]string{"--config", cfgPath, "--addr", "0.0.0.0:0"})
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)

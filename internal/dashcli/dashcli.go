@@ -1,4 +1,6 @@
-package cli
+// Package dashcli is the dashboard command, apart from the other command
+// trees so that only cmd/dashboard links the dashboard and asynqmon.
+package dashcli
 
 import (
 	"context"
@@ -11,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/dashboard"
 )
 
-// Dashboard is the dashboard command.
-func Dashboard(env Env) *cobra.Command {
+// Command is the dashboard command.
+func Command(env cli.Env) *cobra.Command {
 	var (
 		addr         string
 		readOnly     bool
@@ -41,26 +44,26 @@ listen address, localhost with its port, or --allowed-hosts.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
+	c := cli.AddCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
 	cmd.Flags().StringVar(&addr, "addr", ":8080", "listen address")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "refuse every change")
 	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "more Host names the dashboard answers for, e.g. a proxy's or ingress's: name (any port) or name:port, comma-separated")
 	var waitFor time.Duration
-	addWaitForRedis(cmd, &waitFor)
+	cli.AddWaitForRedis(cmd, &waitFor)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := c.load(cmd)
+		cfg, err := c.Load(cmd)
 		if err != nil {
 			return err
 		}
-		log, err := c.logger(cmd)
+		log, err := c.Logger(cmd)
 		if err != nil {
 			return err
 		}
-		token, _ := env.lookup("AGENTQ_DASHBOARD_TOKEN")
+		token, _ := env.Lookup("AGENTQ_DASHBOARD_TOKEN")
 		if token == "" {
 			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
-				return usageErr("--addr %q: %v", addr, err)
+				return cli.UsageErr("--addr %q: %v", addr, err)
 			}
 			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 				addr = net.JoinHostPort("127.0.0.1", port)
@@ -78,7 +81,7 @@ listen address, localhost with its port, or --allowed-hosts.`,
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return usageErr("--addr %s: %v", addr, err)
+			return cli.UsageErr("--addr %s: %v", addr, err)
 		}
 		defer ln.Close()
 		host, _, _ := net.SplitHostPort(addr)
@@ -86,7 +89,7 @@ listen address, localhost with its port, or --allowed-hosts.`,
 		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log, AsynqOpt: connOpt,
 			Addr: net.JoinHostPort(host, port), AllowedHosts: allowedHosts})
 		if err != nil {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		defer srv.Close()
 		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}

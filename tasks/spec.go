@@ -79,7 +79,8 @@ type Step struct {
 	promptT *promptTemplate
 	systemT *promptTemplate
 
-	promptLine, systemLine, withLine int // of the prompt, system and with fields, for template errors
+	promptLine, systemLine, withLine int            // of the prompt, system and with fields, for template errors
+	fieldLines                       map[string]int // every field's line, for problems that name one
 }
 
 // Duration is a step timeout such as "60s".
@@ -198,6 +199,7 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 				s.Steps[i].line = n.Line
 				s.Steps[i].promptLine, s.Steps[i].systemLine = keyLine(n, "prompt"), keyLine(n, "system")
 				s.Steps[i].withLine = keyLine(n, "with")
+				s.Steps[i].fieldLines = keyLines(n)
 			}
 		}
 	}
@@ -244,6 +246,18 @@ func stepNodes(doc *yaml.Node) []*yaml.Node {
 		}
 	}
 	return nil
+}
+
+// keyLines is the line of every key of a mapping node.
+func keyLines(n *yaml.Node) map[string]int {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	out := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		out[n.Content[i].Value] = n.Content[i].Line
+	}
+	return out
 }
 
 // keyLine is the line of key in a mapping node (0 if absent).

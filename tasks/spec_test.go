@@ -156,8 +156,6 @@ steps:
 func TestStructuredOutputSpecErrors(t *testing.T) {
 	cases := []struct{ name, spec, want string }{
 		{"schema does not compile", strings.Replace(jsonSpec, "type: string", "type: strang", 1), `steps[0] (sql).output.schema: does not compile`},
-		{"bad format", strings.Replace(jsonSpec, "format: json", "format: xml", 1), `steps[0] (sql).output.format: "xml" is not text or json`},
-		{"schema without json", strings.Replace(jsonSpec, "format: json", "format: text", 1), `steps[0] (sql).output.schema: needs format: json`},
 		{"unknown output field", strings.Replace(jsonSpec, "format: json", "format: text\n      schema_x: 1", 1), `unknown field "schema_x"`},
 		{"external ref", strings.Replace(jsonSpec, "{ type: string }", `{ $ref: "http://example.invalid/s.json" }`, 1), `schemas must be self-contained`},
 		{"schema path without a file", strings.Replace(jsonSpec, "schema: { type: object, required: [query], properties: { query: { type: string } } }", "schema: sql.schema.json", 1), `is a path ("sql.schema.json"), but this spec was not read from a file`},
@@ -167,6 +165,16 @@ func TestStructuredOutputSpecErrors(t *testing.T) {
 		{"tool parameters", strings.Replace(jsonSpec, "    prompt: \"SQL", "    tools: [ { name: w, parameters: { type: string } } ]\n    prompt: \"SQL", 1), `tools[0].parameters: must be a JSON Schema of type object`},
 	}
 	wantOneProblem(t, cases)
+	// a bad format also makes a dependent's .JSON read wrong: both are said
+	for _, c := range []struct{ spec, first string }{
+		{strings.Replace(jsonSpec, "format: json", "format: xml", 1), `w.yaml:6: steps[0] (sql).output.format: "xml" is not text or json`},
+		{strings.Replace(jsonSpec, "format: json", "format: text", 1), `w.yaml:6: steps[0] (sql).output.schema: needs format: json`},
+	} {
+		_, err := ParseSpec("w.yaml", []byte(c.spec), routes, Limits{})
+		if lines := problem.Lines(err); len(lines) != 2 || lines[0] != c.first || !strings.Contains(lines[1], "reads .Steps.sql.JSON") {
+			t.Errorf("got %q, want %q and the dependent's problem", lines, c.first)
+		}
+	}
 	// .JSON of a step without output.format json
 	textDep := strings.Replace(jsonSpec, "format: json\n      schema: { type: object, required: [query], properties: { query: { type: string } } }", "format: text", 1)
 	if _, err := ParseSpec("w.yaml", []byte(textDep), routes, Limits{}); err == nil || !strings.Contains(err.Error(), "reads .Steps.sql.JSON, but step sql has no output.format json") {
@@ -256,5 +264,49 @@ func TestTemplateInjection(t *testing.T) {
 	out, err := render(tmpl, map[string]any{"q": "{{ .Env }}"}, map[string]StepView{"a": {Output: `{{ template "x" }}`}})
 	if err != nil || out != `Q: {{ .Env }} A: {{ template "x" }}` {
 		t.Fatalf("render = %q, %v", out, err)
+	}
+}
+
+// Every problem of a spec in one pass, each at the line of the field it
+// names, capped at 50.
+func TestSpecProblemsAllAtOnceAtTheirFieldsLines(t *testing.T) {
+	spec := `name: many
+steps:
+  - id: a
+    route: nope
+    prompt: "hi"
+  - id: b
+    route: report
+    timeout: 500ms
+    prompt: "{{ .Steps.a.Output }}"
+  - id: c
+    route: report
+    prompt: ""
+    depends_on: [a]
+`
+	_, err := ParseSpec("w.yaml", []byte(spec), routes, Limits{})
+	want := []string{
+		`w.yaml:4: steps[0] (a).route: unknown route "nope"`,
+		`w.yaml:8: steps[1] (b).timeout: 500ms is under 1s`,
+		`w.yaml:12: steps[2] (c).prompt: is empty`,
+		`w.yaml:9: steps[1] (b).prompt: refers to .Steps.a, which is not a step it depends on`,
+	}
+	lines := problem.Lines(err)
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems %q, want %d", len(lines), lines, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d: %q, want %q…", i, lines[i], w)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("name: x\nsteps:\n")
+	for i := 0; i < 60; i++ {
+		b.WriteString("  - { id: s" + strconv.Itoa(i) + ", route: nope, prompt: hi }\n")
+	}
+	lines = problem.Lines(func() error { _, err := ParseSpec("w.yaml", []byte(b.String()), routes, Limits{}); return err }())
+	if len(lines) != 51 || !strings.Contains(lines[50], "and 10 more problems") {
+		t.Errorf("60 problems: %d lines, last %q; want 50 and a count of the rest", len(lines), lines[len(lines)-1])
 	}
 }

@@ -3,6 +3,8 @@ package tasks
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -12,7 +14,7 @@ import (
 func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	var errs []error
 	bad := func(line int, where, format string, a ...any) {
-		errs = append(errs, &SpecError{Line: line, Where: where, Msg: fmt.Sprintf(format, a...)})
+		errs = append(errs, &SpecError{Line: s.fieldLine(line, where), Where: where, Msg: fmt.Sprintf(format, a...)})
 	}
 	if strings.TrimSpace(s.Name) == "" {
 		bad(0, "name", "is empty")
@@ -85,9 +87,10 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		s.checkTools(&s.Steps[i], where, lim, bad)
 		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if len(index) != len(s.Steps) {
+		return errors.Join(capProblems(errs)...) // dependencies name ids: check them once the ids are sound
 	}
+	fieldProblems := len(errs)
 	for i, st := range s.Steps {
 		where := fmt.Sprintf("steps[%d] (%s)", i, st.ID)
 		seen := map[string]bool{}
@@ -103,12 +106,12 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			seen[d] = true
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if len(errs) > fieldProblems {
+		return errors.Join(capProblems(errs)...) // the graph is not sound: no cycle or template check
 	}
 	if cycle := s.findCycle(); cycle != nil {
 		bad(0, "steps", "dependency cycle: %s", strings.Join(cycle, " → "))
-		return errors.Join(errs...)
+		return errors.Join(capProblems(errs)...)
 	}
 	for i, st := range s.Steps {
 		where := fmt.Sprintf("steps[%d] (%s)", i, st.ID)
@@ -138,5 +141,35 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(capProblems(errs)...)
+}
+
+// maxProblems caps how many problems one spec reports.
+const maxProblems = 50
+
+// capProblems keeps the first maxProblems and says how many more there are.
+func capProblems(errs []error) []error {
+	if len(errs) <= maxProblems {
+		return errs
+	}
+	return append(errs[:maxProblems:maxProblems], &SpecError{Msg: fmt.Sprintf("… and %d more problems", len(errs)-maxProblems)})
+}
+
+var fieldOfStep = regexp.MustCompile(`^steps\[(\d+)\][^.]*\.([a-z_]+)`)
+
+// fieldLine is the line of the field a problem names (steps[2] (x).route:
+// the line of that step's route), or line when the spec has no such field
+// (it is missing, or the spec came as JSON).
+func (s *Spec) fieldLine(line int, where string) int {
+	m := fieldOfStep.FindStringSubmatch(where)
+	if m == nil {
+		return line
+	}
+	i, _ := strconv.Atoi(m[1])
+	if i < len(s.Steps) {
+		if l := s.Steps[i].fieldLines[m[2]]; l > 0 {
+			return l
+		}
+	}
+	return line
 }

@@ -23,14 +23,15 @@ const classNotServed retry.Class = "not_served"
 const notServedRecheck = 5 * time.Second
 
 // runCode runs one attempt of a code step that Begin let through.
-func (h *Handler) runCode(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt, views map[string]StepView) error {
+func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, views map[string]StepView) error {
+	p, spec, st := run.p, run.spec, run.st
 	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step, "handler", st.Run)
 	fn, ok := h.o.Steps[st.Run]
 	if !ok {
 		maxRetry, _ := asynq.GetMaxRetry(ctx)
 		err := fmt.Errorf("no function %q is registered on this worker", st.Run)
 		if a.Step.Attempts > 3*(maxRetry+1) {
-			return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts), a.Step.Attempts)
+			return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts))
 		}
 		log.Warn("code step handed back: this worker does not serve it", "attempt", a.Step.Attempts)
 		return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
@@ -40,24 +41,17 @@ func (h *Handler) runCode(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		if ctx.Err() != nil {
 			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
 		}
-		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, a.Step.Attempts)
+		return h.deadLetter(ctx, run, retry.BadRequest, err)
 	}
 	hash := inputHash("run:"+st.Run, string(args), "")
 	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
 		log.Info("step checkpoint hit: not running the step's code again")
-		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
-			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, a.Step.Attempts, "")
+		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
+			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, "")
 	}
-	// an attempt after the first may find the calls earlier ones stored;
-	// the first has none to find (Begin counts every attempt)
-	var calls map[int]store.Call
-	if a.Step.Attempts > 1 {
-		if err := untilStored(ctx, func() (err error) {
-			calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
-			return err
-		}); err != nil {
-			return fmt.Errorf("load durable calls: %w", err)
-		}
+	calls, err := h.storedCalls(ctx, p, a.Step.Attempts)
+	if err != nil {
+		return err
 	}
 	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls}
 	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,
@@ -71,17 +65,17 @@ func (h *Handler) runCode(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		log.Info("code step's durable calls", "replayed", d.replayed, "made", d.made)
 	}
 	if err != nil {
-		return h.codeFailed(ctx, p, spec, st, r, err, a.Step.Attempts, hash, target)
+		return h.codeFailed(ctx, run, err, hash, target)
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, fmt.Errorf("the step's value cannot be stored as JSON: %w", err), a.Step.Attempts)
+		return h.deadLetter(ctx, run, retry.Handler, fmt.Errorf("the step's value cannot be stored as JSON: %w", err))
 	}
 	if len(b) > h.o.MaxOutputBytes {
-		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, fmt.Errorf("the step's value is %d bytes of JSON, over the %d-byte output limit", len(b), h.o.MaxOutputBytes), a.Step.Attempts)
+		return h.deadLetter(ctx, run, retry.Handler, fmt.Errorf("the step's value is %d bytes of JSON, over the %d-byte output limit", len(b), h.o.MaxOutputBytes))
 	}
-	return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Target: target,
-		InputHash: hash, Attempt: a.Step.Attempts, Usage: usage}, a.Step.Attempts, "")
+	return h.settle(ctx, run, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Target: target,
+		InputHash: hash, Attempt: a.Step.Attempts, Usage: usage}, "")
 }
 
 // callStep runs fn, turning a panic into a *PanicError (with its stack)
@@ -108,7 +102,8 @@ func callStep(ctx context.Context, fn StepFunc, s *CodeStep) (out any, err error
 
 // codeFailed decides what a failed code step becomes, as failed does for a
 // prompt step, honouring the step's own verdict.
-func (h *Handler) codeFailed(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, err error, attempt int, hash, target string) error {
+func (h *Handler) codeFailed(ctx context.Context, run stepRun, err error, hash, target string) error {
+	p, st, attempt := run.p, run.st, run.attempt
 	var pe *PanicError
 	if errors.As(err, &pe) {
 		h.o.Logger.Error("code step panicked", "wf", p.Workflow, "step", p.Step, "handler", st.Run, "attempt", attempt,
@@ -116,23 +111,40 @@ func (h *Handler) codeFailed(ctx context.Context, p Payload, spec *Spec, st *Ste
 	}
 	v, ok := asVerdict(err)
 	if !ok {
-		return h.failed(ctx, p, spec, st, r, err, attempt, hash)
+		return h.failed(ctx, run, err, hash)
 	}
 	switch v.verdict {
 	case verdictDeadLetter:
-		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, err, attempt)
+		return h.deadLetter(ctx, run, retry.Handler, err)
 	case verdictDegrade:
 		b, jerr := json.Marshal(v.fallback)
 		if jerr != nil {
-			return h.deadLetter(ctx, p, spec, st, r, retry.Handler, fmt.Errorf("the degraded value cannot be stored as JSON: %w", jerr), attempt)
+			return h.deadLetter(ctx, run, retry.Handler, fmt.Errorf("the degraded value cannot be stored as JSON: %w", jerr))
 		}
-		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Degraded: true,
-			Target: target, InputHash: hash, Error: store.Excerpt(err.Error()), Attempt: attempt}, attempt, retry.Handler)
+		return h.settle(ctx, run, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Degraded: true,
+			Target: target, InputHash: hash, Error: store.Excerpt(err.Error()), Attempt: attempt}, retry.Handler)
 	}
-	serr := h.failed(ctx, p, spec, st, r, &handlerError{err: err}, attempt, hash)
+	serr := h.failed(ctx, run, &handlerError{err: err}, hash)
 	var se *StepError
 	if errors.As(serr, &se) && se.Class == retry.Handler {
 		se.RetryAfter = max(se.RetryAfter, v.after)
 	}
 	return serr
+}
+
+// storedCalls loads the durable calls earlier attempts of the step stored;
+// a first attempt has none to find (Begin counts every attempt), so it
+// reads nothing.
+func (h *Handler) storedCalls(ctx context.Context, p Payload, attempt int) (map[int]store.Call, error) {
+	if attempt <= 1 {
+		return nil, nil
+	}
+	var calls map[int]store.Call
+	if err := untilStored(ctx, func() (err error) {
+		calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("load durable calls: %w", err)
+	}
+	return calls, nil
 }

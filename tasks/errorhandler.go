@@ -99,8 +99,8 @@ func abandonedReason(err error, r resolved) (retry.Class, string) {
 func (h *Handler) settleAbandoned(ctx context.Context, p Payload, spec *Spec, st *Step, attempt int, class retry.Class, reason, reconciled string) bool {
 	reason = store.Excerpt(reason)
 	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Attempt: attempt}
-	r := spec.resolve(st)
-	err := h.settleAs(ctx, p, spec, st, r, o, attempt, class, reconciled)
+	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt}
+	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError
 	switch {
 	case errors.Is(err, store.ErrAlreadySettled), errors.As(err, &se) && se.Class == classStale:

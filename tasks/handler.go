@@ -185,7 +185,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	err = h.process(ctx, p, spec, st, r, a)
+	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts}, a)
 	if err != nil {
 		span.SetStatus(codes.Error, store.Excerpt(err.Error()))
 	} else {
@@ -213,14 +213,15 @@ func logID(id string) string {
 }
 
 // process runs one attempt of a step that Begin let through.
-func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt) error {
+func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) error {
+	p, spec, st, r := run.p, run.spec, run.st, run.r
 	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
 		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
 	if st.Run != "" {
-		return h.runCode(ctx, p, spec, st, r, a, views)
+		return h.runCode(ctx, run, a, views)
 	}
 	system, err := renderContext(ctx, st.systemT, spec.Input, views)
 	var prompt string
@@ -231,17 +232,17 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		if ctx.Err() != nil {
 			return &StepError{Class: retry.Canceled, Err: ctx.Err()} // stopped, not a bad template
 		}
-		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, a.Step.Attempts)
+		return h.deadLetter(ctx, run, retry.BadRequest, err)
 	}
 	if _, ok := h.o.Router.Route(r.Route); !ok {
-		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("route %q is not configured on this worker", r.Route), a.Step.Attempts)
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("route %q is not configured on this worker", r.Route))
 	}
 	hash := inputHash(r.Route, system, prompt)
 	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
 		// checkpoint: a redelivery of a finished step does not call the LLM again
 		log.Info("step checkpoint hit: not calling the LLM again")
-		return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: a.Step.ToolCalls, Degraded: a.Step.Degraded,
-			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, a.Step.Attempts, "")
+		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: a.Step.ToolCalls, Degraded: a.Step.Degraded,
+			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, "")
 	}
 	key := answerKey{wf: p.Workflow, step: p.Step, hash: hash}
 	if o, ok := h.answers.get(key); ok {
@@ -249,10 +250,10 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		// provider is not called again for it
 		log.Info("recording an answer kept in memory from an earlier attempt", "attempt", a.Step.Attempts)
 		o.Attempt = a.Step.Attempts
-		return h.recordAnswer(ctx, p, spec, st, r, key, o)
+		return h.recordAnswer(ctx, run, key, o)
 	}
 	if st.runsTools(h.tools) {
-		return h.runTools(ctx, p, spec, st, r, a, key, system, prompt)
+		return h.runTools(ctx, run, a, key, system, prompt)
 	}
 	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
 		Temperature: st.Temperature, Tools: st.toolsRequest(nil), Output: st.outputRequest()}
@@ -260,7 +261,7 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
 	cancel()
 	if err != nil {
-		return h.failed(ctx, p, spec, st, r, err, a.Step.Attempts, hash)
+		return h.failed(ctx, run, err, hash)
 	}
 	out := resp.Text
 	if len(out) > h.o.MaxOutputBytes {
@@ -271,28 +272,29 @@ func (h *Handler) process(ctx context.Context, p Payload, spec *Spec, st *Step, 
 		b, _ := json.Marshal(resp.ToolCalls)
 		calls = string(b)
 	}
-	return h.recordAnswer(ctx, p, spec, st, r, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: calls,
+	return h.recordAnswer(ctx, run, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: calls,
 		Target: resp.Provider + "/" + resp.Model, InputHash: hash, Attempt: a.Step.Attempts,
 		Usage: store.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}})
 }
 
 // failed decides what a failed attempt becomes: degraded answer, delayed
 // retry, or dead letter.
-func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, err error, attempt int, hash string) error {
+func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash string) error {
+	p, st, r, attempt := run.p, run.st, run.r, run.attempt
 	class := classOf(err)
 	if class == retry.Canceled {
 		return &StepError{Class: class, Err: err}
 	}
 	if st.Degrade == "template" {
 		if rt, ok := h.o.Router.Route(r.Route); ok && rt.FallbackText != "" {
-			return h.settle(ctx, p, spec, st, r, store.Outcome{Done: true, Optional: st.Optional, Output: rt.FallbackText,
-				Degraded: true, Target: "template", InputHash: hash, Error: err.Error(), Attempt: attempt}, attempt, class)
+			return h.settle(ctx, run, store.Outcome{Done: true, Optional: st.Optional, Output: rt.FallbackText,
+				Degraded: true, Target: "template", InputHash: hash, Error: err.Error(), Attempt: attempt}, class)
 		}
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	if !class.Retryable() || retried >= maxRetry {
-		return h.deadLetter(ctx, p, spec, st, r, class, err, attempt)
+		return h.deadLetter(ctx, run, class, err)
 	}
 	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)
@@ -314,16 +316,17 @@ func (h *Handler) failed(ctx context.Context, p Payload, spec *Spec, st *Step, r
 }
 
 // deadLetter settles the step as dead and archives the task with the reason.
-func (h *Handler) deadLetter(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, class retry.Class, err error, attempt int) error {
+func (h *Handler) deadLetter(ctx context.Context, run stepRun, class retry.Class, err error) error {
+	p, st := run.p, run.st
 	reason := store.Excerpt(fmt.Sprintf("%s: %v", class, err))
-	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason, Attempt: attempt}
+	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason, Attempt: run.attempt}
 	if class == retry.InvalidOutput {
 		o.Output = rejectedOutput(err)
 		if len(o.Output) > h.o.MaxOutputBytes {
 			o.Output = strings.ToValidUTF8(o.Output[:h.o.MaxOutputBytes], "")
 		}
 	}
-	if serr := h.settle(ctx, p, spec, st, r, o, attempt, class); serr != nil {
+	if serr := h.settle(ctx, run, o, class); serr != nil {
 		return serr
 	}
 	h.o.Logger.Error("step dead-lettered", "wf", p.Workflow, "step", p.Step, "class", class, "err", reason)

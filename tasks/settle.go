@@ -60,13 +60,14 @@ func redisUnavailable(err error) bool {
 // settle records the outcome and enqueues the dependents it made ready.
 // It runs even when the attempt's context has ended (a timeout must still
 // be recorded), bounded by settleTimeout.
-func (h *Handler) settle(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class) error {
-	return h.settleAs(ctx, p, spec, st, r, o, attempt, class, "")
+func (h *Handler) settle(ctx context.Context, run stepRun, o store.Outcome, class retry.Class) error {
+	return h.settleAs(ctx, run, o, class, "")
 }
 
 // settleAs is settle; reconciled, when set, says why the reconciler settled
 // the step (its StepEvent carries it).
-func (h *Handler) settleAs(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, o store.Outcome, attempt int, class retry.Class, reconciled string) error {
+func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
+	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	var deps []store.Dependent
@@ -134,8 +135,9 @@ func (h *Handler) stale(p Payload, attempt int, err error) error {
 // cannot take it (Redis away for longer than settleTimeout) or refuses it
 // as stale, the answer is kept in memory (bounded) so that the step's next
 // attempt on this worker records it instead of paying the provider again.
-func (h *Handler) recordAnswer(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, key answerKey, o store.Outcome) error {
-	err := h.settle(ctx, p, spec, st, r, o, o.Attempt, "")
+func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, o store.Outcome) error {
+	p, r := run.p, run.r
+	err := h.settle(ctx, run, o, "")
 	switch {
 	case err == nil:
 		h.answers.remove(key)

@@ -17,18 +17,16 @@ import (
 // the conversation of toolLoop, then the model's text answer settles the
 // step like any prompt step's (its output checks included), with every
 // call and result in its tool_calls.
-func (h *Handler) runTools(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt, key answerKey, system, prompt string) error {
+func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
+	p, st, r := run.p, run.st, run.r
 	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
 	attempt := a.Step.Attempts
 	if name, ok := st.missingTool(h.tools); ok {
-		return h.toolsNotServed(ctx, p, spec, st, r, a, fmt.Errorf("tool %q is not registered on this worker", name))
+		return h.toolsNotServed(ctx, run, a, fmt.Errorf("tool %q is not registered on this worker", name))
 	}
-	var calls map[int]store.Call
-	if err := untilStored(ctx, func() (err error) {
-		calls, err = h.st.Calls(ctx, p.Workflow, p.Step)
+	calls, err := h.storedCalls(ctx, p, attempt)
+	if err != nil {
 		return err
-	}); err != nil {
-		return fmt.Errorf("load durable calls: %w", err)
 	}
 	d := &durable{wf: p.Workflow, step: p.Step, attempt: attempt, st: h.st, log: log, stored: calls}
 	offered := make(map[string]*compiledTool)
@@ -51,22 +49,22 @@ func (h *Handler) runTools(ctx context.Context, p Payload, spec *Spec, st *Step,
 	}
 	switch {
 	case errors.As(err, &fatal):
-		return h.deadLetter(ctx, p, spec, st, r, retry.Handler, err, attempt)
+		return h.deadLetter(ctx, run, retry.Handler, err)
 	case errors.As(err, &over):
-		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, err, attempt)
+		return h.deadLetter(ctx, run, retry.BadRequest, err)
 	case errors.Is(err, store.ErrStaleAttempt):
 		return h.stale(p, attempt, err)
 	case errors.Is(err, store.ErrNotFound):
 		log.Info("tool conversation stopped: the workflow is gone")
 		return nil
 	case err != nil:
-		return h.failed(ctx, p, spec, st, r, err, attempt, key.hash)
+		return h.failed(ctx, run, err, key.hash)
 	}
 	out := resp.Text
 	if len(out) > h.o.MaxOutputBytes {
 		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "")
 	}
-	return h.recordAnswer(ctx, p, spec, st, r, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: l.recordJSON(),
+	return h.recordAnswer(ctx, run, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: l.recordJSON(),
 		Target: resp.Provider + "/" + resp.Model, InputHash: key.hash, Attempt: attempt,
 		Usage: store.Usage{PromptTokens: l.usage.PromptTokens, CompletionTokens: l.usage.CompletionTokens}})
 }
@@ -74,11 +72,11 @@ func (h *Handler) runTools(ctx context.Context, p Payload, spec *Spec, st *Step,
 // toolsNotServed hands a step that names a tool this worker lacks back to
 // the queue for a worker that has it, as a code step without its function
 // is; one that no worker took after many offers is dead-lettered.
-func (h *Handler) toolsNotServed(ctx context.Context, p Payload, spec *Spec, st *Step, r resolved, a *store.Attempt, err error) error {
-	retried, _ := asynq.GetRetryCount(ctx)
+func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Attempt, err error) error {
+	p := run.p
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
-	if a.Step.Attempts > 3*(maxRetry+1) || retried >= maxRetry {
-		return h.deadLetter(ctx, p, spec, st, r, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts), a.Step.Attempts)
+	if a.Step.Attempts > 3*(maxRetry+1) {
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts))
 	}
 	h.o.Logger.Warn("step handed back: this worker does not have its tool", "wf", p.Workflow, "step", p.Step, "attempt", a.Step.Attempts, "err", err)
 	return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}

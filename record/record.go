@@ -56,10 +56,12 @@ type StepRecord struct {
 	Output   string `json:"output"`
 	// JSON is Output parsed, for steps with output.format json (filled in
 	// by tasks.Client, not stored).
-	JSON       any        `json:"json,omitempty"`
-	ToolCalls  string     `json:"tool_calls,omitempty"` // JSON list of tool calls the model made
-	Degraded   bool       `json:"degraded"`
-	Error      string     `json:"error"`
+	JSON      any    `json:"json,omitempty"`
+	ToolCalls string `json:"tool_calls,omitempty"` // JSON list of tool calls the model made
+	Degraded  bool   `json:"degraded"`
+	Error     string `json:"error"`
+	// Class is, for a dead step, the error class that ended it.
+	Class      string     `json:"class,omitempty"`
 	Target     string     `json:"target"`
 	Usage      Usage      `json:"usage"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`

@@ -169,7 +169,7 @@ func TestCodeStepVerdicts(t *testing.T) {
 	for _, s := range wf.Steps {
 		byID[s.ID] = s
 	}
-	if a := byID["a"]; a.State != store.StepDead || a.Attempts != 1 || !strings.Contains(a.Error, "does not exist") {
+	if a := byID["a"]; a.State != store.StepDead || a.Attempts != 1 || !strings.Contains(a.Error, "does not exist") || a.Class != string(retry.Handler) {
 		t.Errorf("dead-lettered step: %+v", a)
 	}
 	if b := byID["b"]; b.State != store.StepDone || !b.Degraded || b.Output != `{"rows":[]}` {

@@ -90,6 +90,9 @@ func (c *Client) deadLetter(ctx context.Context, info *asynq.TaskInfo) (DeadLett
 		for _, s := range wf.Steps {
 			if s.ID == p.Step {
 				d.Attempts = s.Attempts
+				if s.Class != "" {
+					d.Class = s.Class // the record's own field; the reason's prefix only for older records
+				}
 			}
 		}
 	}

@@ -98,7 +98,7 @@ func abandonedReason(err error, r resolved) (retry.Class, string) {
 // reports whether it settled the step.
 func (h *Handler) settleAbandoned(ctx context.Context, p Payload, spec *Spec, st *Step, attempt int, class retry.Class, reason, reconciled string) bool {
 	reason = store.Excerpt(reason)
-	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Attempt: attempt}
+	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Class: string(class), Attempt: attempt}
 	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt}
 	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError

@@ -319,7 +319,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 func (h *Handler) deadLetter(ctx context.Context, run stepRun, class retry.Class, err error) error {
 	p, st := run.p, run.st
 	reason := store.Excerpt(fmt.Sprintf("%s: %v", class, err))
-	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason, Attempt: run.attempt}
+	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason, Class: string(class), Attempt: run.attempt}
 	if class == retry.InvalidOutput {
 		o.Output = rejectedOutput(err)
 		if len(o.Output) > h.o.MaxOutputBytes {

@@ -221,9 +221,12 @@ type Outcome struct {
 	ToolCalls  string // JSON list of the model's tool calls, if any
 	Degraded   bool
 	Error      string
-	Target     string
-	Usage      Usage
-	InputHash  string
+	// Class, with Done false, is the error class that ended the step
+	// (bad_request, panic, …), kept in its record as a field of its own.
+	Class     string
+	Target    string
+	Usage     Usage
+	InputHash string
 
 	// Attempt is the attempt the outcome belongs to (Begin's count). When
 	// positive, Settle refuses it with ErrStaleAttempt if the step has
@@ -260,6 +263,9 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 			p+"prompt_tokens", o.Usage.PromptTokens, p+"completion_tokens", o.Usage.CompletionTokens, p+"input_hash", o.InputHash)
 	case o.Output != "":
 		args = append(args, p+"output", o.Output) // the rejected answer, for review
+	}
+	if !o.Done && o.Class != "" {
+		args = append(args, p+"class", o.Class)
 	}
 	args[11] = (len(args) - 12) / 2
 	for _, d := range dependents {
@@ -345,7 +351,7 @@ var workflowFields = []string{"id", "name", "state", "created_at", "finished_at"
 
 // stepFields are the fields of a step that Get reads, in this order.
 var stepFields = []string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at"}
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}
 
 // Get reads a workflow with all its steps: two reads of one hash, the
 // second only if the first found it (the step list says which fields).
@@ -378,7 +384,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
 	for i, st := range steps {
 		v := func(f int) string { return str(vals[i*len(stepFields)+f]) }
 		r := StepRecord{ID: st, State: v(0), Output: v(2), ToolCalls: v(3), Degraded: v(4) == "1", Error: v(5), Target: v(6),
-			InputHash: v(9), StartedAt: parseTS(v(10)), FinishedAt: parseTS(v(11))}
+			InputHash: v(9), StartedAt: parseTS(v(10)), FinishedAt: parseTS(v(11)), Class: v(12)}
 		r.Attempts, _ = strconv.Atoi(v(1))
 		r.Usage.PromptTokens, _ = strconv.Atoi(v(7))
 		r.Usage.CompletionTokens, _ = strconv.Atoi(v(8))

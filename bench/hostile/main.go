@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -144,7 +145,7 @@ func measure(ctx context.Context, bin, dir string, db redistest.DB, rdb *redis.C
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	// idle: the worker has started and polls an empty queue
-	idle, err := settledRSS(cmd.Process.Pid, 3*time.Second)
+	idle, err := settledRSS(ctx, rdb, cmd.Process.Pid)
 	if err != nil {
 		return result{}, err
 	}
@@ -175,10 +176,20 @@ func measure(ctx context.Context, bin, dir string, db redistest.DB, rdb *redis.C
 	return result{fault: name, idleMiB: idle, peakMiB: peak, calls: srv.Snapshot().Total}, nil
 }
 
-// settledRSS waits d for the worker to finish starting, then reads its RSS.
-func settledRSS(pid int, d time.Duration) (float64, error) {
-	time.Sleep(d) // let the worker connect and start polling before "idle" is read
-	return rssMiB(pid)
+// settledRSS waits until the worker has started (it advertises itself in
+// Redis once it takes tasks), then reads its RSS.
+func settledRSS(ctx context.Context, rdb *redis.Client, pid int) (float64, error) {
+	fleet := store.NewFleet(rdb, nil)
+	for deadline := time.Now().Add(time.Minute); ; {
+		ads, err := fleet.Live(ctx)
+		if err == nil && len(ads) > 0 {
+			return rssMiB(pid)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the worker did not start within a minute (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling, with a deadline
+	}
 }
 
 func rssMiB(pid int) (float64, error) { return statusMiB(pid, "VmRSS:") }

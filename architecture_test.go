@@ -28,6 +28,27 @@ var importRules = map[string][]string{
 	"examples/analyst":  {".", "embedded"},
 }
 
+// imports lists the imports of the non-test Go files in dir, by file.
+func imports(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	out := map[string][]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f] = []string{}
+		for _, im := range af.Imports {
+			out[f] = append(out[f], strings.Trim(im.Path.Value, `"`))
+		}
+	}
+	return out
+}
+
 // TestImportRules holds the package layering: the policy packages import
 // nothing of agentq's, the provider layer knows no queue, the store knows
 // no provider, and the example uses public packages only.
@@ -37,20 +58,12 @@ func TestImportRules(t *testing.T) {
 		for _, a := range allowed {
 			ok[a] = true
 		}
-		files, _ := filepath.Glob(filepath.Join(pkg, "*.go"))
+		files := imports(t, pkg)
 		if len(files) == 0 {
 			t.Errorf("%s: no Go files (the table names a package that moved)", pkg)
 		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, im := range af.Imports {
-				path := strings.Trim(im.Path.Value, `"`)
+		for f, paths := range files {
+			for _, path := range paths {
 				rel, mine := strings.CutPrefix(path, module)
 				if !mine {
 					continue
@@ -70,17 +83,15 @@ func TestImportRules(t *testing.T) {
 // An example is what users copy: its code imports no internal package
 // (its tests may, to check it).
 func TestExampleImportsNoInternalPackage(t *testing.T) {
-	err := filepath.WalkDir("examples", func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+	err := filepath.WalkDir("examples", func(dir string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
 			return err
 		}
-		af, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		for _, im := range af.Imports {
-			if strings.Contains(im.Path.Value, "/internal/") {
-				t.Errorf("%s imports %s: examples use public packages only", p, im.Path.Value)
+		for f, paths := range imports(t, dir) {
+			for _, path := range paths {
+				if strings.Contains(path, "/internal/") {
+					t.Errorf("%s imports %s: examples use public packages only", f, path)
+				}
 			}
 		}
 		return nil
@@ -102,17 +113,8 @@ func TestBinariesLinkOnlyWhatTheyUse(t *testing.T) {
 		for len(queue) > 0 {
 			dir := queue[0]
 			queue = queue[1:]
-			files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-			for _, f := range files {
-				if strings.HasSuffix(f, "_test.go") {
-					continue
-				}
-				af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, im := range af.Imports {
-					path := strings.Trim(im.Path.Value, `"`)
+			for f, paths := range imports(t, dir) {
+				for _, path := range paths {
 					for _, b := range banned {
 						if path == b || strings.HasPrefix(path, b+"/") {
 							t.Errorf("%s links %s (through %s)", main, path, f)

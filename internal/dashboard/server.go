@@ -70,7 +70,6 @@ type Options struct {
 type Server struct {
 	o        Options
 	client   *tasks.Client
-	keys     *store.KeyState
 	brk      *store.Breakers
 	health   *llmclient.Health
 	pages    map[string]*template.Template
@@ -97,7 +96,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	s := &Server{o: o, keys: store.NewKeyState(o.Redis, nil), brk: store.NewBreakers(o.Redis),
+	s := &Server{o: o, brk: store.NewBreakers(o.Redis),
 		client: tasks.NewClient(o.Redis, app.ClientOptions(o.Config)),
 		pages:  map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
 	hc := o.Config.Resilience.Health

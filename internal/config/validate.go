@@ -1,0 +1,188 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// validate returns every problem, one error each, naming the field.
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if len(c.Redis.Cluster) > 0 && c.Redis.Sentinel != nil {
+		bad("redis", "cluster and sentinel cannot both be set")
+	}
+	if sn := c.Redis.Sentinel; sn != nil && (sn.MasterName == "" || len(sn.Addrs) == 0) {
+		bad("redis.sentinel", "needs master_name and at least one address")
+	}
+	if c.Redis.URL != "" {
+		u, err := url.Parse(c.Redis.URL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			bad("redis.url", "%q is not a redis:// or rediss:// URL", redactURL(c.Redis.URL))
+		}
+	} else if c.Redis.Addr == "" {
+		bad("redis.addr", "is empty (set redis.addr or redis.url)")
+	} else if len(c.Redis.Cluster) == 0 && c.Redis.Sentinel == nil {
+		if _, port, err := net.SplitHostPort(c.Redis.Addr); err != nil || port == "" {
+			bad("redis.addr", "%q is not host:port (e.g. 127.0.0.1:6379)", c.Redis.Addr)
+		}
+	}
+	for i, a := range c.Redis.Cluster {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad(fmt.Sprintf("redis.cluster[%d]", i), "%q is not host:port", a)
+		}
+	}
+	if sn := c.Redis.Sentinel; sn != nil {
+		for i, a := range sn.Addrs {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				bad(fmt.Sprintf("redis.sentinel.addrs[%d]", i), "%q is not host:port", a)
+			}
+		}
+	}
+	if t := c.Redis.TLS; t != nil {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			bad("redis.tls", "cert_file and key_file go together")
+		}
+		if _, err := t.Config(); err != nil {
+			bad("redis.tls", "%v", err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Providers {
+		f := fmt.Sprintf("providers[%d]", i)
+		switch {
+		case p.Name == "":
+			bad(f+".name", "is empty")
+		case seen[p.Name]:
+			bad(f+".name", "%q is used by another provider", p.Name)
+		case strings.ContainsAny(p.Name, "{}: \t/"):
+			bad(f+".name", "%q may not contain spaces, braces, colons or slashes", p.Name)
+		}
+		seen[p.Name] = true
+		switch p.Kind {
+		case "openai", "anthropic":
+		case "":
+			bad(f+".kind", "is empty (want openai or anthropic)")
+		default:
+			bad(f+".kind", "%q is not openai or anthropic", p.Kind)
+		}
+		if p.BaseURL != "" {
+			if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(f+".base_url", "%q is not an http(s) URL", p.BaseURL)
+			}
+		}
+		if len(p.Keys) == 0 && p.Kind == "anthropic" {
+			bad(f+".keys", "is empty (anthropic needs at least one key)")
+		}
+		for j, k := range p.Keys {
+			if k == "" {
+				bad(fmt.Sprintf("%s.keys[%d]", f, j), "is empty")
+			}
+		}
+		if p.MaxConcurrency < 0 {
+			bad(f+".max_concurrency", "is negative")
+		}
+		if p.RPM < 0 {
+			bad(f+".rpm", "is negative")
+		}
+		if p.Timeout.D() < time.Second {
+			bad(f+".timeout", "%s is under 1s", p.Timeout)
+		}
+		if p.MaxResponseBytes != 0 && p.MaxResponseBytes < 64<<10 {
+			bad(f+".max_response_bytes", "%d is under 65536 (0 means 2 MiB)", p.MaxResponseBytes)
+		}
+	}
+	for _, name := range c.RouteNames() {
+		r := c.Routes[name]
+		f := "routes." + name
+		if len(r.Targets) == 0 {
+			bad(f+".targets", "is empty")
+		}
+		check := func(field string, t Target) {
+			if t.Provider == "" {
+				bad(field+".provider", "is empty")
+			} else if _, ok := c.Provider(t.Provider); !ok {
+				bad(field+".provider", "unknown provider %q", t.Provider)
+			}
+			if t.Model == "" {
+				bad(field+".model", "is empty")
+			}
+		}
+		for i, t := range r.Targets {
+			check(fmt.Sprintf("%s.targets[%d]", f, i), t)
+		}
+		if r.ContextWindowFallback != nil {
+			check(f+".context_window_fallback", *r.ContextWindowFallback)
+		}
+		if r.ContentFallback != nil {
+			check(f+".content_fallback", *r.ContentFallback)
+		}
+		switch r.Strategy {
+		case "health", "ordered":
+		default:
+			bad(f+".strategy", "%q is not health or ordered", r.Strategy)
+		}
+		if _, _, err := r.Hedge(); err != nil {
+			bad(f+".hedge_after", "%v", err)
+		}
+	}
+	rt := c.Resilience.Retry
+	if len(rt.Jitter) != 2 {
+		bad("resilience.retry.jitter", "%v is not [low, high]", rt.Jitter)
+	} else if err := rt.Backoff().Validate(); err != nil {
+		bad("resilience.retry", "%v", err)
+	}
+	if rt.MaxRetries == nil || *rt.MaxRetries < 0 {
+		bad("resilience.retry.max_retries", "must be 0 or more")
+	}
+	if k := c.Resilience.Keys; k.DefaultCooldown > k.MaxCooldown {
+		bad("resilience.keys.default_cooldown", "%s is over max_cooldown %s", k.DefaultCooldown, k.MaxCooldown)
+	}
+	if err := c.Resilience.Breaker.Config(time.Minute).Validate(); err != nil {
+		bad("resilience.breaker", "%v", err)
+	}
+	w := c.Resilience.Health.Weights
+	if s := w.Success + w.Latency + w.Trend; s < 0.999 || s > 1.001 || w.Success < 0 || w.Latency < 0 || w.Trend < 0 {
+		bad("resilience.health.weights", "must be non-negative and sum to 1 (they sum to %v)", s)
+	}
+	if c.Resilience.Health.Window.D() <= 0 {
+		bad("resilience.health.window", "must be positive")
+	}
+	for f, d := range map[string]Duration{"worker.poll_interval": c.Worker.PollInterval, "worker.retry_poll_interval": c.Worker.RetryPollInterval} {
+		if d.D() < 10*time.Millisecond || d.D() > time.Minute {
+			bad(f, "%s is not between 10ms and 1m", d)
+		}
+	}
+	if c.Worker.Concurrency < 1 {
+		bad("worker.concurrency", "%d is under 1", c.Worker.Concurrency)
+	}
+	if len(c.Worker.Queues) == 0 {
+		bad("worker.queues", "is empty")
+	}
+	for q, p := range c.Worker.Queues {
+		if q == "" || p < 1 {
+			bad("worker.queues", "queue %q has priority %d (want a name and a priority of 1 or more)", q, p)
+		}
+	}
+	if c.Retention.D() < time.Minute {
+		bad("retention", "%s is under 1m", c.Retention)
+	}
+	for t, p := range c.Prices {
+		if p.Prompt < 0 || p.Completion < 0 || !strings.Contains(t, "/") {
+			bad("prices."+t, "want provider/model with prices of 0 or more")
+		}
+	}
+	if c.Limits.MaxSteps < 1 || c.Limits.MaxSpecBytes < 1 || c.Limits.MaxOutputBytes < 1 {
+		bad("limits", "max_steps, max_spec_bytes and max_output_bytes must be positive")
+	}
+	if c.Limits.MaxTurns < 1 || c.Limits.MaxTurns > 100 {
+		bad("limits.max_turns", "%d is not between 1 and 100", c.Limits.MaxTurns)
+	}
+	return errors.Join(errs...)
+}

@@ -32,6 +32,8 @@ type Config struct {
 	// Prices per target ("provider/model"), in currency units per million
 	// tokens; workflows whose every step has a price show their cost.
 	Prices map[string]Price `yaml:"prices"`
+	// Webhooks signs and sends workflow notifications; zero: none.
+	Webhooks Webhooks `yaml:"webhooks"`
 }
 
 // Price is what a target charges per million tokens.

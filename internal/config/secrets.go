@@ -3,8 +3,9 @@ package config
 import "net/url"
 
 // Secrets returns every secret value the configuration holds (provider
-// keys, Redis and Sentinel passwords, a password inside the Redis URL), for
-// a redactor that keeps them out of logs, Redis and pages.
+// keys, Redis and Sentinel passwords, a password inside the Redis URL, the
+// webhook signing secret), for a redactor that keeps them out of logs,
+// Redis and pages.
 func (c Config) Secrets() []string {
 	var out []string
 	add := func(s Secret) {
@@ -18,6 +19,7 @@ func (c Config) Secrets() []string {
 		}
 	}
 	add(c.Redis.Password)
+	add(c.Webhooks.Secret)
 	if c.Redis.Sentinel != nil {
 		add(c.Redis.Sentinel.Password)
 	}

@@ -184,5 +184,6 @@ func (c *Config) validate() error {
 	if c.Limits.MaxTurns < 1 || c.Limits.MaxTurns > 100 {
 		bad("limits.max_turns", "%d is not between 1 and 100", c.Limits.MaxTurns)
 	}
+	errs = append(errs, c.Webhooks.validate()...)
 	return errors.Join(errs...)
 }

@@ -1,0 +1,42 @@
+package webhook
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// Which dialed addresses pass: public ones always; a special one only when
+// its host (or the address) is listed exactly, never through a wildcard,
+// so a name under an allowed suffix cannot be pointed at the metadata
+// service or the LAN.
+func TestCheckAddr(t *testing.T) {
+	g, err := NewGuard([]string{"*.example.com", "hooks.internal", "10.1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		host, ip string
+		want     string // "" allowed, else a word of the refusal
+	}{
+		{"a.example.com", "93.184.216.34", ""},
+		{"a.example.com", "169.254.169.254", "link-local"},
+		{"a.example.com", "10.0.0.1", "private"},
+		{"a.example.com", "::ffff:127.0.0.1", "loopback"},
+		{"a.example.com", "fd00::1", "private"},
+		{"a.example.com", "0.0.0.0", "unspecified"},
+		{"a.example.com", "224.0.0.1", "multicast"},
+		{"a.example.com", "100.64.0.1", "reserved"},
+		{"a.example.com", "255.255.255.255", "reserved"},
+		{"hooks.internal", "10.0.0.1", ""},
+		{"other.internal", "10.1.2.3", ""},
+	} {
+		err := g.checkAddr(c.host, netip.MustParseAddr(c.ip))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s at %s: %v, want allowed", c.host, c.ip, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s at %s: %v, want a refusal saying %q", c.host, c.ip, err, c.want)
+		}
+	}
+}

@@ -20,7 +20,8 @@ var importRules = map[string][]string{
 	"record":            {},
 	"llmclient":         {"retry", "redact"},
 	"internal/store":    {"record", "retry"},
-	"tasks":             {"internal/problem", "internal/store", "llmclient", "record", "retry"},
+	"tasks":             {"internal/problem", "internal/store", "internal/webhook", "llmclient", "record", "retry"},
+	"internal/webhook":  {"redact", "retry"},
 	".":                 {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
 	"internal/chaosllm": {}, // shares no code with the clients it tests
 	"agentqtest":        {".", "llmclient", "tasks"},

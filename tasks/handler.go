@@ -48,6 +48,8 @@ type HandlerOptions struct {
 	// Tools are the tools this worker runs for prompt steps, by the name
 	// a spec's tools: gives.
 	Tools map[string]Tool
+	// Webhooks, when set, notifies workflows that end (notify.go); nil: none.
+	Webhooks *Webhooks
 }
 
 // StepEvent reports a settled step, or (State "retrying") a failed attempt

@@ -115,6 +115,7 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	}
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: st.ID, Route: r.Route, State: stepState, WorkflowState: state,
 		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled})
+	h.notifyEnded(ctx, p.Workflow, spec, state)
 	return nil
 }
 

@@ -26,6 +26,7 @@ type Spec struct {
 	Input    map[string]any `yaml:"input" json:"input,omitempty"`
 	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
 	Steps    []Step         `yaml:"steps" json:"steps"`
+	Notify   *NotifySpec    `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
 }
 
 // StepDefaults apply to every step that leaves the field out.

@@ -113,7 +113,7 @@ type payload struct {
 // not queued again: that is not an error.
 func Enqueue(ctx context.Context, c *asynq.Client, e Event, opts ...asynq.Option) error {
 	if err := CheckURL(e.URL); err != nil {
-		return fmt.Errorf("webhook %s: %w", e.ID(), err)
+		return fmt.Errorf("webhook %s: url: %w", e.ID(), err)
 	}
 	if !slices.Contains(Events, e.Event) {
 		return fmt.Errorf("webhook %s: unknown event %q", e.ID(), e.Event)
@@ -143,7 +143,7 @@ func CheckURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case s == "":
-		return errors.New("url is empty")
+		return errors.New("is empty")
 	case err != nil:
 		return fmt.Errorf("%q is not a URL", s)
 	case u.Scheme != "http" && u.Scheme != "https":

@@ -160,6 +160,7 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.logout)
 	s.api(mux)
+	s.webhooksAPI(mux)
 	mux.Handle("/asynq/", s.guardAsynqmon(s.mon))
 	s.mux = mux
 	return s, nil

@@ -1,8 +1,8 @@
 // Package metrics exposes agentq's Prometheus metrics (docs/operations.md): LLM
 // calls, tokens, fallbacks, breaker states, health scores, key events,
-// steps, workflows and dead letters, plus asynq's queue collector. Label
-// values are bounded: providers, models, routes, classes, states and key
-// fingerprints; never workflow ids, never keys.
+// steps, workflows, dead letters and webhook deliveries, plus asynq's queue
+// collector. Label values are bounded: providers, models, routes, classes,
+// states, events and key fingerprints; never workflow ids, never keys.
 package metrics
 
 import (
@@ -32,6 +32,7 @@ type Metrics struct {
 	workflows   *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	reconciled  *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec
 }
 
 // TargetState is what the gauges read of a target at scrape time.
@@ -63,7 +64,9 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 		Help: "Dead-lettered steps by error class."}, []string{"class"})
 	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_reconciled_steps_total",
 		Help: "Steps the reconciler settled dead or enqueued again after asynq ended their task without a result, by reason."}, []string{"reason"})
-	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled,
+	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_webhook_deliveries_total",
+		Help: "Webhook delivery attempts by event and result (delivered, retrying, dead: archived after its retries, refused: by the SSRF guard)."}, []string{"event", "result"})
+	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if targets != nil {
 		m.reg.MustRegister(&targetCollector{targets: targets})
@@ -125,6 +128,11 @@ func (m *Metrics) Step(e tasks.StepEvent) {
 			m.workflows.WithLabelValues(e.WorkflowState).Inc()
 		}
 	}
+}
+
+// Webhook counts one webhook delivery attempt (webhook.Options.Observe).
+func (m *Metrics) Webhook(event, result string) {
+	m.webhooks.WithLabelValues(event, result).Inc()
 }
 
 type targetCollector struct{ targets func() []TargetState }

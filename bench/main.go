@@ -37,6 +37,7 @@ type params struct {
 	floor                        bool
 	runs                         int
 	codestep                     bool
+	mapItems, mapParallel        int
 }
 
 // AgentqRun is one timed run of a workload on an agentq worker.
@@ -90,6 +91,9 @@ type Report struct {
 	// call, same Redis; BareCeleryRatio is bare asynq's over Celery's.
 	CeleryRatio, BareCeleryRatio float64     `json:",omitempty"`
 	Resources                    []Resources `json:",omitempty"`
+	// Map (with -map) is a wide map's cost per step against chords'; a
+	// -map run measures it alone (Chords stays empty).
+	Map *MapResult `json:",omitempty"`
 }
 
 func main() {
@@ -108,6 +112,8 @@ func main() {
 	flag.BoolVar(&p.floor, "floor", false, "also run bare asynq with one and two scripted writes of the answer per task: the floor of any durable per-step bookkeeping")
 	flag.BoolVar(&p.codestep, "codestep", false, "instead of agentq against bare asynq, run each shape with prompt steps and with code steps (run: a Go function making the same chat call through s.LLM().Chat), back to back (-chords 0 or -chains 0 skips a shape)")
 	flag.IntVar(&p.runs, "runs", 1, "repeat each agentq/bare asynq measurement this many times and report the median ratio (shared machines are noisy)")
+	flag.IntVar(&p.mapItems, "map", 0, "instead of agentq against bare asynq, run one workflow mapping this many items (for_each, prompt instances) then a reduce, against as many steps of -members-member chords; reports CPU per step of each and their ratio")
+	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
@@ -156,6 +162,12 @@ func splitComma(s string) []string {
 
 func run(ctx context.Context, p params, out io.Writer) error {
 	minChords := 1
+	if p.mapItems != 0 && (p.codestep || p.floor || p.celery || len(p.resources) > 0) {
+		return errors.New("-map runs alone: not with -codestep, -floor, -celery or -resources")
+	}
+	if p.mapItems < 0 {
+		return errors.New("-map must be at least 1")
+	}
 	if p.codestep {
 		if p.floor || p.celery || len(p.resources) > 0 {
 			return errors.New("-codestep runs alone: not with -floor, -celery or -resources")
@@ -180,6 +192,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	defer stop()
 
+	if p.mapItems > 0 {
+		return runMap(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
 	if p.codestep {
 		return runCodeSteps(ctx, p, out, rdb, db, chaos, chaosURL)
 	}
@@ -325,78 +340,6 @@ func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redi
 	return res, nil
 }
 
-func printReport(out io.Writer, p params, r *Report) {
-	fmt.Fprintf(out, "\n| run | seconds | steps/s | workflows/s | ratio to bare asynq | hand-off p50 | hand-off p99 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	row := func(name string, x *Run) {
-		fmt.Fprintf(out, "| agentq %s | %.2f | %.0f | %.1f | %.2f | %.1f ms | %.1f ms |\n", name, x.Agentq.Seconds, x.Agentq.StepsPerSec,
-			x.Agentq.WorkflowsPerSec, x.Ratio, x.Agentq.HandoffP50ms, x.Agentq.HandoffP99ms)
-		fmt.Fprintf(out, "| bare asynq, same calls | %.2f | %.0f | %.1f | 1 | – | – |\n", x.Bare.Seconds, x.Bare.StepsPerSec, x.Bare.WorkflowsPerSec)
-		for _, f := range x.Floor {
-			fmt.Fprintf(out, "| bare asynq + %d write(s) of the answer per step | %.2f | %.0f | %.1f | %.2f | – | – |\n", f.Writes, f.Seconds, f.StepsPerSec,
-				f.StepsPerSec/float64(x.StepsPerWorkflow), f.Ratio)
-		}
-	}
-	row("chords", &r.Chords)
-	if r.Chains != nil {
-		row("chains", r.Chains)
-	}
-	if c := r.Celery; c != nil {
-		fmt.Fprintf(out, "| celery chords (%s pool) | %.2f | %.0f | %.1f | – | – | – |\n", c.Pool, c.Seconds, c.StepsPerSec, c.ChordsPerSec)
-		fmt.Fprintf(out, "\nchords/s: agentq %.1f× Celery's, bare asynq %.1f× Celery's\n", r.CeleryRatio, r.BareCeleryRatio)
-	}
-	if len(r.Chords.Ratios) > 1 {
-		fmt.Fprintf(out, "\nratios of %d repetitions (median reported above): chords %s", len(r.Chords.Ratios), ratios(r.Chords.Ratios))
-		if r.Chains != nil {
-			fmt.Fprintf(out, ", chains %s", ratios(r.Chains.Ratios))
-		}
-		fmt.Fprintln(out)
-	}
-	printCosts(out, r)
-	if len(r.Resources) > 0 {
-		fmt.Fprintf(out, "\n| worker concurrency | steps | seconds | peak RSS | CPU s per 1,000 steps (user) |\n| ---: | ---: | ---: | ---: | ---: |\n")
-		for _, x := range r.Resources {
-			fmt.Fprintf(out, "| %d | %d | %.1f | %.0f MiB | %.2f (%.2f) |\n", x.Concurrency, x.Steps, x.Seconds, x.PeakRSSMiB, x.CPUSecPer1000, x.UserSecPer1000)
-		}
-	}
-	if r.Chords.Ratio < 0.8 {
-		fmt.Fprintf(out, "\ntarget missed: chords ratio %.2f < 0.8 of bare asynq (docs/benchmarks.md says why; -floor shows the floor)\n", r.Chords.Ratio)
-	}
-	if r.Celery != nil && r.CeleryRatio < 3 {
-		fmt.Fprintf(out, "\ntarget missed: agentq chords/s %.1f× Celery's < 3×\n", r.CeleryRatio)
-	}
-}
-
-// printCosts prints each run's cost per step, when Redis kept statistics.
-func printCosts(out io.Writer, r *Report) {
-	if r.Chords.Agentq.Cost.CallsPerStep == 0 {
-		return
-	}
-	fmt.Fprintf(out, "\n| run | CPU µs per step: this process | redis-server | Redis commands per step | Redis µs executing them | most costly |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
-	cost := func(name string, c Cost) {
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.1f | %.1f | %s |\n", name, c.ProcCPUMicros, c.RedisCPUMicros, c.CallsPerStep, c.MicrosPerStep, strings.Join(c.Top, "; "))
-	}
-	cost("agentq chords", r.Chords.Agentq.Cost)
-	cost("bare chords", r.Chords.Bare.Cost)
-	for _, f := range r.Chords.Floor {
-		cost(fmt.Sprintf("bare chords + %d write(s)", f.Writes), f.Cost)
-	}
-	if r.Chains != nil {
-		cost("agentq chains", r.Chains.Agentq.Cost)
-		cost("bare chains", r.Chains.Bare.Cost)
-		for _, f := range r.Chains.Floor {
-			cost(fmt.Sprintf("bare chains + %d write(s)", f.Writes), f.Cost)
-		}
-	}
-}
-
-func ratios(xs []float64) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprintf("%.2f", x)
-	}
-	return strings.Join(s, " ")
-}
-
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {
 	var sc chaosllm.Scenario
 	if latency > 0 {
@@ -413,14 +356,4 @@ func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), func() { hs.Close() }, nil
-}
-
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	i := int(float64(len(s)-1) * p / 100)
-	return s[i]
 }

@@ -40,6 +40,10 @@ type shape struct {
 	// handoffs reads, from a finished workflow, the milliseconds between
 	// a step finishing and a dependent starting.
 	handoffs func(*tasks.Workflow) []float64
+	// input is the i-th workflow's input; nil: {n: i}.
+	input func(i int) map[string]any
+	// check, when set, checks a completed workflow's record.
+	check func(*tasks.Workflow) error
 }
 
 func chordShape(chords, members int) shape { return chordShapeOf(chords, members, false) }
@@ -106,7 +110,8 @@ func benchCfg(db redistest.DB, chaosURL string, concurrency int) (config.Config,
 	return cfg, nil
 }
 
-// submitAll submits sh.workflows workflows, input n = 0, 1, …
+// submitAll submits sh.workflows workflows, input n = 0, 1, … (or
+// sh.input's).
 func submitAll(ctx context.Context, client *tasks.Client, sh shape) ([]string, error) {
 	spec, err := client.Parse(sh.name+".yaml", []byte(sh.spec))
 	if err != nil {
@@ -115,6 +120,9 @@ func submitAll(ctx context.Context, client *tasks.Client, sh shape) ([]string, e
 	ids := make([]string, 0, sh.workflows)
 	for i := 0; i < sh.workflows; i++ {
 		spec.Input = map[string]any{"n": i}
+		if sh.input != nil {
+			spec.Input = sh.input(i)
+		}
 		id, err := client.Submit(ctx, spec)
 		if err != nil {
 			return nil, err
@@ -174,6 +182,11 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 		}
 		if wf.State != "completed" {
 			return 0, nil, fmt.Errorf("workflow %s is %s", id, wf.State)
+		}
+		if sh.check != nil {
+			if err := sh.check(wf); err != nil {
+				return 0, nil, fmt.Errorf("workflow %s: %w", id, err)
+			}
 		}
 		handoffs = append(handoffs, sh.handoffs(wf)...)
 	}

@@ -34,10 +34,35 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 // it came from in errors. Every problem is reported with its line.
 func (c *Client) Parse(name string, spec []byte) (*Spec, error) { return c.c.Parse(name, spec) }
 
+// SubmitOption changes one submit (WithIdempotencyKey).
+type SubmitOption = tasks.SubmitOption
+
+// Submission is a submitted workflow's id, and whether an idempotency key
+// named one that existed already.
+type Submission = tasks.Submission
+
+// ErrIdempotencyConflict is returned for a submit whose idempotency key
+// was used, within the retention, with a different spec or input.
+var ErrIdempotencyConflict = tasks.ErrIdempotencyConflict
+
+// WithIdempotencyKey makes a submit idempotent: the first submit with key
+// creates the workflow; later ones within the retention (24h by default)
+// return it instead of creating another, however many run at once. The
+// same key with a different spec or input is refused with
+// ErrIdempotencyConflict. A key is 1 to 255 bytes without control
+// characters, e.g. "order-1234-summary".
+func WithIdempotencyKey(key string) SubmitOption { return tasks.WithIdempotencyKey(key) }
+
 // Submit writes the workflow and enqueues its first steps; it returns the
 // workflow's id.
-func (c *Client) Submit(ctx context.Context, spec *Spec) (string, error) {
-	return c.c.Submit(ctx, spec)
+func (c *Client) Submit(ctx context.Context, spec *Spec, opts ...SubmitOption) (string, error) {
+	return c.c.Submit(ctx, spec, opts...)
+}
+
+// SubmitWorkflow is Submit, saying also whether an idempotency key named
+// a workflow that existed already (nothing was created then).
+func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitOption) (Submission, error) {
+	return c.c.SubmitWorkflow(ctx, spec, opts...)
 }
 
 // Status returns a workflow's state and steps.

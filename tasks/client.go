@@ -62,6 +62,7 @@ type ClientOptions struct {
 // The enqueue command is built on it.
 type Client struct {
 	o      ClientOptions
+	rdb    redis.UniversalClient
 	store  *store.Store
 	asynq  *asynq.Client
 	insp   *asynq.Inspector
@@ -77,7 +78,7 @@ func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
 	if o.NewID == nil {
 		o.NewID = NewID
 	}
-	c := &Client{o: o, store: store.New(rdb, o.Retention, o.Now),
+	c := &Client{o: o, rdb: rdb, store: store.New(rdb, o.Retention, o.Now),
 		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb), fleet: store.NewFleet(rdb, o.Now)}
 	if o.Routes != nil {
 		c.routes = map[string]bool{}
@@ -98,46 +99,6 @@ func NewID() string {
 // Parse reads and validates a spec against the client's routes and limits.
 func (c *Client) Parse(source string, data []byte) (*Spec, error) {
 	return ParseSpec(source, data, c.routes, c.o.Limits)
-}
-
-// Submit writes the workflow record (before anything is enqueued) and
-// enqueues the steps that depend on nothing. spec must come from Parse or
-// ParseSpec. First it checks the spec against what live workers advertise
-// (unless ClientOptions.SkipWorkerCheck or WithoutWorkerCheck): a step
-// whose route, handler, tool or queue no live worker serves is refused
-// (ErrInvalidSpec, one SpecError a step), and so is every spec when no
-// worker is alive (ErrNoWorkers).
-func (c *Client) Submit(ctx context.Context, spec *Spec, opts ...SubmitOption) (string, error) {
-	if !c.o.SkipWorkerCheck && !ApplySubmitOptions(opts...).SkipWorkerCheck {
-		if err := c.checkWorkers(ctx, spec); err != nil {
-			return "", err
-		}
-	}
-	if spec.Defaults.MaxRetries == nil && c.o.MaxRetries != nil {
-		cp := *spec
-		n := *c.o.MaxRetries
-		cp.Defaults.MaxRetries = &n
-		spec = &cp
-	}
-	id := c.o.NewID()
-	data, err := json.Marshal(spec)
-	if err != nil {
-		return "", fmt.Errorf("encode spec: %w", err)
-	}
-	ids := make([]string, len(spec.Steps))
-	for i, st := range spec.Steps {
-		ids[i] = st.ID
-	}
-	if err := c.store.Create(ctx, store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids}); err != nil {
-		return "", err
-	}
-	workflowSpan(ctx, id, spec.Name, len(ids))
-	for _, root := range spec.Roots() {
-		if err := enqueueStep(ctx, c.asynq, id, spec, root, c.o.Retention); err != nil {
-			return id, err
-		}
-	}
-	return id, nil
 }
 
 // Status returns the workflow with all its steps; a pending or queued

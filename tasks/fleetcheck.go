@@ -21,6 +21,9 @@ type SubmitSettings struct {
 	// SkipWorkerCheck submits without checking the spec against what
 	// live workers serve (the steps wait until a worker serves them).
 	SkipWorkerCheck bool
+	// IdempotencyKey, when set, makes the submit idempotent
+	// (WithIdempotencyKey).
+	IdempotencyKey string
 }
 
 // SubmitOption changes one Submit.

@@ -39,9 +39,17 @@ func New(base, token string) *Client {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	return c.doHeader(ctx, method, path, nil, body, out)
+}
+
+// doHeader is do with more request headers.
+func (c *Client) doHeader(ctx context.Context, method, path string, header http.Header, body []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -78,6 +86,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		switch {
 		case e.Code == codeNoWorkers:
 			return fmt.Errorf("%w: %v", tasks.ErrNoWorkers, err)
+		case resp.StatusCode == http.StatusConflict && e.Code == codeIdempotencyConflict:
+			return &serverError{msg: msg, is: tasks.ErrIdempotencyConflict}
+		case e.Code == codeBadIdempotencyKey:
+			return &serverError{msg: msg, is: tasks.ErrBadIdempotencyKey}
+		case strings.HasPrefix(path, "/api/v1/queues/") && resp.StatusCode == http.StatusNotFound:
+			return &serverError{msg: msg, is: tasks.ErrUnknownQueue}
 		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
 			return fmt.Errorf("%w: %v", store.ErrUnknownKey, err)
 		}
@@ -100,8 +114,22 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	return nil
 }
 
-// codeNoWorkers is the API's "code" when no live worker is alive.
-const codeNoWorkers = "no_workers"
+// The API's "code"s: no live worker is alive; an idempotency key names a
+// workflow with another spec or input; a key that cannot be one.
+const (
+	codeNoWorkers           = "no_workers"
+	codeIdempotencyConflict = "idempotency_conflict"
+	codeBadIdempotencyKey   = "bad_idempotency_key"
+)
+
+// serverError is the server's one-line error, an is.
+type serverError struct {
+	msg string
+	is  error
+}
+
+func (e *serverError) Error() string { return e.msg }
+func (e *serverError) Unwrap() error { return e.is }
 
 // problemError is one problem with a spec, as the server reported it.
 type problemError struct{ msg string }
@@ -109,23 +137,41 @@ type problemError struct{ msg string }
 func (e *problemError) Error() string { return e.msg }
 func (e *problemError) Unwrap() error { return tasks.ErrInvalidSpec }
 
-// Submit sends a parsed spec; the server validates it again against its
-// own configuration and checks it against what live workers serve (unless
-// tasks.WithoutWorkerCheck: ?check=false).
+// Submit is SubmitWorkflow's workflow id.
 func (c *Client) Submit(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (string, error) {
+	s, err := c.SubmitWorkflow(ctx, spec, opts...)
+	return s.ID, err
+}
+
+// SubmitWorkflow sends a parsed spec; the server validates it again
+// against its own configuration and checks it against what live workers
+// serve (unless tasks.WithoutWorkerCheck: ?check=false). An idempotency
+// key (tasks.WithIdempotencyKey) goes as the Idempotency-Key header.
+func (c *Client) SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (tasks.Submission, error) {
 	body, err := json.Marshal(spec)
 	if err != nil {
-		return "", err
+		return tasks.Submission{}, err
 	}
+	set := tasks.ApplySubmitOptions(opts...)
 	path := "/api/v1/workflows"
-	if tasks.ApplySubmitOptions(opts...).SkipWorkerCheck {
+	if set.SkipWorkerCheck {
 		path += "?check=false"
 	}
-	var wf tasks.Workflow
-	if err := c.do(ctx, "POST", path, body, &wf); err != nil {
-		return "", err
+	var h http.Header
+	if set.IdempotencyKey != "" {
+		if err := tasks.CheckIdempotencyKey(set.IdempotencyKey); err != nil {
+			return tasks.Submission{}, err
+		}
+		h = http.Header{"Idempotency-Key": {set.IdempotencyKey}}
 	}
-	return wf.ID, nil
+	var wf struct {
+		ID       string `json:"id"`
+		Existing bool   `json:"existing"`
+	}
+	if err := c.doHeader(ctx, "POST", path, h, body, &wf); err != nil {
+		return tasks.Submission{}, err
+	}
+	return tasks.Submission{ID: wf.ID, Existing: wf.Existing}, nil
 }
 
 // Keys lists the keys the live workers advertise, with their state.

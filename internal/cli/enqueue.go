@@ -26,6 +26,7 @@ func Enqueue(env Env) *cobra.Command {
 		noCheck bool
 		unused  bool
 		waitFor time.Duration
+		idemKey string
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue FILE",
@@ -41,6 +42,16 @@ Before it submits, the spec is checked against what live workers advertise
 is refused, naming the step; --no-check submits anyway, and the step waits
 until a worker that serves it starts.
 
+Controls:
+  --idempotency-key K   submit at most once per key: a later submit with K
+                        (within the retention) prints the same workflow
+                        ("existing": true with --json) and creates nothing;
+                        K with another spec or input is refused (exit 2)
+  queue pause|resume Q  stop and restart workers taking queue Q's steps
+                        (queue list shows each queue, paused or not)
+  schedule list         the periodic workflows the workers run (schedules:
+                        in the workers' agentq.yaml), each once per slot
+
 Exit codes: 0 done; 1 the workflow failed, was canceled or is blocked on a
 dead-lettered step (with --wait); 2 bad usage or input (a bad spec, flag or
 id, a step no live worker serves, a missing workflow or dead letter, a
@@ -50,7 +61,10 @@ all (--no-check submits anyway).`,
 		Example: `  enqueue examples/hello.yaml --wait
   enqueue report.yaml --input question="Which region grew fastest?" --json
   enqueue status wf_abc123
-  enqueue result wf_abc123`,
+  enqueue result wf_abc123
+  enqueue order.yaml --input id=1234 --idempotency-key order-1234 --json
+  enqueue queue pause default    # then: enqueue queue resume default
+  enqueue schedule list --json`,
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -64,10 +78,16 @@ all (--no-check submits anyway).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	cmd.Flags().BoolVar(&noCheck, "no-check", false, "submit without checking the spec against what live workers serve")
 	cmd.Flags().DurationVar(&waitFor, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
+	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "submit at most once per key: a later submit with the key (within the retention) prints the existing workflow; with another spec or input it is refused (exit 2)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := c.load(cmd)
 		if err != nil {
 			return err
+		}
+		if cmd.Flags().Changed("idempotency-key") {
+			if err := tasks.CheckIdempotencyKey(idemKey); err != nil {
+				return usageErr("--idempotency-key: %v", err)
+			}
 		}
 		data, source, err := readSpec(args[0], cmd.InOrStdin(), cfg.Limits.MaxSpecBytes)
 		if err != nil {
@@ -105,9 +125,19 @@ all (--no-check submits anyway).`,
 		if noCheck {
 			opts = append(opts, tasks.WithoutWorkerCheck())
 		}
-		id, err := cl.Submit(cmd.Context(), spec, opts...)
+		if idemKey != "" {
+			opts = append(opts, tasks.WithIdempotencyKey(idemKey))
+		}
+		sub, err := cl.SubmitWorkflow(cmd.Context(), spec, opts...)
+		if errors.Is(err, tasks.ErrIdempotencyConflict) {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
 		if err != nil {
 			return submitErr(source, err)
+		}
+		id := sub.ID
+		if sub.Existing {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: idempotency key %q names workflow %s, submitted before with the same spec and input: nothing new was created\n", cmd.Root().Name(), idemKey, id)
 		}
 		out := cmd.OutOrStdout()
 		if !wait {
@@ -119,7 +149,7 @@ all (--no-check submits anyway).`,
 			if err != nil {
 				return err
 			}
-			return printJSON(out, wf)
+			return printJSON(out, submittedJSON{wf, sub.Existing})
 		}
 		ctx := cmd.Context()
 		if waitFor > 0 {
@@ -137,7 +167,7 @@ all (--no-check submits anyway).`,
 			return notFound(err, id)
 		}
 		if asJSON {
-			err = printJSON(out, wf)
+			err = printJSON(out, submittedJSON{wf, sub.Existing})
 		} else {
 			printWorkflow(out, wf, app.Prices(cfg))
 			if wf.State == tasks.StateCompleted {
@@ -149,8 +179,15 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c))
+	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c))
 	return cmd
+}
+
+// submittedJSON is what enqueue --json prints: the workflow, and whether
+// its idempotency key named one submitted before.
+type submittedJSON struct {
+	*tasks.Workflow
+	Existing bool `json:"existing"`
 }
 
 func routeSet(names []string) map[string]bool {
@@ -218,116 +255,3 @@ func printResult(ctx context.Context, w io.Writer, cl producer, id string, all b
 	return nil
 }
 
-func statusCmd(c *common) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use: "status ID", Short: "Print a workflow's state and its steps (a table)", Args: cobra.ExactArgs(1),
-		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl producer) error {
-				wf, err := cl.Status(cmd.Context(), args[0])
-				if err != nil {
-					return notFound(err, args[0])
-				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), wf)
-				}
-				printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
-				return nil
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
-	return cmd
-}
-
-func resultCmd(c *common) *cobra.Command {
-	var asJSON, all bool
-	cmd := &cobra.Command{
-		Use:   "result ID",
-		Short: "Print a completed workflow's result: the outputs of its final steps (--all: every step)",
-		Long: `result prints the outputs of the steps nothing depends on (a chord's body,
-a chain's last step); --all prints every step's output under its id. It
-exits 1 if the workflow has not completed.`,
-		Args:    cobra.ExactArgs(1),
-		Example: "  enqueue result wf_abc123\n  enqueue result wf_abc123 --all\n  enqueue result wf_abc123 --json",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl producer) error {
-				wf, err := cl.Status(cmd.Context(), args[0])
-				if err != nil {
-					return notFound(err, args[0])
-				}
-				if asJSON {
-					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
-						return err
-					}
-				} else if wf.State == tasks.StateCompleted {
-					if err := printResult(cmd.Context(), cmd.OutOrStdout(), cl, args[0], all); err != nil {
-						return err
-					}
-				}
-				return endState(wf)
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the workflow as one JSON document")
-	cmd.Flags().BoolVar(&all, "all", false, "print every step's output")
-	return cmd
-}
-
-func cancelCmd(c *common) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a workflow: queued steps are deleted, running ones are interrupted, nothing further runs",
-		Args:  cobra.ExactArgs(1), Example: "  enqueue cancel wf_abc123",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl producer) error {
-				st, err := cl.Cancel(cmd.Context(), args[0])
-				if err != nil {
-					return notFound(err, args[0])
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "workflow %s: %s\n", args[0], st)
-				return nil
-			})
-		},
-	}
-}
-
-func listCmd(c *common) *cobra.Command {
-	var (
-		state  string
-		limit  int
-		asJSON bool
-	)
-	cmd := &cobra.Command{
-		Use: "list", Short: "List recent workflows, newest first", Args: cobra.NoArgs,
-		Example: "  enqueue list --state running",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch state {
-			case "", tasks.StatePending, tasks.StateRunning, tasks.StateBlocked, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled:
-			default:
-				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
-			}
-			return withClient(cmd, c, func(cl producer) error {
-				wfs, err := cl.List(cmd.Context(), state, limit)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					if wfs == nil {
-						wfs = []*tasks.Workflow{}
-					}
-					return printJSON(cmd.OutOrStdout(), wfs)
-				}
-				for _, wf := range wfs {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", wf.ID, wf.State, wf.Name, wf.CreatedAt.Format(time.RFC3339))
-				}
-				return nil
-			})
-		},
-	}
-	cmd.Flags().StringVar(&state, "state", "", "only workflows in this state")
-	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
-	return cmd
-}

@@ -15,7 +15,7 @@ import (
 // producer is what the enqueue commands need: tasks.Client over Redis, or
 // apiclient.Client over a dashboard's HTTP API (--server).
 type producer interface {
-	Submit(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (string, error)
+	SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (tasks.Submission, error)
 	Status(ctx context.Context, id string) (*tasks.Workflow, error)
 	Result(ctx context.Context, id string) (*tasks.Result, error)
 	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error)
@@ -26,6 +26,9 @@ type producer interface {
 	Requeue(ctx context.Context, task string) error
 	RequeueAll(ctx context.Context, class string) (int, error)
 	Discard(ctx context.Context, task string) error
+	Queues(ctx context.Context) ([]tasks.QueueInfo, error)
+	PauseQueue(ctx context.Context, name string) (tasks.QueueChange, error)
+	ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error)
 }
 
 var (

@@ -2,12 +2,9 @@ package dashboard
 
 import (
 	"errors"
-	"io"
 	"net/http"
-	"strings"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
@@ -16,7 +13,8 @@ import (
 //
 //	GET  /api/v1/workflows?state=S        list
 //	POST /api/v1/workflows?input=k=v      submit a spec (YAML or JSON body), checked
-//	                                      against what live workers serve (?check=false: not)
+//	                                      against what live workers serve (?check=false: not);
+//	                                      header Idempotency-Key: at most one workflow per key
 //	GET  /api/v1/workflows/{id}           status
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
 //	POST /api/v1/workflows/{id}/cancel
@@ -24,6 +22,8 @@ import (
 //	POST /api/v1/dlq?class=C              requeue every dead letter (of class C)
 //	GET  /api/v1/dlq/{task}               one dead letter, its prompt and errors
 //	POST /api/v1/dlq/{task}/requeue|discard
+//	GET  /api/v1/queues                   the queues, paused or not, and their sizes
+//	POST /api/v1/queues/{name}/pause|resume
 //	GET  /api/v1/keys                     the keys live workers advertise, and their state
 //	POST /api/v1/keys/enable?key=P#N      re-enable a key (?all=true: every key)
 func (s *Server) api(mux *http.ServeMux) {
@@ -38,64 +38,7 @@ func (s *Server) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, wfs)
 	})
-	mux.HandleFunc("POST /api/v1/workflows", s.mutating(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.o.Config.Limits.MaxSpecBytes)+1))
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
-			return
-		}
-		spec, err := s.client.Parse("request body", body)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": problem.Lines(err)})
-			return
-		}
-		for _, kv := range r.URL.Query()["input"] {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input " + kv + ": want key=value"})
-				return
-			}
-			if spec.Input == nil {
-				spec.Input = map[string]any{}
-			}
-			spec.Input[k] = v
-		}
-		var opts []tasks.SubmitOption
-		switch r.URL.Query().Get("check") {
-		case "", "true":
-		case "false":
-			opts = append(opts, tasks.WithoutWorkerCheck())
-		default:
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "check " + r.URL.Query().Get("check") + ": want true or false"})
-			return
-		}
-		id, err := s.client.Submit(r.Context(), spec, opts...)
-		switch {
-		case errors.Is(err, tasks.ErrNoWorkers):
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error(), "code": "no_workers"})
-			return
-		case errors.Is(err, tasks.ErrInvalidSpec):
-			var lines []string
-			for _, e := range problem.Split(err) {
-				var se *tasks.SpecError
-				if errors.As(e, &se) && se.Source == "" {
-					se.Source = "request body"
-				}
-				lines = append(lines, problem.Lines(e)...)
-			}
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": lines})
-			return
-		case err != nil:
-			apiError(w, err)
-			return
-		}
-		wf, err := s.client.Status(r.Context(), id)
-		if err != nil {
-			apiError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, wf)
-	}))
+	mux.HandleFunc("POST /api/v1/workflows", s.mutating(s.apiSubmit))
 	mux.HandleFunc("GET /api/v1/workflows/{id}", func(w http.ResponseWriter, r *http.Request) {
 		wf, err := s.client.Status(r.Context(), r.PathValue("id"))
 		if err != nil {
@@ -164,6 +107,9 @@ func (s *Server) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"task": r.PathValue("task"), "done": r.PathValue("action")})
 	}))
+	mux.HandleFunc("GET /api/v1/queues", s.apiQueues)
+	mux.HandleFunc("POST /api/v1/queues/{name}/pause", s.mutating(s.apiPauseQueue))
+	mux.HandleFunc("POST /api/v1/queues/{name}/resume", s.mutating(s.apiResumeQueue))
 	mux.HandleFunc("GET /api/v1/keys", func(w http.ResponseWriter, r *http.Request) {
 		keys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(s.o.Config))
 		if err != nil {

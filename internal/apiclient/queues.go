@@ -1,0 +1,29 @@
+package apiclient
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// Queues lists the queues with their state.
+func (c *Client) Queues(ctx context.Context) ([]tasks.QueueInfo, error) {
+	var qs []tasks.QueueInfo
+	err := c.do(ctx, "GET", "/api/v1/queues", nil, &qs)
+	return qs, err
+}
+
+// PauseQueue stops workers taking tasks from a queue.
+func (c *Client) PauseQueue(ctx context.Context, name string) (tasks.QueueChange, error) {
+	var ch tasks.QueueChange
+	err := c.do(ctx, "POST", "/api/v1/queues/"+url.PathEscape(name)+"/pause", nil, &ch)
+	return ch, err
+}
+
+// ResumeQueue lets workers take tasks from a paused queue again.
+func (c *Client) ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error) {
+	var ch tasks.QueueChange
+	err := c.do(ctx, "POST", "/api/v1/queues/"+url.PathEscape(name)+"/resume", nil, &ch)
+	return ch, err
+}

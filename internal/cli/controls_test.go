@@ -1,0 +1,183 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+// serveAPI serves a dashboard for e with token until the test ends.
+func serveAPI(t *testing.T, e *testenv.Env, token string) string {
+	t.Helper()
+	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
+		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return hs.URL
+}
+
+type submittedOut struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Existing *bool  `json:"existing"`
+}
+
+func decodeSubmitted(t *testing.T, r result) submittedOut {
+	t.Helper()
+	var s submittedOut
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &s) != nil || s.ID == "" || s.Existing == nil {
+		t.Fatalf("exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	return s
+}
+
+// enqueue --idempotency-key: the second submit with a key prints the same
+// workflow ("existing": true, exit 0) and the database holds the same keys
+// after it; another input with the key is refused on one line (exit 2).
+// The same through the dashboard's API (--server), whose answers are 201,
+// 200 and 409.
+func TestEnqueueIdempotencyKey(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "h.yaml", hello)
+	args := []string{spec, "--config", cfg, "--input", "who=Ada", "--no-check", "--json", "--idempotency-key", "order-1234"}
+
+	first := decodeSubmitted(t, run(t, cli.Enqueue, vars, args...))
+	if *first.Existing || first.ID != store.IdempotentID("order-1234") {
+		t.Fatalf("first submit: %+v", first)
+	}
+	before := e.Redis.DBSize(t.Context()).Val()
+	r := run(t, cli.Enqueue, vars, args...)
+	again := decodeSubmitted(t, r)
+	if !*again.Existing || again.ID != first.ID || !strings.Contains(r.err, "nothing new was created") {
+		t.Fatalf("second submit: %+v, stderr %q", again, r.err)
+	}
+	if after := e.Redis.DBSize(t.Context()).Val(); after != before {
+		t.Fatalf("the second submit changed the database: %d keys, then %d", before, after)
+	}
+	other := append([]string{}, args...)
+	other[4] = "who=Grace"
+	r = run(t, cli.Enqueue, vars, other...)
+	if r.code != 2 || strings.Count(r.err, "\n") != 1 || !strings.Contains(r.err, `idempotency key "order-1234" names workflow `+first.ID) {
+		t.Fatalf("another input with the key: exit %d, stderr %q", r.code, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, spec, "--config", cfg, "--idempotency-key", ""); r.code != 2 || !strings.Contains(r.err, "--idempotency-key") {
+		t.Fatalf("an empty key: exit %d, stderr %q", r.code, r.err)
+	}
+
+	url := serveAPI(t, e, "api-token")
+	server := map[string]string{"AGENTQ_SERVER": url, "AGENTQ_DASHBOARD_TOKEN": "api-token"}
+	viaAPI := decodeSubmitted(t, run(t, cli.Enqueue, server, args[0], "--input", "who=Ada", "--no-check", "--json", "--idempotency-key", "order-1234"))
+	if !*viaAPI.Existing || viaAPI.ID != first.ID {
+		t.Fatalf("through the API: %+v", viaAPI)
+	}
+	if r = run(t, cli.Enqueue, server, spec, "--input", "who=Grace", "--no-check", "--idempotency-key", "order-1234"); r.code != 2 ||
+		strings.Count(r.err, "\n") != 1 || !strings.Contains(r.err, "different spec or input") {
+		t.Fatalf("another input through the API: exit %d, stderr %q", r.code, r.err)
+	}
+	post := func(key, who string) (int, map[string]any) {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", url+"/api/v1/workflows?check=false&input=who="+who, strings.NewReader(hello))
+		req.Header.Set("Authorization", "Bearer api-token")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, body := post("order-1234", "Ada"); code != 200 || body["existing"] != true || body["id"] != first.ID {
+		t.Fatalf("POST with the key: %d %v", code, body)
+	}
+	if code, body := post("order-1234", "Grace"); code != 409 || body["code"] != "idempotency_conflict" {
+		t.Fatalf("POST with the key and another input: %d %v", code, body)
+	}
+	if code, body := post("order-77", "Ada"); code != 201 || body["existing"] != false {
+		t.Fatalf("POST with a new key: %d %v", code, body)
+	}
+}
+
+// enqueue queue pause stops the worker taking a queue's steps: a workflow
+// submitted meanwhile makes no LLM call while a worker runs, until queue
+// resume (here through the dashboard's API) lets it complete.
+func TestQueuePauseHoldsStepsUntilResume(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "h.yaml", hello)
+	url := serveAPI(t, e, "api-token")
+	server := map[string]string{"AGENTQ_SERVER": url, "AGENTQ_DASHBOARD_TOKEN": "api-token"}
+
+	if r := run(t, cli.Enqueue, vars, "queue", "pause", "default", "--config", cfg); r.code != 0 || !strings.Contains(r.out, "queue default: paused") {
+		t.Fatalf("pause: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	if r := run(t, cli.Enqueue, vars, "queue", "pause", "default", "--config", cfg); r.code != 0 || !strings.Contains(r.out, "was paused already") {
+		t.Fatalf("pause again: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	if r := run(t, cli.Enqueue, vars, "queue", "pause", "defualt", "--config", cfg); r.code != 2 || !strings.Contains(r.err, `queue "defualt": no such queue`) {
+		t.Fatalf("pause a typo: exit %d, %q", r.code, r.err)
+	}
+	r := run(t, cli.Enqueue, vars, spec, "--config", cfg, "--input", "who=Ada")
+	if r.code != 0 {
+		t.Fatalf("submit: exit %d, %q", r.code, r.err)
+	}
+	id := strings.TrimSpace(r.out)
+	start := time.Now()
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		calls := e.Calls.Count("oa/m-solo", "")
+		wf, err := e.Store.Get(t.Context(), id)
+		if err != nil || calls > 0 || wf.Steps[0].Attempts > 0 {
+			t.Fatalf("the paused queue's step ran: %d calls, %+v, %v", calls, wf, err)
+		}
+		return time.Since(start) > 1500*time.Millisecond, "watching the paused queue"
+	})
+	r = run(t, cli.Enqueue, server, "queue", "list", "--json")
+	var qs []tasks.QueueInfo
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &qs) != nil {
+		t.Fatalf("queue list --json: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	if q := findQueue(qs, "default"); q == nil || !q.Paused || q.Pending != 1 || q.Size != 1 || q.Workers != 1 {
+		t.Fatalf("queue list: %+v", qs)
+	}
+	if r := run(t, cli.Enqueue, vars, "queue", "list", "--config", cfg); r.code != 0 || !strings.Contains(r.out, "default") || !strings.Contains(r.out, "paused") {
+		t.Fatalf("queue list: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	if r := run(t, cli.Enqueue, map[string]string{"AGENTQ_SERVER": url, "AGENTQ_DASHBOARD_TOKEN": "wrong"}, "queue", "resume", "default"); r.code != 2 || !strings.Contains(r.err, "401") {
+		t.Fatalf("resume with a wrong token: exit %d, %q", r.code, r.err)
+	}
+	if r := run(t, cli.Enqueue, server, "queue", "resume", "default"); r.code != 0 || !strings.Contains(r.out, "queue default: resumed") {
+		t.Fatalf("resume: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	e.Wait(t, id, 15*time.Second, store.StateCompleted)
+	if n := e.Calls.Count("oa/m-solo", ""); n != 1 {
+		t.Fatalf("%d calls after resume, want 1", n)
+	}
+	if r := run(t, cli.Enqueue, server, "queue", "resume", "default"); r.code != 0 || !strings.Contains(r.out, "was not paused") {
+		t.Fatalf("resume again: exit %d, %q %q", r.code, r.out, r.err)
+	}
+}
+
+func findQueue(qs []tasks.QueueInfo, name string) *tasks.QueueInfo {
+	for i := range qs {
+		if qs[i].Name == name {
+			return &qs[i]
+		}
+	}
+	return nil
+}

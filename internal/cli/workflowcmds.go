@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/tasks"
+)
+
+func statusCmd(c *common) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use: "status ID", Short: "Print a workflow's state and its steps (a table)", Args: cobra.ExactArgs(1),
+		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd, c, func(cl producer) error {
+				wf, err := cl.Status(cmd.Context(), args[0])
+				if err != nil {
+					return notFound(err, args[0])
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), wf)
+				}
+				printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	return cmd
+}
+
+func resultCmd(c *common) *cobra.Command {
+	var asJSON, all bool
+	cmd := &cobra.Command{
+		Use:   "result ID",
+		Short: "Print a completed workflow's result: the outputs of its final steps (--all: every step)",
+		Long: `result prints the outputs of the steps nothing depends on (a chord's body,
+a chain's last step); --all prints every step's output under its id. It
+exits 1 if the workflow has not completed.`,
+		Args:    cobra.ExactArgs(1),
+		Example: "  enqueue result wf_abc123\n  enqueue result wf_abc123 --all\n  enqueue result wf_abc123 --json",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd, c, func(cl producer) error {
+				wf, err := cl.Status(cmd.Context(), args[0])
+				if err != nil {
+					return notFound(err, args[0])
+				}
+				if asJSON {
+					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
+						return err
+					}
+				} else if wf.State == tasks.StateCompleted {
+					if err := printResult(cmd.Context(), cmd.OutOrStdout(), cl, args[0], all); err != nil {
+						return err
+					}
+				}
+				return endState(wf)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the workflow as one JSON document")
+	cmd.Flags().BoolVar(&all, "all", false, "print every step's output")
+	return cmd
+}
+
+func cancelCmd(c *common) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a workflow: queued steps are deleted, running ones are interrupted, nothing further runs",
+		Args:  cobra.ExactArgs(1), Example: "  enqueue cancel wf_abc123",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd, c, func(cl producer) error {
+				st, err := cl.Cancel(cmd.Context(), args[0])
+				if err != nil {
+					return notFound(err, args[0])
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "workflow %s: %s\n", args[0], st)
+				return nil
+			})
+		},
+	}
+}
+
+func listCmd(c *common) *cobra.Command {
+	var (
+		state  string
+		limit  int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use: "list", Short: "List recent workflows, newest first", Args: cobra.NoArgs,
+		Example: "  enqueue list --state running",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch state {
+			case "", tasks.StatePending, tasks.StateRunning, tasks.StateBlocked, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled:
+			default:
+				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
+			}
+			return withClient(cmd, c, func(cl producer) error {
+				wfs, err := cl.List(cmd.Context(), state, limit)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					if wfs == nil {
+						wfs = []*tasks.Workflow{}
+					}
+					return printJSON(cmd.OutOrStdout(), wfs)
+				}
+				for _, wf := range wfs {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", wf.ID, wf.State, wf.Name, wf.CreatedAt.Format(time.RFC3339))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only workflows in this state")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	return cmd
+}

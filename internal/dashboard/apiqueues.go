@@ -1,0 +1,44 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// apiQueues is GET /api/v1/queues.
+func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
+	qs, err := s.client.Queues(r.Context())
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	if qs == nil {
+		qs = []tasks.QueueInfo{}
+	}
+	writeJSON(w, http.StatusOK, qs)
+}
+
+// apiPauseQueue is POST /api/v1/queues/{name}/pause.
+func (s *Server) apiPauseQueue(w http.ResponseWriter, r *http.Request) {
+	ch, err := s.client.PauseQueue(r.Context(), r.PathValue("name"))
+	queueAnswer(w, ch, err)
+}
+
+// apiResumeQueue is POST /api/v1/queues/{name}/resume.
+func (s *Server) apiResumeQueue(w http.ResponseWriter, r *http.Request) {
+	ch, err := s.client.ResumeQueue(r.Context(), r.PathValue("name"))
+	queueAnswer(w, ch, err)
+}
+
+func queueAnswer(w http.ResponseWriter, ch tasks.QueueChange, err error) {
+	switch {
+	case errors.Is(err, tasks.ErrUnknownQueue):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+	case err != nil:
+		apiError(w, err)
+	default:
+		writeJSON(w, http.StatusOK, ch)
+	}
+}

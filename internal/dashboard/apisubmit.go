@@ -1,0 +1,94 @@
+package dashboard
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/tasks"
+)
+
+// submitted is the answer to a submit: the workflow, and whether its
+// idempotency key named one that existed already.
+type submitted struct {
+	*tasks.Workflow
+	Existing bool `json:"existing"`
+}
+
+// apiSubmit is POST /api/v1/workflows: 201 and the new workflow, or 200
+// and the existing one an Idempotency-Key names (409 if the key was used
+// with another spec or input).
+func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.o.Config.Limits.MaxSpecBytes)+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+		return
+	}
+	var opts []tasks.SubmitOption
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if err := tasks.CheckIdempotencyKey(key); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "Idempotency-Key: " + err.Error(), "code": "bad_idempotency_key"})
+			return
+		}
+		opts = append(opts, tasks.WithIdempotencyKey(key))
+	}
+	spec, err := s.client.Parse("request body", body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": problem.Lines(err)})
+		return
+	}
+	for _, kv := range r.URL.Query()["input"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input " + kv + ": want key=value"})
+			return
+		}
+		if spec.Input == nil {
+			spec.Input = map[string]any{}
+		}
+		spec.Input[k] = v
+	}
+	switch r.URL.Query().Get("check") {
+	case "", "true":
+	case "false":
+		opts = append(opts, tasks.WithoutWorkerCheck())
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "check " + r.URL.Query().Get("check") + ": want true or false"})
+		return
+	}
+	sub, err := s.client.SubmitWorkflow(r.Context(), spec, opts...)
+	switch {
+	case errors.Is(err, tasks.ErrNoWorkers):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error(), "code": "no_workers"})
+		return
+	case errors.Is(err, tasks.ErrIdempotencyConflict):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "code": "idempotency_conflict"})
+		return
+	case errors.Is(err, tasks.ErrInvalidSpec):
+		var lines []string
+		for _, e := range problem.Split(err) {
+			var se *tasks.SpecError
+			if errors.As(e, &se) && se.Source == "" {
+				se.Source = "request body"
+			}
+			lines = append(lines, problem.Lines(e)...)
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": lines})
+		return
+	case err != nil:
+		apiError(w, err)
+		return
+	}
+	wf, err := s.client.Status(r.Context(), sub.ID)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	status := http.StatusCreated
+	if sub.Existing {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, submitted{Workflow: wf, Existing: sub.Existing})
+}

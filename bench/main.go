@@ -63,6 +63,22 @@ type Run struct {
 	// Floor (with -floor): bare asynq plus N scripted writes of the answer
 	// per task, the least any durable per-step bookkeeping adds.
 	Floor []FloorRun `json:",omitempty"`
+	// FloorRatios (with -floor) are every repetition's agentq steps/s ÷
+	// bare asynq + 2 writes' steps/s, and FloorRedisCPU its agentq Redis
+	// CPU per step ÷ the floor's, lowest first: the issue's targets are
+	// against that floor (≥ 0.8, ≤ 1.5).
+	FloorRatios   []float64 `json:",omitempty"`
+	FloorRedisCPU []float64 `json:",omitempty"`
+}
+
+// floor2 is the run's bare asynq + 2 writes, nil without -floor.
+func (r *Run) floor2() *FloorRun {
+	for i := range r.Floor {
+		if r.Floor[i].Writes == 2 {
+			return &r.Floor[i]
+		}
+	}
+	return nil
 }
 
 // FloorRun is bare asynq with Writes extra round trips per task.
@@ -224,7 +240,15 @@ func run(ctx context.Context, p params, out io.Writer) error {
 		res := runs[len(runs)/2]
 		for _, x := range runs {
 			res.Ratios = append(res.Ratios, x.Ratio)
+			if f := x.floor2(); f != nil {
+				res.FloorRatios = append(res.FloorRatios, x.Agentq.StepsPerSec/f.StepsPerSec)
+				if f.Cost.RedisCPUMicros > 0 {
+					res.FloorRedisCPU = append(res.FloorRedisCPU, x.Agentq.Cost.RedisCPUMicros/f.Cost.RedisCPUMicros)
+				}
+			}
 		}
+		sort.Float64s(res.FloorRatios)
+		sort.Float64s(res.FloorRedisCPU)
 		if sh.name == "chords" {
 			r.Chords = res
 		} else {

@@ -33,6 +33,10 @@ func printReport(out io.Writer, p params, r *Report) {
 		}
 		fmt.Fprintln(out)
 	}
+	floorTargets(out, "chords", &r.Chords)
+	if r.Chains != nil {
+		floorTargets(out, "chains", r.Chains)
+	}
 	printCosts(out, r)
 	if len(r.Resources) > 0 {
 		fmt.Fprintf(out, "\n| worker concurrency | steps | seconds | peak RSS | CPU s per 1,000 steps (user) |\n| ---: | ---: | ---: | ---: | ---: |\n")
@@ -87,4 +91,23 @@ func percentile(xs []float64, p float64) float64 {
 	sort.Float64s(s)
 	i := int(float64(len(s)-1) * p / 100)
 	return s[i]
+}
+
+// floorTargets prints, with -floor, agentq against bare asynq + 2 writes
+// per step in each repetition: steps/s (target ≥ 0.8) and Redis CPU per
+// step (target ≤ 1.5).
+func floorTargets(out io.Writer, name string, x *Run) {
+	if len(x.FloorRatios) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "agentq %s ÷ bare asynq + 2 writes, %d repetitions: steps/s %s (median %.2f, target ≥ 0.8); Redis CPU per step %s (median %.2f, target ≤ 1.5)\n",
+		name, len(x.FloorRatios), ratios(x.FloorRatios), x.FloorRatios[len(x.FloorRatios)/2], ratios(x.FloorRedisCPU), medianOf(x.FloorRedisCPU))
+}
+
+// medianOf is the median of sorted xs, 0 for none.
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[len(xs)/2]
 }

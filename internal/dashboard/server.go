@@ -35,7 +35,6 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/tasks"
@@ -96,12 +95,14 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	s := &Server{o: o, brk: store.NewBreakers(o.Redis),
-		client: tasks.NewClient(o.Redis, app.ClientOptions(o.Config)),
-		pages:  map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
-	hc := o.Config.Resilience.Health
-	s.health = llmclient.NewHealth(healthStore{store.NewHealthStats(o.Redis)}, llmclient.HealthConfig{Window: hc.Window.D(),
-		Weights: llmclient.HealthWeights{Success: hc.Weights.Success, Latency: hc.Weights.Latency, Trend: hc.Weights.Trend}}, nil, o.Logger)
+	// the one builder's producer client and readers of the workers' shared
+	// state, over the given Redis (it opens nothing and starts nothing)
+	built, err := app.Build(context.Background(), o.Config, app.Options{Logger: o.Logger, Redis: o.Redis}, app.Producer(), app.Monitor())
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	s := &Server{o: o, brk: built.Breakers, client: built.Client, health: built.Health,
+		pages: map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
 	if o.Token != "" {
 		m := hmac.New(sha256.New, []byte(o.Token))
 		m.Write([]byte("agentq dashboard session"))
@@ -140,7 +141,7 @@ func New(o Options) (*Server, error) {
 		s.pages[page] = t
 	}
 	s.mon = asynqmon.New(asynqmon.Options{RootPath: "/asynq", RedisConnOpt: o.AsynqOpt, ReadOnly: o.ReadOnly})
-	mets := metrics.New(asynq.NewInspectorFromRedisClient(o.Redis), nil)
+	mets := built.Metrics
 	static, _ := fs.Sub(staticFS, "static")
 
 	mux := http.NewServeMux()
@@ -238,11 +239,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-type healthStore struct{ *store.HealthStats }
-
-// Add implements llmclient.HealthStore: the dashboard only reads.
-func (h healthStore) Add(context.Context, []llmclient.HealthBatch, time.Duration) error { return nil }
 
 func errorsIsNotFound(err error) bool {
 	return errors.Is(err, tasks.ErrNotFound) || errors.Is(err, tasks.ErrNoDeadLetter)

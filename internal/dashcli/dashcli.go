@@ -70,15 +70,13 @@ listen address, localhost with its port, or --allowed-hosts.`,
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "dashboard: AGENTQ_DASHBOARD_TOKEN is not set: listening on %s (loopback) only, changes allowed from there\n", addr)
 		}
-		rdb, err := app.WaitForRedis(cmd.Context(), cfg.Redis, waitFor, log)
+		// Redis and asynqmon's connection options; the server builds its
+		// producer client and readers with the same builder (app.Monitor)
+		built, err := app.Build(cmd.Context(), cfg, app.Options{Logger: log, Secrets: []string{token}, WaitForRedis: waitFor}, app.AsynqMon())
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		connOpt, err := app.AsynqConnOpt(cfg.Redis)
-		if err != nil {
-			return err
-		}
+		defer built.Close()
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return cli.UsageErr("--addr %s: %v", addr, err)
@@ -86,7 +84,7 @@ listen address, localhost with its port, or --allowed-hosts.`,
 		defer ln.Close()
 		host, _, _ := net.SplitHostPort(addr)
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: rdb, Token: token, ReadOnly: readOnly, Logger: log, AsynqOpt: connOpt,
+		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: built.Redis, Token: token, ReadOnly: readOnly, Logger: built.Logger, AsynqOpt: built.AsynqOpt,
 			Addr: net.JoinHostPort(host, port), AllowedHosts: allowedHosts})
 		if err != nil {
 			return cli.UsageErr("%v", err)

@@ -20,10 +20,7 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/metrics"
-	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/agentq/agentq/redact"
-	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -78,25 +75,6 @@ type Options struct {
 	AdvertiseInterval time.Duration
 }
 
-// observers fans calls out to several observers.
-type observers []llmclient.Observer
-
-func (o observers) Call(route string, t llmclient.Target, key string, class retry.Class, dur time.Duration, u llmclient.Usage) {
-	for _, x := range o {
-		x.Call(route, t, key, class, dur, u)
-	}
-}
-func (o observers) Fallback(route, from, to string) {
-	for _, x := range o {
-		x.Fallback(route, from, to)
-	}
-}
-func (o observers) KeyEvent(provider, key, event string) {
-	for _, x := range o {
-		x.KeyEvent(provider, key, event)
-	}
-}
-
 // Run serves until ctx is done, then shuts down gracefully: running steps
 // get Config.Worker.ShutdownTimeout to finish; unfinished ones go back to
 // the queue and resume from their checkpoints.
@@ -105,92 +83,23 @@ func Run(ctx context.Context, o Options) error {
 	if len(cfg.Providers) == 0 || len(cfg.Routes) == 0 {
 		return &config.FieldError{Field: "providers", Msg: "the worker needs at least one provider and one route in its configuration"}
 	}
+	// the one builder: Redis, the redacting logger, the router with its
+	// shared state, the metrics
+	built, err := app.Build(ctx, cfg, app.Options{Logger: o.Logger, Redis: o.Redis, WaitForRedis: o.WaitForRedis},
+		app.Router(app.RouterOptions{Transport: o.Transport, Random: o.Random, Observer: o.Observer}))
+	if err != nil {
+		return err
+	}
+	defer built.Close()
 	// whatever logger the caller gave, no line carries a configured secret
-	o.Logger = slog.New(redact.Handler(o.Logger.Handler(), redact.New(cfg.Secrets()...)))
-	rdb := o.Redis
-	if rdb == nil {
-		var err error
-		if rdb, err = app.WaitForRedis(ctx, cfg.Redis, o.WaitForRedis, o.Logger); err != nil {
-			return err
-		}
-		defer rdb.Close()
-	}
-	providers, err := app.Providers(cfg, o.Transport)
-	if err != nil {
-		return err
-	}
-	// key and breaker state: shared through Redis, read from local copies
-	// refreshed every second and at once when another worker announces a
-	// change
-	keys := llmclient.NewKeyPools(app.KeyStore{KeyState: store.NewKeyState(rdb, nil)}, nil, o.Logger)
-	breakers := llmclient.NewBreakers(store.NewBreakers(rdb), cfg.Resilience.Breaker.Config(2*maxProviderTimeout(cfg)), nil, o.Random, o.Logger)
-	names := make([]string, 0, len(providers))
-	for n := range providers {
-		names = append(names, n)
-	}
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	pokeKeys, pokeBreakers := make(chan struct{}, 1), make(chan struct{}, 1)
-	poke := func(ch chan struct{}) {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	if err := store.Subscribe(bg, rdb, func(channel, _ string) {
-		if channel == store.KeyChanges {
-			poke(pokeKeys)
-		} else {
-			poke(pokeBreakers)
-		}
-	}, store.KeyChanges, store.BreakerChanges); err != nil {
-		return err
-	}
-	if err := keys.Refresh(ctx, names); err != nil {
-		return err
-	}
-	if err := breakers.Refresh(ctx, names); err != nil {
-		return err
-	}
-	hc := cfg.Resilience.Health
-	health := llmclient.NewHealth(app.HealthStore{HealthStats: store.NewHealthStats(rdb)}, llmclient.HealthConfig{Window: hc.Window.D(),
-		Weights: llmclient.HealthWeights{Success: hc.Weights.Success, Latency: hc.Weights.Latency, Trend: hc.Weights.Trend}}, nil, o.Logger)
-	go health.Run(bg, names, time.Second)
-	go keys.Run(bg, names, time.Second, pokeKeys)
-	go breakers.Run(bg, names, time.Second, pokeBreakers)
-	var router *llmclient.Router
-	insp := asynq.NewInspectorFromRedisClient(rdb)
-	mets := metrics.New(insp, func() []metrics.TargetState {
-		var out []metrics.TargetState
-		for _, t := range router.Targets() {
-			out = append(out, metrics.TargetState{Provider: t.Provider, Model: t.Model, Breaker: t.Breaker, Health: t.Health})
-		}
-		return out
-	})
-	obs := observers{mets}
-	if o.Observer != nil {
-		obs = append(obs, o.Observer)
-	}
-	router, err = app.Router(cfg, providers, keys, breakers, health, store.NewLimits(rdb, nil), o.Logger, obs)
-	if err != nil {
-		return err
-	}
+	o.Logger = built.Logger
+	rdb, router, mets, insp := built.Redis, built.Router, built.Metrics, built.Inspector
 	events := mets.Step
 	if o.Events != nil {
 		events = func(e tasks.StepEvent) { mets.Step(e); o.Events(e) }
 	}
-	go func() {
-		t := time.NewTicker(cfg.Resilience.Breaker.ProbeInterval.D())
-		defer t.Stop()
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-t.C:
-				router.ProbeOpen(bg)
-			}
-		}
-	}()
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
 		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools})
@@ -260,7 +169,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	o.Logger.Info("worker started", "worker", ad.ad.ID, "concurrency", cfg.Worker.Concurrency, "queues", config.FormatQueues(cfg.Worker.Queues),
-		"providers", len(providers), "routes", len(cfg.Routes), "redis", cfg.Redis.Where())
+		"providers", len(cfg.Providers), "routes", len(cfg.Routes), "redis", cfg.Redis.Where())
 	if o.Ready != nil {
 		o.Ready()
 	}
@@ -275,14 +184,6 @@ func Run(ctx context.Context, o Options) error {
 	}
 	o.Logger.Info("worker stopped")
 	return nil
-}
-
-func maxProviderTimeout(cfg config.Config) time.Duration {
-	d := time.Minute
-	for _, p := range cfg.Providers {
-		d = max(d, p.Timeout.D())
-	}
-	return d
 }
 
 // serveMux answers /metrics and /healthz (Redis reachability).

@@ -1,0 +1,59 @@
+package app
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Producer makes App.Client: the producer client, checking specs against
+// the configured routes (all routes are accepted when none are configured:
+// the worker's configuration is the one that counts).
+func Producer() Part {
+	return Part{name: "Producer", build: func(_ context.Context, a *App) error {
+		a.Client = tasks.NewClient(a.Redis, ClientOptions(a.Config))
+		return nil
+	}}
+}
+
+// ClientOptions are the producer client's options from a configuration.
+func ClientOptions(cfg config.Config) tasks.ClientOptions {
+	o := tasks.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
+		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns}}
+	if len(cfg.Routes) > 0 {
+		o.Routes = cfg.RouteNames()
+	}
+	return o
+}
+
+// Clients are the Redis-backed parts the producer commands use.
+type Clients struct {
+	Redis  redis.UniversalClient
+	Client *tasks.Client
+	app    *App
+}
+
+// Connect is Build with the Producer part: Redis (one try) and the
+// producer client on it.
+func Connect(ctx context.Context, cfg config.Config) (*Clients, error) {
+	a, err := Build(ctx, cfg, Options{}, Producer())
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Redis: a.Redis, Client: a.Client, app: a}, nil
+}
+
+// Close releases the clients.
+func (c *Clients) Close() error { return c.app.Close() }
+
+// Prices converts the configured price table for tasks.Cost.
+func Prices(cfg config.Config) map[string]tasks.Price {
+	out := make(map[string]tasks.Price, len(cfg.Prices))
+	for t, p := range cfg.Prices {
+		out[t] = tasks.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ package llmclient
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/agentq/agentq/retry"
@@ -16,6 +17,12 @@ import (
 func (r *Router) callTarget(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
 	req.Model = t.Model
 	name := t.Provider.Name()
+	if n := inputLen(req); t.MaxInputBytes > 0 && n > t.MaxInputBytes {
+		err := &SkippedError{Target: t.String(), class: retry.ContextLength,
+			Reason: fmt.Sprintf("the request is %d bytes, over the target's max_input_bytes of %d", n, t.MaxInputBytes)}
+		rerr.Attempts = append(rerr.Attempts, err)
+		return nil, err
+	}
 	allowed, probe := r.breakers.allow(ctx, name, t.Model)
 	if !allowed {
 		err := &SkippedError{Target: t.String(), Reason: SkipBreakerOpen, Until: r.breakers.Get(name, t.Model).OpenUntil, class: retry.Server}

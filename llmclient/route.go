@@ -12,6 +12,11 @@ type Target struct {
 	// Timeout bounds one call to this target; the attempt's own deadline
 	// bounds it too. Zero means only the attempt's deadline.
 	Timeout time.Duration
+	// MaxInputBytes, when positive, is the largest request (system prompt
+	// and messages) this target takes: a larger one is not sent to it and
+	// fails for it as context_length, so the route's context-window
+	// fallback (a target with a larger window) can take it.
+	MaxInputBytes int
 }
 
 func (t Target) String() string { return t.Provider.Name() + "/" + t.Model }

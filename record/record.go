@@ -29,6 +29,9 @@ const (
 	StepDone     = "done"
 	StepDead     = "dead" // dead-lettered: retries exhausted or not retryable
 	StepCanceled = "canceled"
+	// StepMapped is a map step (for_each) whose instances are running: it
+	// becomes done when every instance has settled.
+	StepMapped = "mapped"
 )
 
 // Usage counts tokens.
@@ -46,6 +49,16 @@ type Workflow struct {
 	Steps      []StepRecord `json:"steps"`
 	CreatedAt  time.Time    `json:"created_at"`
 	FinishedAt *time.Time   `json:"finished_at"`
+	// Counts are the workflow's step counters, kept as steps settle:
+	// reading them costs the same however wide the workflow is.
+	Counts *Counts `json:"counts,omitempty"`
+}
+
+// Counts are a workflow's step counters (a map step counts once).
+type Counts struct {
+	Steps   int `json:"steps"`   // steps in the spec
+	Settled int `json:"settled"` // done, or dead and optional
+	Dead    int `json:"dead"`    // dead and not optional: each blocks the workflow
 }
 
 // StepRecord is one step's state and result.
@@ -70,4 +83,16 @@ type StepRecord struct {
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).
 	Unserved string `json:"unserved,omitempty"`
+	// Map, on a map step (for_each) that has expanded, counts its
+	// instances; the instances themselves are read a page at a time.
+	Map *MapCounts `json:"map,omitempty"`
+}
+
+// MapCounts are a map step's instance counters, kept as the instances
+// settle (reading them costs the same whatever the map's width).
+type MapCounts struct {
+	Items   int `json:"items"`   // instances the map has
+	Started int `json:"started"` // instances released to the queue (max_parallel's window)
+	Settled int `json:"settled"` // instances done, or dead and optional
+	Missing int `json:"missing"` // optional instances that were dead-lettered
 }

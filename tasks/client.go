@@ -174,44 +174,6 @@ func Settled(state string) bool {
 	return store.Terminal(state) || state == StateBlocked
 }
 
-// Wait polls the workflow every poll (0: 200ms) until it is Settled or ctx
-// ends. onChange, if not nil, is called with each new version.
-func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*Workflow)) (*Workflow, error) {
-	if poll <= 0 {
-		poll = 200 * time.Millisecond
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	last := ""
-	for {
-		wf, err := c.store.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if sig := signature(wf); sig != last && onChange != nil {
-			onChange(wf)
-			last = sig
-		}
-		if Settled(wf.State) {
-			return wf, nil
-		}
-		select {
-		case <-ctx.Done():
-			return wf, fmt.Errorf("gave up waiting for workflow %s (state %s): %w", id, wf.State, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-func signature(wf *Workflow) string {
-	var b strings.Builder
-	b.WriteString(wf.State)
-	for _, s := range wf.Steps {
-		fmt.Fprintf(&b, "|%s:%d", s.State, s.Attempts)
-	}
-	return b.String()
-}
-
 // Cancel stops a workflow: it is marked canceled (no further step is
 // enqueued), its queued tasks are deleted and its running steps see their
 // context canceled. It returns the workflow's state after the call (a
@@ -230,28 +192,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 		return state, err
 	}
 	var errs []error
-	for i := range spec.Steps {
-		st := &spec.Steps[i]
-		tid, queue := TaskID(id, st.ID), spec.resolve(st).Queue
-		info, err := c.insp.GetTaskInfo(queue, tid)
-		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		switch info.State {
-		case asynq.TaskStateActive:
-			err = c.insp.CancelProcessing(tid)
-		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
-			err = c.insp.DeleteTask(queue, tid)
-			if errors.Is(err, asynq.ErrTaskNotFound) {
-				err = nil // it started or finished meanwhile; the canceled state stops it
-			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
+	for _, t := range c.tasksOf(ctx, id, spec) {
+		if err := c.stopTask(t.queue, TaskID(id, t.step)); err != nil {
+			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
 		}
 	}
 	if len(errs) > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"runtime/debug"
 	"time"
 
@@ -36,7 +37,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 		log.Warn("code step handed back: this worker does not serve it", "attempt", a.Step.Attempts)
 		return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
 	}
-	args, err := renderWith(ctx, st, spec.Input, views)
+	args, err := renderWithData(ctx, st, dataOf(spec.Input, views, run.inst))
 	if err != nil {
 		if ctx.Err() != nil {
 			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
@@ -55,7 +56,15 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 	}
 	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls}
 	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,
-		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}}
+		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}, inst: run.inst,
+		maps: map[string]mapSource{}}
+	for id, dep := range a.Deps {
+		if dep.Map != nil {
+			cs.maps[id] = mapSource{items: dep.Map.Items, pages: func(ctx context.Context) iter.Seq2[StepView, error] {
+				return mapPages(ctx, h.st, p.Workflow, spec, id, dep.Map.Items)
+			}}
+		}
+	}
 	callCtx, cancel := withSettleMargin(ctx)
 	out, err := callStep(callCtx, fn, cs)
 	cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
 )
 
@@ -26,6 +27,14 @@ type CodeStep struct {
 	log          *slog.Logger
 	d            *durable
 	llm          *LLM
+	inst         *instance            // set for an instance of a map step
+	maps         map[string]mapSource // the map steps among its inputs
+}
+
+// mapSource reads one map step's outputs.
+type mapSource struct {
+	items int
+	pages func(ctx context.Context) iter.Seq2[StepView, error]
 }
 
 // Workflow is the workflow's id.
@@ -74,3 +83,45 @@ func excerptJSON(b []byte) string {
 	}
 	return string(b)
 }
+
+// Item decodes, in an instance of a map step (for_each), its item into v,
+// as encoding/json does; outside a map it is an error.
+func (s *CodeStep) Item(v any) error {
+	if s.inst == nil {
+		return fmt.Errorf("step %s is not a map step's instance: it has no item", s.id)
+	}
+	b, _ := json.Marshal(s.inst.item)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("step %s: item %s does not fit %T: %w", s.id, excerptJSON(b), v, err)
+	}
+	return nil
+}
+
+// Index is, in an instance of a map step, its item's position (from 0);
+// -1 outside a map.
+func (s *CodeStep) Index() int {
+	if s.inst == nil {
+		return -1
+	}
+	return s.inst.index
+}
+
+// Outputs iterates over the outputs of map step id (one of this step's
+// inputs) in item order, reading them from Redis a page at a time, so a
+// reduce over 10,000 instances holds one page in memory. A missing
+// instance (optional, dead-lettered) comes as a view with Missing set. A
+// read that fails ends the iteration with the error; for a step that is
+// not a map among this step's inputs, the only value is an error.
+func (s *CodeStep) Outputs(ctx context.Context, id string) iter.Seq2[StepView, error] {
+	m, ok := s.maps[id]
+	if !ok {
+		return func(yield func(StepView, error) bool) {
+			yield(StepView{}, fmt.Errorf("step %s: %q is not a map step among its inputs", s.id, id))
+		}
+	}
+	return m.pages(ctx)
+}
+
+// Items is how many instances map step id (one of this step's inputs)
+// has; 0 for a step that is not a map among its inputs.
+func (s *CodeStep) Items(id string) int { return s.maps[id].items }

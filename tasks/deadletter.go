@@ -133,7 +133,7 @@ func (c *Client) DeadLetterDetail(ctx context.Context, taskID string) (*DeadLett
 	if err := spec.prepare(); err != nil {
 		return out, nil
 	}
-	st, ok := spec.Step(d.Step)
+	st, inst, ok := stepOf(spec, d.Step)
 	if !ok {
 		return out, nil
 	}
@@ -146,27 +146,40 @@ func (c *Client) DeadLetterDetail(ctx context.Context, taskID string) (*DeadLett
 	for _, s := range wf.Steps {
 		views[s.ID] = viewOf(spec, s.ID, s.Output, s.Degraded, s.State != store.StepDone)
 		if s.ID == d.Step {
-			out.StepError = s.Error
-			if s.State == store.StepDead {
-				out.RejectedOutput = s.Output
-			}
+			out.noteStep(s)
 		}
 	}
+	if inst != nil {
+		if page, err := c.store.Instances(ctx, d.Workflow, st.ID, inst.index, 1); err == nil && len(page) == 1 {
+			out.noteStep(page[0])
+		}
+		raw, _ := c.store.Item(ctx, d.Workflow, st.ID, inst.index)
+		inst.item, _ = decodeItem(raw)
+	}
+	data := dataOf(spec.Input, views, inst)
 	if st.Run != "" {
-		if args, err := renderWith(ctx, st, spec.Input, views); err == nil {
+		if args, err := renderWithData(ctx, st, data); err == nil {
 			out.Prompt = "run " + st.Run + " with " + string(args)
 		} else {
 			out.Prompt = "(cannot render: " + err.Error() + ")"
 		}
 		return out, nil
 	}
-	if out.System, err = renderContext(ctx, st.systemT, spec.Input, views); err != nil {
+	if out.System, err = renderData(ctx, st.systemT, data); err != nil {
 		out.System = "(cannot render: " + err.Error() + ")"
 	}
-	if out.Prompt, err = renderContext(ctx, st.promptT, spec.Input, views); err != nil {
+	if out.Prompt, err = renderData(ctx, st.promptT, data); err != nil {
 		out.Prompt = "(cannot render: " + err.Error() + ")"
 	}
 	return out, nil
+}
+
+// noteStep takes the dead step's error and rejected answer from its record.
+func (d *DeadLetterDetail) noteStep(s StepRecord) {
+	d.StepError = s.Error
+	if s.State == store.StepDead {
+		d.RejectedOutput = s.Output
+	}
 }
 
 // Requeue sends a dead-lettered step back to its queue; its workflow

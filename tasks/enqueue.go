@@ -9,6 +9,19 @@ import (
 	"github.com/hibiken/asynq"
 )
 
+// enqueueInstance enqueues instance n of map step st; an existing task
+// with its id is success.
+func enqueueInstance(ctx context.Context, c *asynq.Client, wf string, spec *Spec, st *Step, n int, retention time.Duration) error {
+	t, err := newTask(wf, instanceID(st.ID, n), spec, st, retention)
+	if err != nil {
+		return err
+	}
+	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("enqueue %s: %w", TaskID(wf, instanceID(st.ID, n)), err)
+	}
+	return nil
+}
+
 // enqueueStep enqueues one step; an existing task with its id is success.
 func enqueueStep(ctx context.Context, c *asynq.Client, wf string, spec *Spec, step string, retention time.Duration) error {
 	st, ok := spec.Step(step)

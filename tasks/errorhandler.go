@@ -59,12 +59,12 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	if serr != nil {
 		return // gone, or never there: archived as it is
 	}
-	st, ok := spec.Step(p.Step)
+	st, inst, ok := stepOf(spec, p.Step)
 	if !ok {
 		return
 	}
 	class, reason := abandonedReason(err, spec.resolve(st))
-	h.settleAbandoned(sctx, p, spec, st, attempt, class, reason, "")
+	h.settleAbandoned(sctx, p, spec, st, inst, attempt, class, reason, "")
 }
 
 // abandonedReason is the class and readable reason of an error asynq
@@ -96,10 +96,10 @@ func abandonedReason(err error, r resolved) (retry.Class, string) {
 // handler's word (HandleError, the reconciler): only if it is still open,
 // and only if attempt (when positive) is still the step's latest. It
 // reports whether it settled the step.
-func (h *Handler) settleAbandoned(ctx context.Context, p Payload, spec *Spec, st *Step, attempt int, class retry.Class, reason, reconciled string) bool {
+func (h *Handler) settleAbandoned(ctx context.Context, p Payload, spec *Spec, st *Step, inst *instance, attempt int, class retry.Class, reason, reconciled string) bool {
 	reason = store.Excerpt(reason)
 	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Class: string(class), Attempt: attempt}
-	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt}
+	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt, inst: inst}
 	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError
 	switch {

@@ -146,7 +146,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	st, ok := spec.Step(p.Step)
+	st, inst, ok := stepOf(spec, p.Step)
 	if !ok {
 		log.Error("step task dead-lettered: the workflow has no such step")
 		return fmt.Errorf("workflow %s has no step %q: %w", logID(p.Workflow), logID(p.Step), asynq.SkipRetry)
@@ -156,7 +156,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var a *store.Attempt
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again
-		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, st.inputs)
+		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, inputsOf(st, inst))
 		return err
 	})
 	bcancel()
@@ -184,10 +184,16 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Info("step skipped: workflow canceled")
 		return nil
 	}
+	if inst != nil {
+		if inst.item, err = decodeItem(a.Item); err != nil {
+			log.Error("step task dead-lettered", "err", err)
+			return fmt.Errorf("%s: %w: %w", logID(p.Step), err, asynq.SkipRetry)
+		}
+	}
 	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts}, a)
+	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst}, a)
 	if err != nil {
 		span.SetStatus(codes.Error, store.Excerpt(err.Error()))
 	} else {
@@ -222,13 +228,23 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 	for id, d := range a.Deps {
 		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
+	if err := h.loadMapViews(ctx, run, a, views); err != nil {
+		if ctx.Err() != nil {
+			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
+		}
+		return h.deadLetter(ctx, run, retry.BadRequest, err)
+	}
+	if st.IsMap() && run.inst == nil {
+		return h.expand(ctx, run, a, views)
+	}
 	if st.Run != "" {
 		return h.runCode(ctx, run, a, views)
 	}
-	system, err := renderContext(ctx, st.systemT, spec.Input, views)
+	data := dataOf(spec.Input, views, run.inst)
+	system, err := renderData(ctx, st.systemT, data)
 	var prompt string
 	if err == nil {
-		prompt, err = renderContext(ctx, st.promptT, spec.Input, views)
+		prompt, err = renderData(ctx, st.promptT, data)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -17,6 +17,9 @@ type StepView struct {
 	JSON     any
 	Degraded bool
 	Missing  bool // an optional step that was dead-lettered
+	// Map is set for a map step (for_each) whose outputs the reading
+	// step's templates use; a code step reads them with CodeStep.Outputs.
+	Map *MapView `json:"map,omitempty"`
 }
 
 // viewOf is what a prompt sees of step id's record: for a JSON step that
@@ -32,7 +35,27 @@ func viewOf(spec *Spec, id, output string, degraded, missing bool) StepView {
 // promptData is the template's dot.
 type promptData struct {
 	Input map[string]any
-	Steps map[string]StepView
+	Steps map[string]any // a StepView, or a *MapView for a map step
+	// Item and Index are a map instance's item and its position.
+	Item  any
+	Index int
+}
+
+// dataOf is a template's dot: the workflow's input, the steps it reads
+// and, for a map instance, its item.
+func dataOf(input map[string]any, steps map[string]StepView, inst *instance) promptData {
+	d := promptData{Input: input, Steps: make(map[string]any, len(steps))}
+	for id, v := range steps {
+		if v.Map != nil {
+			d.Steps[id] = v.Map
+		} else {
+			d.Steps[id] = v
+		}
+	}
+	if inst != nil {
+		d.Item, d.Index = inst.item, inst.index
+	}
+	return d
 }
 
 // maxRenderedBytes bounds a rendered prompt.
@@ -65,10 +88,14 @@ func parseTemplate(name, text string) (*promptTemplate, error) {
 // that makes text) and at its budget (renderbudget.go) with a
 // *RenderBudgetError.
 func renderContext(ctx context.Context, t *promptTemplate, input map[string]any, steps map[string]StepView) (string, error) {
+	return renderData(ctx, t, dataOf(input, steps, nil))
+}
+
+// renderData is renderContext over a dot already built.
+func renderData(ctx context.Context, t *promptTemplate, data promptData) (string, error) {
 	if t == nil {
 		return "", nil
 	}
-	data := promptData{Input: input, Steps: steps}
 	b := &renderBudget{ctx: ctx, name: t.Name(), data: data}
 	if err := b.check(); err != nil {
 		return "", err

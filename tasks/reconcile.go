@@ -182,24 +182,18 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 		if !ok {
 			continue
 		}
-		var due bool
-		switch sp.State {
-		case store.StepRunning:
-			due = sp.LeaseUntil == nil || now.After(sp.LeaseUntil.Add(r.o.Grace))
-		case store.StepQueued:
-			due = true // the workflow was not looked at for Grace
-		case store.StepPending:
-			if len(st.DependsOn) > 0 {
-				continue // no task until its inputs settle
+		if sp.State == store.StepMapped {
+			open = true
+			if err := r.instances(ctx, wf, spec, st, sp, now, c); err != nil {
+				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
-			due = now.After(pr.CreatedAt.Add(r.o.Grace))
-		default:
-			continue // settled or canceled
+			continue
 		}
-		open = true
+		due, inFlight := r.due(sp, now, len(st.DependsOn) == 0, now.After(pr.CreatedAt.Add(r.o.Grace)))
+		open = open || inFlight
 		if due {
 			c.Lookups++
-			if err := r.step(ctx, wf, spec, st, sp, c); err != nil {
+			if err := r.step(ctx, wf, spec, st, nil, sp, c); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
 		}
@@ -207,16 +201,57 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 	return open, errors.Join(errs...)
 }
 
+// due says whether a step's task is to be looked up, and whether the step
+// may still be in flight. A pending step has a task only when it was
+// enqueued without inputs to wait for (a root, a released map instance),
+// and is looked up once overdue.
+func (r *Reconciler) due(sp store.StepProgress, now time.Time, enqueued, overdue bool) (due, inFlight bool) {
+	switch sp.State {
+	case store.StepRunning:
+		return sp.LeaseUntil == nil || now.After(sp.LeaseUntil.Add(r.o.Grace)), true
+	case store.StepQueued:
+		return true, true // the workflow was not looked at for Grace
+	case store.StepPending:
+		return enqueued && overdue, enqueued // a step with inputs has no task until they settle
+	}
+	return false, false // settled or canceled
+}
+
+// instances looks at the released instances of a map step, a page at a
+// time, as visit looks at steps.
+func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *Step, sp store.StepProgress, now time.Time, c *ReconcileCounts) error {
+	if sp.Map == nil {
+		return nil
+	}
+	var errs []error
+	for from := 0; from < sp.Map.Started && c.Lookups < r.o.Lookups; from += outputsPage {
+		page, err := r.h.st.InstanceProgress(ctx, wf, st.ID, from, min(outputsPage, sp.Map.Started-from))
+		if err != nil {
+			return err
+		}
+		for i, ip := range page {
+			if due, _ := r.due(ip, now, true, true); due && c.Lookups < r.o.Lookups {
+				c.Lookups++
+				if err := r.step(ctx, wf, spec, st, &instance{index: from + i}, ip, c); err != nil {
+					errs = append(errs, fmt.Errorf("instance %s: %w", ip.ID, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // step asks asynq about one step's task and acts on the answer.
-func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, sp store.StepProgress, c *ReconcileCounts) error {
+func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, inst *instance, sp store.StepProgress, c *ReconcileCounts) error {
 	res := spec.resolve(st)
-	taskID := TaskID(wf, st.ID)
+	id := sp.ID // the step's, or the instance's
+	taskID := TaskID(wf, id)
 	info, err := r.o.Inspector.GetTaskInfo(res.Queue, taskID)
 	missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
 	if err != nil && !missing {
 		return err
 	}
-	p := Payload{Workflow: wf, Step: st.ID}
+	p := Payload{Workflow: wf, Step: id}
 	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	var (
@@ -228,16 +263,20 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		// never reached asynq (a producer, or a settle, stopped before its
 		// enqueue) or lost: enqueue it; its task id keeps it from running
 		// twice, and Begin's lease and checkpoint do the rest
-		if err := enqueueStep(sctx, r.h.o.Client, wf, spec, st.ID, r.h.st.Retention()); err != nil {
-			return err
+		t, err := newTask(wf, id, spec, st, r.h.st.Retention())
+		if err == nil {
+			_, err = r.h.o.Client.EnqueueContext(sctx, t)
+		}
+		if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return fmt.Errorf("enqueue %s: %w", taskID, err)
 		}
 		c.Requeued++
-		r.h.o.Logger.Warn("reconciler enqueued a step whose task was not in asynq", "wf", wf, "step", st.ID, "state", sp.State)
-		r.h.o.Events(StepEvent{Workflow: wf, Step: st.ID, Route: res.Route, State: store.StepQueued, Reconciled: ReconciledRequeued})
+		r.h.o.Logger.Warn("reconciler enqueued a step whose task was not in asynq", "wf", wf, "step", id, "state", sp.State)
+		r.h.o.Events(StepEvent{Workflow: wf, Step: id, Route: res.Route, State: store.StepQueued, Reconciled: ReconciledRequeued})
 		return nil
 	case missing:
 		// keep a dead letter to requeue or discard, as for any dead step
-		if err := r.archiveInPlace(sctx, wf, spec, st, res); err != nil {
+		if err := r.archiveInPlace(sctx, wf, id, spec, st, res); err != nil {
 			return err
 		}
 		class, reason = ReconciledMissing, "missing: the step was running but its task is in no asynq state (deleted, or its queue is gone)"
@@ -252,7 +291,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 	default:
 		return nil // asynq still has it: pending, scheduled, retrying or active
 	}
-	if r.h.settleAbandoned(sctx, p, spec, st, sp.Attempts, class, reason, string(class)) {
+	if r.h.settleAbandoned(sctx, p, spec, st, inst, sp.Attempts, class, reason, string(class)) {
 		c.Settled++
 	}
 	return nil
@@ -261,8 +300,8 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 // archiveInPlace puts an archived task where a running step's lost task
 // was, so that the dead step can be requeued or discarded like any dead
 // letter: enqueued far in the future, then archived at once.
-func (r *Reconciler) archiveInPlace(ctx context.Context, wf string, spec *Spec, st *Step, res resolved) error {
-	t, err := newStepTask(wf, spec, st, r.h.st.Retention())
+func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, spec *Spec, st *Step, res resolved) error {
+	t, err := newTask(wf, id, spec, st, r.h.st.Retention())
 	if err != nil {
 		return err
 	}
@@ -270,10 +309,10 @@ func (r *Reconciler) archiveInPlace(ctx context.Context, wf string, spec *Spec, 
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			return fmt.Errorf("its task came back meanwhile: %w", err)
 		}
-		return fmt.Errorf("recreate %s: %w", TaskID(wf, st.ID), err)
+		return fmt.Errorf("recreate %s: %w", TaskID(wf, id), err)
 	}
-	if err := r.o.Inspector.ArchiveTask(res.Queue, TaskID(wf, st.ID)); err != nil {
-		return fmt.Errorf("archive %s: %w", TaskID(wf, st.ID), err)
+	if err := r.o.Inspector.ArchiveTask(res.Queue, TaskID(wf, id)); err != nil {
+		return fmt.Errorf("archive %s: %w", TaskID(wf, id), err)
 	}
 	return nil
 }

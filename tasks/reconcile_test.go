@@ -162,7 +162,7 @@ func TestReconcilerPagesAndHoldsTheLock(t *testing.T) {
 		ids = append(ids, id)
 	}
 	done := e.Submit(t, e.Spec(step("solo", "")))
-	if _, _, err := e.Store.Settle(ctx, done, "s", store.Outcome{Done: true}, nil); err != nil {
+	if _, err := e.Store.Settle(ctx, done, "s", store.Outcome{Done: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: e.Redis, Retention: e.Config.Retention.D(), Client: e.Asynq, Router: neverCalled{t}})

@@ -18,7 +18,7 @@ func renderPlain(name, text string, input map[string]any, steps map[string]StepV
 		return "", err
 	}
 	var b limitedBuilder
-	if err := t.Execute(&b, promptData{Input: input, Steps: steps}); err != nil {
+	if err := t.Execute(&b, dataOf(input, steps, nil)); err != nil {
 		return "", fmt.Errorf("template %s: %w", name, err)
 	}
 	return b.String(), nil

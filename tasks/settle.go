@@ -70,19 +70,18 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	var deps []store.Dependent
-	for _, d := range spec.Dependents(st.ID) {
-		ds, _ := spec.Step(d)
-		deps = append(deps, store.Dependent{ID: d, Deps: ds.DependsOn})
+	if run.inst != nil {
+		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
 	}
-	var (
-		state string
-		ready []string
-	)
+	deps := dependentsOf(spec, st.ID)
+	var res *store.Settled
 	// both writes are idempotent, so a Redis that is restarting is waited
 	// for (within settleTimeout) rather than losing an answer already paid for
 	err := untilStored(ctx, func() (err error) {
-		state, ready, err = h.st.Settle(ctx, p.Workflow, st.ID, o, deps)
+		res, err = h.st.Settle(ctx, p.Workflow, p.Step, o, deps)
+		if errors.Is(err, store.ErrOldLayout) && h.st.MigrateFanIn(ctx, p.Workflow, spec.inputCounts()) == nil {
+			res, err = h.st.Settle(ctx, p.Workflow, p.Step, o, deps)
+		}
 		return err
 	})
 	switch {
@@ -95,10 +94,18 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	case err != nil:
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
 	}
+	state := res.State
 	if h.o.BeforeEnqueue != nil {
-		h.o.BeforeEnqueue(p.Workflow, st.ID, ready)
+		h.o.BeforeEnqueue(p.Workflow, p.Step, res.Ready)
 	}
-	for _, d := range ready {
+	if res.Release >= 0 {
+		if err := untilStored(ctx, func() error {
+			return enqueueInstance(ctx, h.o.Client, p.Workflow, spec, st, res.Release, h.st.Retention())
+		}); err != nil {
+			return err // retried by asynq: the settle is idempotent and releases the same instance again
+		}
+	}
+	for _, d := range res.Ready {
 		if err := untilStored(ctx, func() error {
 			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.st.Retention())
 		}); err != nil {
@@ -113,7 +120,7 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	if o.Error != "" {
 		serr = errors.New(o.Error)
 	}
-	h.o.Events(StepEvent{Workflow: p.Workflow, Step: st.ID, Route: r.Route, State: stepState, WorkflowState: state,
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: stepState, WorkflowState: state,
 		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled})
 	h.notifyEnded(ctx, p.Workflow, spec, state)
 	return nil
@@ -155,4 +162,27 @@ func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, 
 		return &StepError{Class: classUnrecorded, Free: true, Err: err}
 	}
 	return err
+}
+
+// dependentsOf lists a step's dependents with their number of inputs.
+func dependentsOf(spec *Spec, id string) []store.Dependent {
+	ds := spec.Dependents(id)
+	out := make([]store.Dependent, 0, len(ds))
+	for _, d := range ds {
+		st, _ := spec.Step(d)
+		out = append(out, store.Dependent{ID: d, Inputs: len(st.DependsOn)})
+	}
+	return out
+}
+
+// inputCounts is each step's depends_on, for a record an earlier agentq
+// wrote (store.MigrateFanIn).
+func (s *Spec) inputCounts() map[string][]string {
+	out := make(map[string][]string, len(s.Steps))
+	for _, st := range s.Steps {
+		if len(st.DependsOn) > 0 {
+			out[st.ID] = st.DependsOn
+		}
+	}
+	return out
 }

@@ -27,6 +27,9 @@ type Spec struct {
 	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
 	Steps    []Step         `yaml:"steps" json:"steps"`
 	Notify   *NotifySpec    `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
+
+	index      map[string]int      // step id → position, once prepared
+	dependents map[string][]string // step id → the steps that depend on it, once prepared
 }
 
 // StepDefaults apply to every step that leaves the field out.
@@ -72,13 +75,25 @@ type Step struct {
 	// With is a code step's arguments: any value; strings in it may be
 	// templates over .Input and .Steps, and a string that is exactly one
 	// template action keeps the JSON value it yields.
-	With    any `yaml:"with" json:"with,omitempty"`
-	withT   map[string]*withTemplate
-	line    int
-	schema  *jsonschema.Schema // compiled Output.Schema
-	inputs  []string           // direct dependencies and every step its templates read
-	promptT *promptTemplate
-	systemT *promptTemplate
+	With any `yaml:"with" json:"with,omitempty"`
+	// ForEach makes this a map step: a template yielding a JSON array
+	// (e.g. "{{ .Steps.plan.JSON.items }}"); the step runs once per item,
+	// which its templates read as .Item (and its position as .Index).
+	ForEach string `yaml:"for_each" json:"for_each,omitempty"`
+	// MaxItems bounds a map step's array (0: DefaultMaxItems); a longer
+	// one dead-letters the step before any instance runs.
+	MaxItems int `yaml:"max_items" json:"max_items,omitempty"`
+	// MaxParallel bounds a map step's instances in flight at once (0:
+	// DefaultMaxParallel).
+	MaxParallel int `yaml:"max_parallel" json:"max_parallel,omitempty"`
+	withT       map[string]*withTemplate
+	forEachT    *withTemplate
+	itemInputs  []string // what a map instance reads: the steps its own templates name
+	line        int
+	schema      *jsonschema.Schema // compiled Output.Schema
+	inputs      []string           // direct dependencies and every step its templates read
+	promptT     *promptTemplate
+	systemT     *promptTemplate
 
 	promptLine, systemLine, withLine int            // of the prompt, system and with fields, for template errors
 	fieldLines                       map[string]int // every field's line, for problems that name one
@@ -123,6 +138,9 @@ type Limits struct {
 	// MaxTurns caps a step's max_turns; default 20 (the configuration's
 	// limits.max_turns).
 	MaxTurns int
+	// MaxMapItems caps a map step's max_items; default DefaultMaxMapItems
+	// (the configuration's limits.max_map_items).
+	MaxMapItems int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -134,6 +152,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxTurns <= 0 {
 		l.MaxTurns = DefaultMaxTurnsLimit
+	}
+	if l.MaxMapItems <= 0 {
+		l.MaxMapItems = DefaultMaxMapItems
 	}
 	return l
 }
@@ -221,84 +242,11 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 	return &s, nil
 }
 
-type depthError struct{ Line int }
-
-func (e *depthError) Error() string { return "too deep" }
-
-func checkDepth(n *yaml.Node, d int) *depthError {
-	if d > 32 {
-		return &depthError{Line: n.Line}
-	}
-	for _, c := range n.Content {
-		if err := checkDepth(c, d+1); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func stepNodes(doc *yaml.Node) []*yaml.Node {
-	if doc.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		if doc.Content[i].Value == "steps" && doc.Content[i+1].Kind == yaml.SequenceNode {
-			return doc.Content[i+1].Content
-		}
-	}
-	return nil
-}
-
-// keyLines is the line of every key of a mapping node.
-func keyLines(n *yaml.Node) map[string]int {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	out := make(map[string]int, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		out[n.Content[i].Value] = n.Content[i].Line
-	}
-	return out
-}
-
-// keyLine is the line of key in a mapping node (0 if absent).
-func keyLine(n *yaml.Node, key string) int {
-	if n.Kind != yaml.MappingNode {
-		return 0
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i].Line
-		}
-	}
-	return 0
-}
-
-func yamlErr(source string, err error) error {
-	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	var out []error
-	for _, m := range msgs {
-		se := &SpecError{Source: source, Msg: strings.TrimPrefix(m, "yaml: ")}
-		if p := lineMsg.FindStringSubmatch(m); p != nil {
-			fmt.Sscan(p[1], &se.Line)
-			se.Msg = p[2]
-		}
-		if u := unknownField.FindStringSubmatch(se.Msg); u != nil {
-			se.Msg = fmt.Sprintf("unknown field %q", u[1])
-		}
-		out = append(out, se)
-	}
-	return errors.Join(out...)
-}
-
 // prepare computes what each step reads (its inputs) and parses its
 // templates; specs loaded from the store are prepared once per worker by
 // the spec cache. It returns the first template that does not parse.
 func (s *Spec) prepare() error {
+	s.indexGraph()
 	for i := range s.Steps {
 		st := &s.Steps[i]
 		var err error
@@ -331,6 +279,9 @@ func (s *Spec) prepare() error {
 			for _, r := range refs {
 				add(r.step)
 			}
+		}
+		if err := st.prepareMap(); err != nil {
+			return err
 		}
 		if m, ok := st.Output.schemaMap(); ok && st.schema == nil { // compiled by validate at submit
 			if st.schema, err = compileSchema(st.ID, m); err != nil {

@@ -4,6 +4,13 @@ package tasks
 
 // Step returns the step with the given id.
 func (s *Spec) Step(id string) (*Step, bool) {
+	if s.index != nil {
+		i, ok := s.index[id]
+		if !ok {
+			return nil, false
+		}
+		return &s.Steps[i], true
+	}
 	for i := range s.Steps {
 		if s.Steps[i].ID == id {
 			return &s.Steps[i], true
@@ -14,6 +21,9 @@ func (s *Spec) Step(id string) (*Step, bool) {
 
 // Dependents lists the steps that depend on id directly.
 func (s *Spec) Dependents(id string) []string {
+	if s.dependents != nil {
+		return s.dependents[id]
+	}
 	var out []string
 	for _, st := range s.Steps {
 		for _, d := range st.DependsOn {
@@ -23,6 +33,19 @@ func (s *Spec) Dependents(id string) []string {
 		}
 	}
 	return out
+}
+
+// indexGraph builds the lookups Step and Dependents use, so that a
+// settle in a wide workflow costs the same as in a narrow one.
+func (s *Spec) indexGraph() {
+	s.index = make(map[string]int, len(s.Steps))
+	s.dependents = make(map[string][]string, len(s.Steps))
+	for i, st := range s.Steps {
+		s.index[st.ID] = i
+		for _, d := range st.DependsOn {
+			s.dependents[d] = append(s.dependents[d], st.ID)
+		}
+	}
 }
 
 // Roots lists the steps with no dependencies.

@@ -13,7 +13,7 @@ import (
 type stepRef struct{ step, field string }
 
 // stepFields are the fields of a StepView.
-var stepFields = map[string]bool{"Output": true, "JSON": true, "Degraded": true, "Missing": true}
+var stepFields = map[string]bool{"Output": true, "JSON": true, "Degraded": true, "Missing": true, "Outputs": true}
 
 // templateRefs parses a prompt template and returns the steps it reads
 // through .Steps.<id>. Only .Input and .Steps are allowed at the top level,
@@ -39,6 +39,10 @@ func parsedRefs(t *promptTemplate) ([]stepRef, error) {
 	}
 	var refs []stepRef
 	var problem error
+	// inner counts the range and with bodies around a node: there dot is
+	// their element, whose fields are the data's own, not the top level
+	inner := 0
+	var top func(ident []string)
 	var walk func(parse.Node)
 	walk = func(n parse.Node) {
 		if n == nil || problem != nil {
@@ -69,29 +73,42 @@ func parsedRefs(t *promptTemplate) ([]stepRef, error) {
 			walk(n.ElseList)
 		case *parse.RangeNode:
 			walk(n.Pipe)
+			inner++
 			walk(n.List)
+			inner--
 			walk(n.ElseList)
 		case *parse.WithNode:
 			walk(n.Pipe)
+			inner++
 			walk(n.List)
+			inner--
 			walk(n.ElseList)
+		case *parse.VariableNode:
+			if len(n.Ident) > 1 && n.Ident[0] == "$" {
+				top(n.Ident[1:])
+			}
 		case *parse.FieldNode:
-			switch {
-			case len(n.Ident) >= 1 && n.Ident[0] == "Input":
-			case len(n.Ident) >= 2 && n.Ident[0] == "Steps":
-				r := stepRef{step: n.Ident[1]}
-				if len(n.Ident) >= 3 {
-					r.field = n.Ident[2]
-					if !stepFields[r.field] {
-						problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing)", r.step, r.field)
-					}
-				}
-				refs = append(refs, r)
-			default:
-				problem = fmt.Errorf("template: .%s is not available (use .Input.<key>, .Steps.<id>.Output or .Steps.<id>.JSON.<field>)", strings.Join(n.Ident, "."))
+			if inner == 0 {
+				top(n.Ident)
 			}
 		case *parse.TemplateNode:
 			problem = fmt.Errorf("template: {{template}} is not allowed")
+		}
+	}
+	top = func(ident []string) {
+		switch {
+		case len(ident) >= 1 && (ident[0] == "Input" || itemFields[ident[0]]):
+		case len(ident) >= 2 && ident[0] == "Steps":
+			r := stepRef{step: ident[1]}
+			if len(ident) >= 3 {
+				r.field = ident[2]
+				if !stepFields[r.field] {
+					problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing; a map step .Outputs too)", r.step, r.field)
+				}
+			}
+			refs = append(refs, r)
+		default:
+			problem = fmt.Errorf("template: .%s is not available (use .Input.<key>, .Steps.<id>.Output or .Steps.<id>.JSON.<field>)", strings.Join(ident, "."))
 		}
 	}
 	walk(t.Root)

@@ -83,6 +83,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		if t := st.Temperature; t != nil && (*t < 0 || *t > 2) {
 			bad(st.line, where+".temperature", "%v is not between 0 and 2", *t)
 		}
+		checkMap(&s.Steps[i], where, lim, bad)
 		s.checkOutput(&s.Steps[i], where, lim, bad)
 		s.checkTools(&s.Steps[i], where, lim, bad)
 		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
@@ -90,6 +91,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	if len(index) != len(s.Steps) {
 		return errors.Join(capProblems(errs)...) // dependencies name ids: check them once the ids are sound
 	}
+	s.indexGraph()
 	fieldProblems := len(errs)
 	for i, st := range s.Steps {
 		where := fmt.Sprintf("steps[%d] (%s)", i, st.ID)
@@ -118,7 +120,8 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		for _, f := range []struct {
 			name, text string
 			line       int
-		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}, {"with", withText(st.With), st.withLine}} {
+		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}, {"with", withText(st.With), st.withLine},
+			{"for_each", st.ForEach, st.fieldLines["for_each"]}} {
 			if f.text == "" {
 				continue
 			}
@@ -133,11 +136,18 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			}
 			anc := s.ancestors(st.ID)
 			for _, r := range refs {
-				if !anc[r.step] {
+				dep, _ := s.Step(r.step)
+				switch {
+				case !anc[r.step]:
 					bad(line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
-				} else if dep, _ := s.Step(r.step); r.field == "JSON" && !dep.wantsJSON() {
+				case r.field == "JSON" && !dep.wantsJSON() && !dep.IsMap():
 					bad(line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
+				case r.field == "Outputs" && !dep.IsMap():
+					bad(line, where+"."+f.name, "reads .Steps.%s.Outputs, but step %s is not a map step (for_each)", r.step, r.step)
 				}
+			}
+			if t, _ := parseTemplate(st.ID+"."+f.name, f.text); readsItem(t) && (!st.IsMap() || f.name == "for_each") {
+				bad(line, where+"."+f.name, "reads .Item or .Index, which only a map step's (for_each) prompt, system and with: have")
 			}
 		}
 	}

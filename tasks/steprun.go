@@ -9,4 +9,13 @@ type stepRun struct {
 	st      *Step
 	r       resolved
 	attempt int
+	// inst is set when the step is an instance of a map step (p.Step is
+	// then "<id>[<n>]" and st the map step).
+	inst *instance
+}
+
+// instance is one item of a map step.
+type instance struct {
+	index int
+	item  any // the item, decoded from its JSON
 }

@@ -60,13 +60,19 @@ func (s *Spec) resolve(st *Step) resolved {
 // newStepTask builds the asynq task for one step. Retention keeps the
 // finished task (and so its task id) as long as the workflow record.
 func newStepTask(wf string, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
-	payload, err := json.Marshal(Payload{Workflow: wf, Step: st.ID})
+	return newTask(wf, st.ID, s, st, retention)
+}
+
+// newTask builds the task that runs step id (st, or an instance of map
+// step st) with st's settings.
+func newTask(wf, id string, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
+	payload, err := json.Marshal(Payload{Workflow: wf, Step: id})
 	if err != nil {
 		return nil, err
 	}
 	r := s.resolve(st)
 	return asynq.NewTask(TypeStep, payload,
-		asynq.TaskID(TaskID(wf, st.ID)),
+		asynq.TaskID(TaskID(wf, id)),
 		asynq.Queue(r.Queue),
 		asynq.Timeout(r.Timeout),
 		asynq.MaxRetry(r.MaxRetries),

@@ -97,6 +97,11 @@ func toJSON(v any) (string, error) {
 
 // renderWith renders a code step's with: into its JSON arguments.
 func renderWith(ctx context.Context, st *Step, input map[string]any, steps map[string]StepView) (json.RawMessage, error) {
+	return renderWithData(ctx, st, dataOf(input, steps, nil))
+}
+
+// renderWithData is renderWith over a dot already built.
+func renderWithData(ctx context.Context, st *Step, data promptData) (json.RawMessage, error) {
 	var walk func(path string, v any) (any, error)
 	walk = func(path string, v any) (any, error) {
 		switch x := v.(type) {
@@ -105,7 +110,7 @@ func renderWith(ctx context.Context, st *Step, input map[string]any, steps map[s
 			if !ok {
 				return x, nil
 			}
-			s, err := renderContext(ctx, wt.t, input, steps)
+			s, err := renderData(ctx, wt.t, data)
 			if err != nil {
 				return nil, fmt.Errorf("step %s: %s: %w", st.ID, path, err)
 			}

@@ -40,6 +40,13 @@ func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Pric
 		if s.Unserved != "" {
 			flags += " unserved"
 		}
+		if m := s.Map; m != nil {
+			flags += fmt.Sprintf(" (%d/%d items settled", m.Settled, m.Items)
+			if m.Missing > 0 {
+				flags += fmt.Sprintf(", %d missing", m.Missing)
+			}
+			flags += ")"
+		}
 		target := s.Target
 		if target == "" {
 			target = "-"

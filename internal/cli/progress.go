@@ -34,17 +34,31 @@ func isTerminal(w io.Writer) bool {
 }
 
 func (p *progress) update(wf *tasks.Workflow) {
+	if wf.Steps == nil && wf.Counts != nil {
+		p.counts(wf) // a wide workflow: its counters, not its steps
+		return
+	}
 	if p.tty {
 		p.bar(wf)
 		return
 	}
 	for _, s := range wf.Steps {
 		key := fmt.Sprintf("%s/%d", s.State, s.Attempts)
+		if m := s.Map; m != nil {
+			key += fmt.Sprintf("/%d", 10*m.Settled/max(1, m.Items)) // a line per tenth of a map, not per instance
+		}
 		if p.seen[s.ID] == key {
 			continue
 		}
 		p.seen[s.ID] = key
 		line := fmt.Sprintf("%s %s: %s", elapsed(p.start), s.ID, s.State)
+		if m := s.Map; m != nil {
+			line += fmt.Sprintf(" (%d/%d items settled", m.Settled, m.Items)
+			if m.Missing > 0 {
+				line += fmt.Sprintf(", %d missing", m.Missing)
+			}
+			line += ")"
+		}
 		if s.Attempts > 1 {
 			line += fmt.Sprintf(" (attempt %d)", s.Attempts)
 		}
@@ -84,6 +98,26 @@ func (p *progress) bar(wf *tasks.Workflow) {
 	line += " · " + elapsed(p.start)
 	fmt.Fprintf(p.w, "%-100s", line)
 	p.drawn = true
+}
+
+// counts shows a wide workflow by its counters: a line per change (per
+// tenth of its steps off a terminal), redrawn in place on one.
+func (p *progress) counts(wf *tasks.Workflow) {
+	c := wf.Counts
+	line := fmt.Sprintf("%s: %d/%d steps settled", wf.State, c.Settled, c.Steps)
+	if c.Dead > 0 {
+		line += fmt.Sprintf(", %d dead", c.Dead)
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%-100s", line+" · "+elapsed(p.start))
+		p.drawn = true
+		return
+	}
+	key := fmt.Sprintf("%s/%d/%d", wf.State, 10*c.Settled/max(1, c.Steps), c.Dead)
+	if p.seen[""] != key {
+		p.seen[""] = key
+		fmt.Fprintln(p.w, elapsed(p.start)+" "+line)
+	}
 }
 
 // done ends the bar's line.

@@ -103,6 +103,11 @@ type Provider struct {
 type Target struct {
 	Provider string `yaml:"provider"`
 	Model    string `yaml:"model"`
+	// MaxInputBytes is the largest prompt (system and messages, in bytes)
+	// this target takes; a larger one is not sent to it and fails for it
+	// as context_length, so context_window_fallback can take it. 0: no
+	// bound.
+	MaxInputBytes int `yaml:"max_input_bytes"`
 }
 
 func (t Target) String() string { return t.Provider + "/" + t.Model }
@@ -201,6 +206,9 @@ type Limits struct {
 	// MaxTurns caps a step's max_turns: the model calls of one tool
 	// conversation. Default 20, at most 100.
 	MaxTurns int `yaml:"max_turns"`
+	// MaxMapItems caps a map step's max_items (for_each): the most
+	// instances one map may have. Default 10,000, at most 100,000.
+	MaxMapItems int `yaml:"max_map_items"`
 }
 
 // Default is the configuration before any file, variable or flag.
@@ -219,7 +227,7 @@ func Default() Config {
 		},
 		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second),
 			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
-		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxTurns: 20},
+		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxTurns: 20, MaxMapItems: 10000},
 	}
 }
 

@@ -292,6 +292,9 @@ func (c *Config) applyDefaults() {
 	if l.MaxSteps == 0 {
 		l.MaxSteps = dl.MaxSteps
 	}
+	if l.MaxMapItems == 0 {
+		l.MaxMapItems = dl.MaxMapItems
+	}
 	if l.MaxSpecBytes == 0 {
 		l.MaxSpecBytes = dl.MaxSpecBytes
 	}

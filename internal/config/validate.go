@@ -113,6 +113,9 @@ func (c *Config) validate() error {
 			if t.Model == "" {
 				bad(field+".model", "is empty")
 			}
+			if t.MaxInputBytes < 0 {
+				bad(field+".max_input_bytes", "is negative")
+			}
 		}
 		for i, t := range r.Targets {
 			check(fmt.Sprintf("%s.targets[%d]", f, i), t)

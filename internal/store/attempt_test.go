@@ -35,7 +35,7 @@ func TestStaleAttemptCannotOverwriteANewerOne(t *testing.T) {
 		{Done: false, Error: "bad_request: attempt 1's dead letter", Attempt: 1},
 		{Done: false, OnlyIfOpen: true, Error: "timeout: attempt 1's safety net", Attempt: 1},
 	} {
-		if _, _, err := s.Settle(ctx, "wf", "a", o, chordDeps); !errors.Is(err, store.ErrStaleAttempt) {
+		if _, _, err := settle(ctx, s, "wf", "a", o, chordDeps); !errors.Is(err, store.ErrStaleAttempt) {
 			t.Fatalf("stale settle %+v: %v, want ErrStaleAttempt", o, err)
 		}
 	}
@@ -43,11 +43,11 @@ func TestStaleAttemptCannotOverwriteANewerOne(t *testing.T) {
 	if a := wf.Steps[0]; a.State != store.StepRunning || a.Output != "" || a.Error != "server: attempt two failed" || a.Attempts != 2 {
 		t.Fatalf("after stale writes: %+v (want attempt 2's record untouched)", a)
 	}
-	if _, _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "answer of attempt 2", InputHash: "h", Attempt: 2}, chordDeps); err != nil {
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "answer of attempt 2", InputHash: "h", Attempt: 2}, chordDeps); err != nil {
 		t.Fatalf("current attempt's settle: %v", err)
 	}
 	// a redelivery that finds the checkpoint settles as the same attempt
-	if _, _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "answer of attempt 2", InputHash: "h", Attempt: 2}, chordDeps); err != nil {
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "answer of attempt 2", InputHash: "h", Attempt: 2}, chordDeps); err != nil {
 		t.Fatalf("checkpoint settle: %v", err)
 	}
 	wf, _ = s.Get(ctx, "wf")
@@ -66,14 +66,14 @@ func TestSafetyNetFencesTheAbandonedAttempt(t *testing.T) {
 	if _, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
-	state, _, err := s.Settle(ctx, "wf", "a", store.Outcome{OnlyIfOpen: true, Error: "timeout: deadline exceeded", Attempt: 1}, chordDeps)
+	state, _, err := settle(ctx, s, "wf", "a", store.Outcome{OnlyIfOpen: true, Error: "timeout: deadline exceeded", Attempt: 1}, chordDeps)
 	if err != nil || state != store.StateBlocked {
 		t.Fatalf("safety net: %q %v, want blocked", state, err)
 	}
-	if _, _, err := s.Settle(ctx, "wf", "a", store.Outcome{OnlyIfOpen: true, Error: "again"}, chordDeps); !errors.Is(err, store.ErrAlreadySettled) {
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{OnlyIfOpen: true, Error: "again"}, chordDeps); !errors.Is(err, store.ErrAlreadySettled) {
 		t.Fatalf("second safety net: %v, want ErrAlreadySettled", err)
 	}
-	if _, _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "late", Attempt: 1}, chordDeps); !errors.Is(err, store.ErrStaleAttempt) {
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "late", Attempt: 1}, chordDeps); !errors.Is(err, store.ErrStaleAttempt) {
 		t.Fatalf("abandoned attempt's answer: %v, want ErrStaleAttempt", err)
 	}
 	wf, _ := s.Get(ctx, "wf")
@@ -83,7 +83,7 @@ func TestSafetyNetFencesTheAbandonedAttempt(t *testing.T) {
 	if a, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil || a.Step.Attempts != 2 {
 		t.Fatalf("requeued: %+v %v", a, err)
 	}
-	if state, _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "ok", Attempt: 2}, chordDeps); err != nil || state != store.StateRunning {
+	if state, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "ok", Attempt: 2}, chordDeps); err != nil || state != store.StateRunning {
 		t.Fatalf("requeued attempt: %q %v", state, err)
 	}
 	// a canceled step is not the safety net's to end
@@ -91,7 +91,7 @@ func TestSafetyNetFencesTheAbandonedAttempt(t *testing.T) {
 	if _, err := s.Cancel(ctx, "c", []string{"a", "b", "c", "d"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Settle(ctx, "c", "a", store.Outcome{OnlyIfOpen: true, Error: "canceled"}, chordDeps); !errors.Is(err, store.ErrAlreadySettled) {
+	if _, _, err := settle(ctx, s, "c", "a", store.Outcome{OnlyIfOpen: true, Error: "canceled"}, chordDeps); !errors.Is(err, store.ErrAlreadySettled) {
 		t.Fatalf("safety net on a canceled step: %v", err)
 	}
 	if wf, _ := s.Get(ctx, "c"); wf.Steps[0].State != store.StepCanceled {
@@ -112,7 +112,7 @@ func TestStoredErrorsAreBounded(t *testing.T) {
 	if e := wf.Steps[0].Error; len(e) > store.MaxReasonBytes || !utf8.ValidString(e) || !strings.HasPrefix(e, "éé") || !strings.Contains(e, "204800 bytes, cut") {
 		t.Fatalf("recorded error: %d bytes, valid %v, ends %q", len(e), utf8.ValidString(e), e[max(0, len(e)-40):])
 	}
-	if _, _, err := s.Settle(ctx, "wf", "b", store.Outcome{Error: "panic: " + huge}, chordDeps); err != nil {
+	if _, _, err := settle(ctx, s, "wf", "b", store.Outcome{Error: "panic: " + huge}, chordDeps); err != nil {
 		t.Fatal(err)
 	}
 	wf, _ = s.Get(ctx, "wf")

@@ -70,6 +70,7 @@ type StepProgress struct {
 	State      string // "pending" when the step has no fields yet
 	Attempts   int
 	LeaseUntil *time.Time // the end of its current attempt's lease, if it began one
+	Map        *MapCounts // a map step's counters, once it expanded
 }
 
 // Progress is what the reconciler reads of a workflow.
@@ -80,7 +81,7 @@ type Progress struct {
 }
 
 // progressFields are the fields of a step Progress reads, in this order.
-var progressFields = []string{"state", "attempts", "lease_until"}
+var progressFields = append([]string{"state", "attempts", "lease_until"}, mapCountFields...)
 
 // Progress reads a workflow's state and each step's state, attempts and
 // lease: two reads of one hash, the second only if the first found it.
@@ -116,15 +117,44 @@ func (s *Store) Progress(ctx context.Context, id string) (*Progress, error) {
 		return nil, fmt.Errorf("store: progress %s steps: %w", id, err)
 	}
 	for i, st := range steps {
-		v := func(f int) string { return str(vals[i*len(progressFields)+f]) }
-		r := StepProgress{ID: st, State: v(0), LeaseUntil: parseTS(v(2))}
-		r.Attempts, _ = strconv.Atoi(v(1))
-		if r.State == "" {
-			r.State = StepPending
-		}
-		p.Steps = append(p.Steps, r)
+		p.Steps = append(p.Steps, stepProgress(st, func(f int) string { return str(vals[i*len(progressFields)+f]) }))
 	}
 	return p, nil
+}
+
+// stepProgress builds a step's progress from its values in
+// progressFields' order.
+func stepProgress(id string, v func(int) string) StepProgress {
+	r := StepProgress{ID: id, State: v(0), LeaseUntil: parseTS(v(2)), Map: mapCounts(func(i int) string { return v(3 + i) })}
+	r.Attempts, _ = strconv.Atoi(v(1))
+	if r.State == "" {
+		r.State = StepPending
+	}
+	return r
+}
+
+// InstanceProgress reads the progress of instances [from, from+n) of a
+// map step, for the reconciler: one HMGET, so it pages through a wide map.
+func (s *Store) InstanceProgress(ctx context.Context, wf, step string, from, n int) ([]StepProgress, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	fields := make([]string, 0, n*len(progressFields))
+	for i := from; i < from+n; i++ {
+		id := InstanceID(step, i)
+		for _, f := range progressFields {
+			fields = append(fields, id+"."+f)
+		}
+	}
+	vals, err := s.rdb.HMGet(ctx, wfKey(wf), fields...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: progress of %s/%s: %w", wf, step, err)
+	}
+	out := make([]StepProgress, 0, n)
+	for i := range n {
+		out = append(out, stepProgress(InstanceID(step, from+i), func(f int) string { return str(vals[i*len(progressFields)+f]) }))
+	}
+	return out, nil
 }
 
 // leadScript takes or renews a lease on a chore for owner.

@@ -65,7 +65,7 @@ func TestProgressReadsStatesAttemptsAndLeases(t *testing.T) {
 	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 10*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Settle(ctx, "wf", "b", store.Outcome{Done: true}, chordDeps); err != nil {
+	if _, _, err := settle(ctx, s, "wf", "b", store.Outcome{Done: true}, chordDeps); err != nil {
 		t.Fatal(err)
 	}
 	p, err := s.Progress(ctx, "wf")

@@ -6,16 +6,17 @@ import "github.com/redis/go-redis/v9"
 // created_at, finished_at, spec, steps, nsteps, nsettled, nfailed) and each
 // step's fields named "<step>.<field>" (state, attempts, owner,
 // lease_until, started_at, finished_at, output, tool_calls, degraded,
-// error, target, prompt_tokens, completion_tokens, input_hash, and the
+// error, target, prompt_tokens, completion_tokens, input_hash, nin, and the
 // membership flags settled and failed). Step ids cannot contain ".", so
 // the names cannot collide. One key per workflow means one TTL to refresh
 // and scripts that read and write everything they need in one HMGET and
 // one HSET. A step that has no fields yet is pending.
 //
-// The fan-in is decided by membership, not counters: a step is settled
-// when its "settled" flag is 1, and a dependent is ready when every one of
-// its inputs' flags is. nsettled and nfailed count the flags, changed only
-// when a flag flips, so redeliveries cannot skew them.
+// The fan-in is decided by counters that flags guard: a step is settled
+// when its "settled" flag is 1, and only the flag's flip adds one to each
+// dependent's "nin" (and to nsettled), so redeliveries cannot skew them
+// and a settle costs the same whatever the fan-in's width. A map step's
+// instances ("<map>[<n>]", maps.go) count toward their map the same way.
 
 // luaHelpers are shared by the scripts: HMGET and HSET over field lists of
 // any length (Lua's unpack has a limit of a few thousand values).
@@ -53,6 +54,8 @@ return 1
 // {'busy', lease_until} and changes nothing: concurrent duplicates never
 // call the LLM twice. The same task (a redelivery after a crash) may take
 // its own lease over.
+// A map step that has expanded ("mapped") is left as it is: its task ran
+// again (a redelivery) and only re-releases its instances.
 // KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the step's
 // fields state, owner, lease_until, attempts, started_at and the rest of
 // its checkpoint (Go's beginStepFields order), then state, output,
@@ -74,7 +77,7 @@ if state ~= 'canceled' then
     return {'busy', v[5]}
   end
   local w = {}
-  if s ~= 'done' then
+  if s ~= 'done' and s ~= 'mapped' then
     local attempts = tonumber(v[6] or '0') + 1
     w = {ARGV[4], 'running', ARGV[5], owner, ARGV[6], tostring(now + tonumber(ARGV[3])), ARGV[7], attempts}
     v[3], v[4], v[6] = 'running', owner, tostring(attempts)
@@ -92,80 +95,145 @@ end
 return v
 `)
 
-// settleScript records a step's final outcome, idempotently (membership
-// flags, not counters), and returns the dependents whose inputs are now
-// all settled (none once the workflow is canceled). A step that is done,
-// or dead but optional, is settled; a dead step that is not optional
-// blocks the workflow. Outcome "dead_if_open" settles the step dead only
-// if it is not settled (or canceled) yet: the safety net for attempts
-// asynq gave up on; it also marks the step's current attempt abandoned.
-// An outcome of attempt n > 0 is refused ({'stale', current}) once the
-// step has begun a later attempt, or when attempt n was abandoned: a
-// goroutine asynq left running past its deadline cannot overwrite the
-// record of the attempt that replaced it, nor revive a step the safety
-// net ended.
+// settleScript records a step's final outcome, idempotently, and returns
+// the dependents that are now ready (none once the workflow is canceled).
+// A step that is done, or dead but optional, is settled; a dead step that
+// is not optional blocks the workflow. Outcome "dead_if_open" settles the
+// step dead only if it is not settled (or canceled) yet: the safety net
+// for attempts asynq gave up on; it also marks the step's current attempt
+// abandoned. An outcome of attempt n > 0 is refused ({'stale', current})
+// once the step has begun a later attempt, or when attempt n was
+// abandoned: a goroutine asynq left running past its deadline cannot
+// overwrite the record of the attempt that replaced it, nor revive a step
+// the safety net ended.
+//
+// The fan-in costs O(1) per settle whatever the width: the step's
+// "settled" flag flips once, and only that flip adds one to each
+// dependent's "nin" counter; a dependent is ready when its counter reaches
+// its number of inputs. A settle delivered again flips nothing and counts
+// nothing, and returns the same ready dependents while they have not
+// started, so the caller can always enqueue them (deterministic task ids).
+//
+// A map instance ("<map>[<n>]") counts toward its map instead: its flip
+// adds one to the map's "ndone"; the flip that makes ndone reach "nitems"
+// settles the map step itself, and it is the map's dependents that count
+// it. The instance's first outcome also releases the map's next instance
+// (max_parallel's window): the index is kept in the instance's "released"
+// field, so a settle delivered again releases the same one.
+//
 // KEYS: wf. ARGV: outcome (done|dead|dead_if_open), optional (0|1), now,
 // ttl, the step's state, settled, failed, finished_at, attempts and
 // abandoned field names, attempt (0: not checked), nfields, field/value
-// pairs..., then per dependent: its state field, ndeps, the settled fields
-// of its inputs...
-// Returns: {workflow state, ready dependent index (1-based)...}, {'gone'},
-// {'layout'} (a record of an older layout), {'stale', current attempt} or
-// {'settled', workflow state} (dead_if_open on a settled step).
+// pairs..., then '0', or '1' and the map's state, settled, finished_at,
+// nitems, ndone, next, nmissing and the instance's released field names,
+// the map's prompt_tokens field and the outcome's prompt tokens, its
+// completion_tokens field and the outcome's (the map's count its
+// instances');
+// then per dependent: its state field, its nin field, its number of inputs.
+// Returns: {workflow state, released index (-1: none), ready dependent
+// index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
+// {'stale', current attempt} or {'settled', workflow state} (dead_if_open
+// on a settled step).
 var settleScript = redis.NewScript(luaHelpers + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
 local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
 local attempt = tonumber(ARGV[11])
 local nf = tonumber(ARGV[12])
-local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', fstate, fsettled, ffailed, ARGV[9], ARGV[10]}
-local deps = {}
 local j = 13 + 2 * nf
-while j <= #ARGV do
-  local nd = tonumber(ARGV[j + 1])
-  deps[#deps + 1] = {j, nd, #q + 1}
-  q[#q + 1] = ARGV[j]
-  for x = j + 2, j + 1 + nd do q[#q + 1] = ARGV[x] end
-  j = j + 2 + nd
+local inst = ARGV[j] == '1'
+local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', 'fanin', fstate, fsettled, ffailed, ARGV[9], ARGV[10]}
+local mf, ma
+if inst then
+  mf, ma = j, #q + 1
+  for x = j + 1, j + 8 do q[#q + 1] = ARGV[x] end
+  j = j + 13
+else
+  j = j + 1
+end
+local deps = {}
+while j + 2 <= #ARGV do
+  deps[#deps + 1] = {j, tonumber(ARGV[j + 2]), #q + 1}
+  q[#q + 1] = ARGV[j]; q[#q + 1] = ARGV[j + 1]
+  j = j + 3
 end
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
-if not v[3] then return {'layout'} end
-local current = tonumber(v[9] or '0')
-if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
+if not v[3] or not v[6] then return {'layout'} end
+local current = tonumber(v[10] or '0')
+if attempt > 0 and (attempt < current or v[11] == ARGV[11]) then return {'stale', current} end
+local prev = v[7]
 local w = {fstate, outcome, ARGV[8], now}
 if outcome == 'dead_if_open' then
-  if wfstate == 'canceled' or v[6] == 'done' or v[6] == 'dead' or v[6] == 'canceled' then return {'settled', wfstate} end
+  if wfstate == 'canceled' or prev == 'done' or prev == 'dead' or prev == 'canceled' or prev == 'mapped' then return {'settled', wfstate} end
   outcome = 'dead'
   w = {fstate, outcome, ARGV[8], now, ARGV[10], current}
 end
 for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
-local nsettled, nfailed = tonumber(v[3] or '0'), tonumber(v[4] or '0')
-local settled = v[7] == '1'
+local nsettled, nfailed = tonumber(v[3]), tonumber(v[4] or '0')
+local settled, flipped = v[8] == '1', false
 if outcome == 'done' or optional then
-  if v[8] == '1' then
+  if v[9] == '1' then
     nfailed = nfailed - 1
     w[#w + 1] = ffailed; w[#w + 1] = '0'
   end
   if not settled then
-    settled, nsettled = true, nsettled + 1
+    settled, flipped = true, true
     w[#w + 1] = fsettled; w[#w + 1] = '1'
   end
-elseif v[8] ~= '1' then
+elseif v[9] ~= '1' then
   nfailed = nfailed + 1
   w[#w + 1] = ffailed; w[#w + 1] = '1'
 end
-local out = {''}
+local released = '-1'
+-- up: the step the dependents wait for (this one, or an instance's map)
+local up, upflip = settled, flipped
+if inst then
+  local nitems, ndone, nmissing = tonumber(v[ma + 3] or '0'), tonumber(v[ma + 4] or '0'), tonumber(v[ma + 6] or '0')
+  if flipped then
+    ndone = ndone + 1
+    w[#w + 1] = ARGV[mf + 5]; w[#w + 1] = ndone
+    if outcome == 'done' then -- the map's tokens are its instances'
+      redis.call('HINCRBY', K, ARGV[mf + 9], ARGV[mf + 10])
+      redis.call('HINCRBY', K, ARGV[mf + 11], ARGV[mf + 12])
+    end
+  end
+  if flipped and outcome == 'dead' then nmissing = nmissing + 1 end
+  if outcome == 'done' and prev == 'dead' and v[8] == '1' then nmissing = nmissing - 1 end
+  if nmissing ~= tonumber(v[ma + 6] or '0') then w[#w + 1] = ARGV[mf + 7]; w[#w + 1] = nmissing end
+  released = v[ma + 7]
+  if not released and wfstate == 'canceled' then
+    released = '-1' -- nothing more starts; not recorded, so nothing is lost
+  elseif not released then
+    local nx = tonumber(v[ma + 5] or '0')
+    released = '-1'
+    if nx < nitems then
+      released = tostring(nx)
+      w[#w + 1] = ARGV[mf + 6]; w[#w + 1] = nx + 1
+    end
+    w[#w + 1] = ARGV[mf + 8]; w[#w + 1] = released
+  end
+  up, upflip = v[ma + 1] == '1', false
+  if flipped and ndone >= nitems and not up then
+    up, upflip = true, true
+    nsettled = nsettled + 1
+    w[#w + 1] = ARGV[mf + 1]; w[#w + 1] = 'done'
+    w[#w + 1] = ARGV[mf + 2]; w[#w + 1] = '1'
+    w[#w + 1] = ARGV[mf + 3]; w[#w + 1] = now
+  end
+elseif flipped then
+  nsettled = nsettled + 1
+end
+local out = {'', released}
 for n, e in ipairs(deps) do
   local from, nd, at = e[1], e[2], e[3]
-  local ready = true
-  for x = 1, nd do
-    local ok
-    if ARGV[from + 1 + x] == fsettled then ok = settled else ok = v[at + x] == '1' end
-    if not ok then ready = false; break end
+  local nin = tonumber(v[at + 1] or '0')
+  if upflip then
+    nin = nin + 1
+    w[#w + 1] = ARGV[from + 1]; w[#w + 1] = nin
   end
   local ds = v[at]
-  if ready and wfstate ~= 'canceled' and (not ds or ds == 'pending' or ds == 'queued') then
+  if up and nin >= nd and wfstate ~= 'canceled' and (not ds or ds == 'pending' or ds == 'queued') then
     if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
     out[#out + 1] = n
   end

@@ -36,6 +36,7 @@ const (
 	StepDone     = record.StepDone
 	StepDead     = record.StepDead
 	StepCanceled = record.StepCanceled
+	StepMapped   = record.StepMapped
 )
 
 // Terminal reports whether a workflow state is final for a waiting caller.
@@ -117,7 +118,7 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	stepsJSON, _ := json.Marshal(w.Steps)
 	now := s.now()
 	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
-		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0}
+		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
 	// One round trip: the record script and the index entry (another slot,
 	// so a separate command; a cluster client splits the pipeline by slot).
 	// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and Redis
@@ -142,7 +143,9 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 type Attempt struct {
 	WorkflowState string
 	Step          StepRecord
-	Deps          map[string]StepRecord // state, output, degraded only
+	Deps          map[string]StepRecord // state, output, degraded and a map's counters only
+	// Item is, for a map instance, its item (JSON).
+	Item string
 }
 
 // BusyError says another task holds the step's lease until Until.
@@ -155,7 +158,10 @@ func (e *BusyError) Error() string {
 // beginStepFields are the step's fields beginScript reads, in its order
 // (the first five it also writes).
 var beginStepFields = []string{"state", "owner", "lease_until", "attempts", "started_at",
-	"input_hash", "output", "tool_calls", "degraded", "target", "prompt_tokens", "completion_tokens"}
+	"input_hash", "output", "tool_calls", "degraded", "target", "prompt_tokens", "completion_tokens", "item"}
+
+// beginInputFields are the fields of each input beginScript reads.
+var beginInputFields = []string{"state", "output", "degraded", "nitems"}
 
 // beginFields is how many values beginScript returns before the inputs':
 // the workflow's state and settled count, and the step's fields.
@@ -166,13 +172,15 @@ var beginFields = 2 + len(beginStepFields)
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Duration, inputs []string) (*Attempt, error) {
-	args := make([]any, 0, 3+len(beginStepFields)+3*len(inputs))
+	args := make([]any, 0, 3+len(beginStepFields)+len(beginInputFields)*len(inputs))
 	args = append(args, ts(s.now()), owner, lease.Milliseconds())
 	for _, f := range beginStepFields {
 		args = append(args, step+"."+f)
 	}
 	for _, d := range inputs {
-		args = append(args, d+".state", d+".output", d+".degraded")
+		for _, f := range beginInputFields {
+			args = append(args, d+"."+f)
+		}
 	}
 	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
@@ -184,12 +192,12 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 	if len(res) == 1 && str(res[0]) == "layout" {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
 	}
-	if len(res) != beginFields+3*len(inputs) {
+	if len(res) != beginFields+len(beginInputFields)*len(inputs) {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
 	// the order of beginScript's query
 	v := func(i int) string { return str(res[i]) }
-	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs))}
+	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), Item: v(14)}
 	a.Step = StepRecord{ID: step, State: v(2), InputHash: v(7), Output: v(8), ToolCalls: v(9), Degraded: v(10) == "1", Target: v(11),
 		StartedAt: parseTS(v(6))}
 	a.Step.Attempts, _ = strconv.Atoi(v(5))
@@ -199,103 +207,17 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 		a.Step.State = StepPending
 	}
 	for i, d := range inputs {
-		at := beginFields + 3*i
+		at := beginFields + len(beginInputFields)*i
 		r := StepRecord{ID: d, State: v(at), Output: v(at + 1), Degraded: v(at+2) == "1"}
+		if n, err := strconv.Atoi(v(at + 3)); err == nil {
+			r.Map = &MapCounts{Items: n}
+		}
 		if r.State == "" {
 			r.State = StepPending
 		}
 		a.Deps[d] = r
 	}
 	return a, nil
-}
-
-// Outcome is how a step ended.
-type Outcome struct {
-	Done bool // false: dead-lettered
-	// OnlyIfOpen, with Done false, settles the step dead only if it has
-	// not been settled already (else ErrAlreadySettled), and marks its
-	// current attempt abandoned.
-	OnlyIfOpen bool
-	Optional   bool
-	Output     string // with Done false: the answer that was rejected, if any
-	ToolCalls  string // JSON list of the model's tool calls, if any
-	Degraded   bool
-	Error      string
-	// Class, with Done false, is the error class that ended the step
-	// (bad_request, panic, …), kept in its record as a field of its own.
-	Class     string
-	Target    string
-	Usage     Usage
-	InputHash string
-
-	// Attempt is the attempt the outcome belongs to (Begin's count). When
-	// positive, Settle refuses it with ErrStaleAttempt if the step has
-	// begun a later attempt or this one was abandoned. Zero: not checked.
-	Attempt int
-}
-
-// Dependent is a step that may become ready, with its dependencies.
-type Dependent struct {
-	ID   string
-	Deps []string
-}
-
-// Settle records a step's outcome and returns the workflow's state and the
-// dependents that are now ready to run. It is idempotent: settling the same
-// step again returns the same dependents (if they have not started), so the
-// caller can always enqueue them (with deterministic task ids).
-func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (string, []string, error) {
-	outcome := StepDone
-	switch {
-	case !o.Done && o.OnlyIfOpen:
-		outcome = "dead_if_open"
-	case !o.Done:
-		outcome = StepDead
-	}
-	p := step + "."
-	args := make([]any, 0, 29+4*len(dependents))
-	// args[11] is the number of field/value pairs that follow it, set below
-	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at",
-		p+"attempts", p+"abandoned", max(o.Attempt, 0), 0, p+"error", Excerpt(o.Error))
-	switch {
-	case o.Done:
-		args = append(args, p+"output", o.Output, p+"tool_calls", o.ToolCalls, p+"degraded", b2s(o.Degraded), p+"target", o.Target,
-			p+"prompt_tokens", o.Usage.PromptTokens, p+"completion_tokens", o.Usage.CompletionTokens, p+"input_hash", o.InputHash)
-	case o.Output != "":
-		args = append(args, p+"output", o.Output) // the rejected answer, for review
-	}
-	if !o.Done && o.Class != "" {
-		args = append(args, p+"class", o.Class)
-	}
-	args[11] = (len(args) - 12) / 2
-	for _, d := range dependents {
-		args = append(args, d.ID+".state", len(d.Deps))
-		for _, x := range d.Deps {
-			args = append(args, x+".settled")
-		}
-	}
-	res, err := settleScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
-	if err != nil {
-		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
-	}
-	state := str(res[0])
-	switch state {
-	case "gone":
-		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrNotFound)
-	case "layout":
-		return "", nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrOldLayout)
-	case "stale":
-		return "", nil, fmt.Errorf("store: settle %s/%s attempt %d (the step is at attempt %s): %w", wf, step, o.Attempt, str(res[1]), ErrStaleAttempt)
-	case "settled":
-		return str(res[1]), nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrAlreadySettled)
-	}
-	var ready []string
-	for _, v := range res[1:] {
-		if i, ok := v.(int64); ok && i >= 1 && int(i) <= len(dependents) {
-			ready = append(ready, dependents[i-1].ID)
-		}
-	}
-	return state, ready, nil
 }
 
 // RecordError notes a failed attempt's error on the step without settling
@@ -344,56 +266,6 @@ func (s *Store) Fail(ctx context.Context, wf string) error {
 		return fmt.Errorf("store: fail %s: %w", wf, ErrNotFound)
 	}
 	return nil
-}
-
-// workflowFields are the record's own fields that Get reads (not the spec).
-var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps"}
-
-// stepFields are the fields of a step that Get reads, in this order.
-var stepFields = []string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}
-
-// Get reads a workflow with all its steps: two reads of one hash, the
-// second only if the first found it (the step list says which fields).
-func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
-	h, err := s.rdb.HMGet(ctx, wfKey(id), workflowFields...).Result()
-	if err != nil {
-		return nil, fmt.Errorf("store: get %s: %w", id, err)
-	}
-	if h[0] == nil {
-		return nil, fmt.Errorf("store: get %s: %w", id, ErrNotFound)
-	}
-	var steps []string
-	_ = json.Unmarshal([]byte(str(h[5])), &steps)
-	fields := make([]string, 0, len(steps)*len(stepFields))
-	for _, st := range steps {
-		for _, f := range stepFields {
-			fields = append(fields, st+"."+f)
-		}
-	}
-	var vals []any
-	if len(fields) > 0 {
-		if vals, err = s.rdb.HMGet(ctx, wfKey(id), fields...).Result(); err != nil {
-			return nil, fmt.Errorf("store: get %s steps: %w", id, err)
-		}
-	}
-	w := &Workflow{ID: str(h[0]), Name: str(h[1]), State: str(h[2]), Steps: make([]StepRecord, 0, len(steps)), FinishedAt: parseTS(str(h[4]))}
-	if c := parseTS(str(h[3])); c != nil {
-		w.CreatedAt = *c
-	}
-	for i, st := range steps {
-		v := func(f int) string { return str(vals[i*len(stepFields)+f]) }
-		r := StepRecord{ID: st, State: v(0), Output: v(2), ToolCalls: v(3), Degraded: v(4) == "1", Error: v(5), Target: v(6),
-			InputHash: v(9), StartedAt: parseTS(v(10)), FinishedAt: parseTS(v(11)), Class: v(12)}
-		r.Attempts, _ = strconv.Atoi(v(1))
-		r.Usage.PromptTokens, _ = strconv.Atoi(v(7))
-		r.Usage.CompletionTokens, _ = strconv.Atoi(v(8))
-		if r.State == "" {
-			r.State = StepPending
-		}
-		w.Steps = append(w.Steps, r)
-	}
-	return w, nil
 }
 
 // Spec returns the stored spec JSON of a workflow.

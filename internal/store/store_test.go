@@ -24,7 +24,7 @@ func newStore(t *testing.T) *store.Store {
 }
 
 // chord: a, b, c in parallel; d depends on all three.
-var chordDeps = []store.Dependent{{ID: "d", Deps: []string{"a", "b", "c"}}}
+var chordDeps = []store.Dependent{{ID: "d", Inputs: 3}}
 
 func create(t *testing.T, s *store.Store, id string) {
 	t.Helper()
@@ -67,7 +67,7 @@ func TestFanInNeverLostAndNotReadyAgainOnceStarted(t *testing.T) {
 			wg.Add(1)
 			go func(step string) {
 				defer wg.Done()
-				_, ready, err := s.Settle(ctx, id, step, store.Outcome{Done: true, Output: step + "!"}, chordDeps)
+				_, ready, err := settle(ctx, s, id, step, store.Outcome{Done: true, Output: step + "!"}, chordDeps)
 				if err != nil {
 					t.Error(err)
 					return
@@ -87,11 +87,11 @@ func TestFanInNeverLostAndNotReadyAgainOnceStarted(t *testing.T) {
 		if _, err := s.Begin(ctx, id, "d", "t-d", time.Minute, []string{"a", "b", "c"}); err != nil {
 			t.Fatal(err)
 		}
-		_, ready, err := s.Settle(ctx, id, "a", store.Outcome{Done: true, Output: "a!"}, chordDeps)
+		_, ready, err := settle(ctx, s, id, "a", store.Outcome{Done: true, Output: "a!"}, chordDeps)
 		if err != nil || len(ready) != 0 {
 			t.Fatalf("round %d: after d started, a late duplicate made %v ready (%v)", round, ready, err)
 		}
-		state, _, err := s.Settle(ctx, id, "d", store.Outcome{Done: true, Output: "done"}, nil)
+		state, _, err := settle(ctx, s, id, "d", store.Outcome{Done: true, Output: "done"}, nil)
 		if err != nil || state != store.StateCompleted {
 			t.Fatalf("round %d: final state %q, %v", round, state, err)
 		}
@@ -103,12 +103,12 @@ func TestNotReadyUntilAllSettled(t *testing.T) {
 	ctx := context.Background()
 	create(t, s, "wf")
 	for _, step := range []string{"a", "b"} {
-		state, ready, err := s.Settle(ctx, "wf", step, store.Outcome{Done: true}, chordDeps)
+		state, ready, err := settle(ctx, s, "wf", step, store.Outcome{Done: true}, chordDeps)
 		if err != nil || len(ready) != 0 || state != store.StateRunning {
 			t.Fatalf("after %s: state %q ready %v err %v", step, state, ready, err)
 		}
 	}
-	_, ready, _ := s.Settle(ctx, "wf", "c", store.Outcome{Done: true}, chordDeps)
+	_, ready, _ := settle(ctx, s, "wf", "c", store.Outcome{Done: true}, chordDeps)
 	if len(ready) != 1 || ready[0] != "d" {
 		t.Fatalf("after c: ready %v", ready)
 	}
@@ -118,22 +118,22 @@ func TestDeadStepBlocksUnlessOptional(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, "wf")
-	s.Settle(ctx, "wf", "a", store.Outcome{Done: true}, chordDeps)
-	s.Settle(ctx, "wf", "b", store.Outcome{Done: true}, chordDeps)
-	state, ready, err := s.Settle(ctx, "wf", "c", store.Outcome{Done: false, Error: "bad_request: no"}, chordDeps)
+	settle(ctx, s, "wf", "a", store.Outcome{Done: true}, chordDeps)
+	settle(ctx, s, "wf", "b", store.Outcome{Done: true}, chordDeps)
+	state, ready, err := settle(ctx, s, "wf", "c", store.Outcome{Done: false, Error: "bad_request: no"}, chordDeps)
 	if err != nil || state != store.StateBlocked || len(ready) != 0 {
 		t.Fatalf("dead c: state %q ready %v err %v", state, ready, err)
 	}
 	// the requeued step succeeds: the workflow resumes
-	state, ready, _ = s.Settle(ctx, "wf", "c", store.Outcome{Done: true}, chordDeps)
+	state, ready, _ = settle(ctx, s, "wf", "c", store.Outcome{Done: true}, chordDeps)
 	if state != store.StateRunning || len(ready) != 1 {
 		t.Fatalf("requeued c: state %q ready %v", state, ready)
 	}
 
 	create(t, s, "wf2")
-	s.Settle(ctx, "wf2", "a", store.Outcome{Done: true}, chordDeps)
-	s.Settle(ctx, "wf2", "b", store.Outcome{Done: true}, chordDeps)
-	state, ready, _ = s.Settle(ctx, "wf2", "c", store.Outcome{Done: false, Optional: true, Error: "x"}, chordDeps)
+	settle(ctx, s, "wf2", "a", store.Outcome{Done: true}, chordDeps)
+	settle(ctx, s, "wf2", "b", store.Outcome{Done: true}, chordDeps)
+	state, ready, _ = settle(ctx, s, "wf2", "c", store.Outcome{Done: false, Optional: true, Error: "x"}, chordDeps)
 	if state != store.StateRunning || len(ready) != 1 {
 		t.Fatalf("optional dead c: state %q ready %v", state, ready)
 	}
@@ -153,7 +153,7 @@ func TestBeginCountsAttemptsAndCheckpoint(t *testing.T) {
 			t.Fatalf("begin %d: %+v %v", i, a, err)
 		}
 	}
-	s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "out-a", InputHash: "h1", Target: "p/m"}, chordDeps)
+	settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "out-a", InputHash: "h1", Target: "p/m"}, chordDeps)
 	a, err := s.Begin(ctx, "wf", "a", "t-a", time.Minute, nil)
 	if err != nil || a.Step.State != store.StepDone || a.Step.Output != "out-a" || a.Step.InputHash != "h1" || a.Step.Attempts != 2 {
 		t.Fatalf("begin after done: %+v %v", a.Step, err)
@@ -225,7 +225,7 @@ func TestEverythingHasTTLAndSharesASlot(t *testing.T) {
 	s := store.New(rdb, time.Hour, nil)
 	ctx := context.Background()
 	create(t, s, "wf")
-	s.Settle(ctx, "wf", "a", store.Outcome{Done: true}, chordDeps)
+	settle(ctx, s, "wf", "a", store.Outcome{Done: true}, chordDeps)
 	keys, err := rdb.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -257,10 +257,19 @@ func TestOlderLayoutIsRefusedNotRerun(t *testing.T) {
 	if _, err := s.Begin(ctx, "old", "a", "t-a", time.Minute, nil); !errors.Is(err, store.ErrOldLayout) {
 		t.Fatalf("begin on an old record: %v, want ErrOldLayout", err)
 	}
-	if _, _, err := s.Settle(ctx, "old", "a", store.Outcome{Done: true}, chordDeps); !errors.Is(err, store.ErrOldLayout) {
+	if _, _, err := settle(ctx, s, "old", "a", store.Outcome{Done: true}, chordDeps); !errors.Is(err, store.ErrOldLayout) {
 		t.Fatalf("settle on an old record: %v, want ErrOldLayout", err)
 	}
 	if n, _ := rdb.HLen(ctx, key).Result(); n != 4 {
 		t.Fatalf("the old record was written to: %d fields", n)
 	}
+}
+
+// settle is Settle with its result spread out, as most tests read it.
+func settle(ctx context.Context, s *store.Store, wf, step string, o store.Outcome, deps []store.Dependent) (string, []string, error) {
+	r, err := s.Settle(ctx, wf, step, o, deps)
+	if r == nil {
+		return "", nil, err
+	}
+	return r.State, r.Ready, err
 }

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/agentq/agentq/record"
+)
+
+// workflowFields are the record's own fields that Get reads (not the spec).
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed"}
+
+// workflowRecord builds a workflow's own record (no steps) from its values
+// in workflowFields' order.
+func workflowRecord(h []any) *Workflow {
+	w := &Workflow{ID: str(h[0]), Name: str(h[1]), State: str(h[2]), FinishedAt: parseTS(str(h[4])), Counts: &record.Counts{}}
+	if c := parseTS(str(h[3])); c != nil {
+		w.CreatedAt = *c
+	}
+	w.Counts.Steps, _ = strconv.Atoi(str(h[6]))
+	w.Counts.Settled, _ = strconv.Atoi(str(h[7]))
+	w.Counts.Dead, _ = strconv.Atoi(str(h[8]))
+	return w
+}
+
+// Summary reads a workflow's own record and counters, not its steps: one
+// HMGET of a fixed size, however wide the workflow (what a waiting caller
+// polls).
+func (s *Store) Summary(ctx context.Context, id string) (*Workflow, error) {
+	h, err := s.rdb.HMGet(ctx, wfKey(id), workflowFields...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: summary %s: %w", id, err)
+	}
+	if h[0] == nil {
+		return nil, fmt.Errorf("store: summary %s: %w", id, ErrNotFound)
+	}
+	return workflowRecord(h), nil
+}
+
+// stepFields are the fields of a step that Get reads, in this order (a map
+// step's counters last, in mapCountFields' order).
+var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, mapCountFields...)
+
+// stepRecord builds a step's record from its values in stepFields' order.
+func stepRecord(id string, v func(int) string) StepRecord {
+	r := StepRecord{ID: id, State: v(0), Output: v(2), ToolCalls: v(3), Degraded: v(4) == "1", Error: v(5), Target: v(6),
+		InputHash: v(9), StartedAt: parseTS(v(10)), FinishedAt: parseTS(v(11)), Class: v(12),
+		Map: mapCounts(func(i int) string { return v(13 + i) })}
+	r.Attempts, _ = strconv.Atoi(v(1))
+	r.Usage.PromptTokens, _ = strconv.Atoi(v(7))
+	r.Usage.CompletionTokens, _ = strconv.Atoi(v(8))
+	if r.State == "" {
+		r.State = StepPending
+	}
+	return r
+}
+
+// Get reads a workflow with all its steps: two reads of one hash, the
+// second only if the first found it (the step list says which fields). A
+// map step's instances are not read: its counters say how far it is, and
+// Instances pages through them.
+func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
+	h, err := s.rdb.HMGet(ctx, wfKey(id), workflowFields...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: get %s: %w", id, err)
+	}
+	if h[0] == nil {
+		return nil, fmt.Errorf("store: get %s: %w", id, ErrNotFound)
+	}
+	var steps []string
+	_ = json.Unmarshal([]byte(str(h[5])), &steps)
+	fields := make([]string, 0, len(steps)*len(stepFields))
+	for _, st := range steps {
+		for _, f := range stepFields {
+			fields = append(fields, st+"."+f)
+		}
+	}
+	var vals []any
+	if len(fields) > 0 {
+		if vals, err = s.rdb.HMGet(ctx, wfKey(id), fields...).Result(); err != nil {
+			return nil, fmt.Errorf("store: get %s steps: %w", id, err)
+		}
+	}
+	w := workflowRecord(h)
+	w.Steps = make([]StepRecord, 0, len(steps))
+	for i, st := range steps {
+		w.Steps = append(w.Steps, stepRecord(st, func(f int) string { return str(vals[i*len(stepFields)+f]) }))
+	}
+	return w, nil
+}
+

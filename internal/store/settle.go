@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// Outcome is how a step ended.
+type Outcome struct {
+	Done bool // false: dead-lettered
+	// OnlyIfOpen, with Done false, settles the step dead only if it has
+	// not been settled already (else ErrAlreadySettled), and marks its
+	// current attempt abandoned.
+	OnlyIfOpen bool
+	Optional   bool
+	Output     string // with Done false: the answer that was rejected, if any
+	ToolCalls  string // JSON list of the model's tool calls, if any
+	Degraded   bool
+	Error      string
+	// Class, with Done false, is the error class that ended the step
+	// (bad_request, panic, …), kept in its record as a field of its own.
+	Class     string
+	Target    string
+	Usage     Usage
+	InputHash string
+
+	// Map, for an instance of a map step ("<map>[<n>]"), is the map's id:
+	// the instance counts toward its map (see Settle).
+	Map string
+
+	// Attempt is the attempt the outcome belongs to (Begin's count). When
+	// positive, Settle refuses it with ErrStaleAttempt if the step has
+	// begun a later attempt or this one was abandoned. Zero: not checked.
+	Attempt int
+}
+
+// Dependent is a step that may become ready, with its number of inputs
+// (its depends_on).
+type Dependent struct {
+	ID     string
+	Inputs int
+}
+
+// Settled is what Settle did.
+type Settled struct {
+	State string   // the workflow's state after the settle
+	Ready []string // dependents now ready to run
+	// Release is the map instance to enqueue next (max_parallel's window),
+	// -1 if none; only an instance's settle releases one.
+	Release int
+}
+
+// Settle records a step's outcome and returns the workflow's state and the
+// dependents that are now ready to run. It is idempotent: settling the same
+// step again returns the same dependents (if they have not started), so the
+// caller can always enqueue them (with deterministic task ids). For a map
+// instance (o.Map set), dependents are the map's.
+func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (*Settled, error) {
+	outcome := StepDone
+	switch {
+	case !o.Done && o.OnlyIfOpen:
+		outcome = "dead_if_open"
+	case !o.Done:
+		outcome = StepDead
+	}
+	p := step + "."
+	args := make([]any, 0, 38+3*len(dependents))
+	// args[11] is the number of field/value pairs that follow it, set below
+	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at",
+		p+"attempts", p+"abandoned", max(o.Attempt, 0), 0, p+"error", Excerpt(o.Error))
+	switch {
+	case o.Done:
+		args = append(args, p+"output", o.Output, p+"tool_calls", o.ToolCalls, p+"degraded", b2s(o.Degraded), p+"target", o.Target,
+			p+"prompt_tokens", o.Usage.PromptTokens, p+"completion_tokens", o.Usage.CompletionTokens, p+"input_hash", o.InputHash)
+	case o.Output != "":
+		args = append(args, p+"output", o.Output) // the rejected answer, for review
+	}
+	if !o.Done && o.Class != "" {
+		args = append(args, p+"class", o.Class)
+	}
+	args[11] = (len(args) - 12) / 2
+	if o.Map != "" {
+		m := o.Map + "."
+		args = append(args, "1", m+"state", m+"settled", m+"finished_at", m+"nitems", m+"ndone", m+"next", m+"nmissing", p+"released",
+			m+"prompt_tokens", o.Usage.PromptTokens, m+"completion_tokens", o.Usage.CompletionTokens)
+	} else {
+		args = append(args, "0")
+	}
+	for _, d := range dependents {
+		args = append(args, d.ID+".state", d.ID+".nin", d.Inputs)
+	}
+	res, err := settleScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
+	}
+	state := str(res[0])
+	switch state {
+	case "gone":
+		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrNotFound)
+	case "layout":
+		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrOldLayout)
+	case "stale":
+		return nil, fmt.Errorf("store: settle %s/%s attempt %d (the step is at attempt %s): %w", wf, step, o.Attempt, str(res[1]), ErrStaleAttempt)
+	case "settled":
+		return &Settled{State: str(res[1]), Release: -1}, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrAlreadySettled)
+	}
+	out := &Settled{State: state, Release: -1}
+	if n, err := strconv.Atoi(str(res[1])); err == nil {
+		out.Release = n
+	}
+	for _, v := range res[2:] {
+		if i, ok := v.(int64); ok && i >= 1 && int(i) <= len(dependents) {
+			out.Ready = append(out.Ready, dependents[i-1].ID)
+		}
+	}
+	return out, nil
+}
+

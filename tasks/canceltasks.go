@@ -1,0 +1,62 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hibiken/asynq"
+)
+
+// stepTask is one task a workflow may have in asynq: a step's, or a map
+// instance's.
+type stepTask struct{ step, queue string }
+
+// tasksOf lists the tasks a workflow may have in asynq: one per step, and
+// one per released instance of each map step (the rest were never
+// enqueued).
+func (c *Client) tasksOf(ctx context.Context, id string, spec *Spec) []stepTask {
+	out := make([]stepTask, 0, len(spec.Steps))
+	var wf *Workflow
+	for i := range spec.Steps {
+		st := &spec.Steps[i]
+		queue := spec.resolve(st).Queue
+		out = append(out, stepTask{st.ID, queue})
+		if !st.IsMap() {
+			continue
+		}
+		if wf == nil {
+			var err error
+			if wf, err = c.store.Get(ctx, id); err != nil {
+				return out
+			}
+		}
+		if m := wf.Steps[i].Map; m != nil && wf.Steps[i].ID == st.ID {
+			for n := range m.Started {
+				out = append(out, stepTask{instanceID(st.ID, n), queue})
+			}
+		}
+	}
+	return out
+}
+
+// stopTask stops one task of a canceled workflow: deleted if it waits,
+// its context canceled if it runs; gone already is fine.
+func (c *Client) stopTask(queue, tid string) error {
+	info, err := c.insp.GetTaskInfo(queue, tid)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch info.State {
+	case asynq.TaskStateActive:
+		err = c.insp.CancelProcessing(tid)
+	case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+		err = c.insp.DeleteTask(queue, tid)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			err = nil // it started or finished meanwhile; the canceled state stops it
+		}
+	}
+	return err
+}

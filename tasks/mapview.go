@@ -1,0 +1,114 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// MapView is what a step's templates see of a map step (for_each) they
+// read, as .Steps.<id>: its instances' outputs in item order.
+type MapView struct {
+	// Outputs holds each instance's output in item order: its JSON value
+	// for a code step or a format: json answer, else its text; nil where
+	// the instance is missing.
+	Outputs []any
+	// Missing lists the indexes of optional instances that were
+	// dead-lettered.
+	Missing []int
+	// Degraded says some instance answered degraded.
+	Degraded bool
+}
+
+// Output is the outputs as one JSON array (.Steps.<id>.Output).
+func (m *MapView) Output() string {
+	b, _ := json.Marshal(m.Outputs)
+	return string(b)
+}
+
+// JSON is the outputs (.Steps.<id>.JSON).
+func (m *MapView) JSON() any { return m.Outputs }
+
+// outputsPage is how many instances one read loads.
+const outputsPage = 500
+
+// maxMapViewBytes bounds the outputs one render loads of all the maps it
+// reads: past it, reduce in a code step, which reads them a page at a time.
+const maxMapViewBytes = 32 << 20
+
+// mapPages reads a map's instances in item order, a page at a time, as
+// views; it stops at the first error or when yield returns false.
+func mapPages(ctx context.Context, st *store.Store, wf string, spec *Spec, id string, n int) iter.Seq2[StepView, error] {
+	return func(yield func(StepView, error) bool) {
+		for from := 0; from < n; from += outputsPage {
+			page, err := st.InstanceOutputs(ctx, wf, id, from, min(outputsPage, n-from))
+			if err != nil {
+				yield(StepView{}, err)
+				return
+			}
+			for _, r := range page {
+				if !yield(viewOf(spec, id, r.Output, r.Degraded, r.State != store.StepDone), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// loadMapViews fills in the views of the map steps among a step's inputs
+// that its templates read; a code step's function reads the rest itself
+// (CodeStep.Outputs).
+func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attempt, views map[string]StepView) error {
+	reads := run.st.templateReads()
+	budget := maxMapViewBytes
+	for id, d := range a.Deps {
+		if d.Map == nil || !reads[id] {
+			continue
+		}
+		mv := &MapView{Outputs: make([]any, 0, d.Map.Items)}
+		i := 0
+		for v, err := range mapPages(ctx, h.st, run.p.Workflow, run.spec, id, d.Map.Items) {
+			if err != nil {
+				return err
+			}
+			if budget -= len(v.Output); budget < 0 {
+				return fmt.Errorf("the outputs of map step %s are over %d MiB, more than a template may read: reduce them in a code step (run:), which reads them a page at a time", id, maxMapViewBytes>>20)
+			}
+			switch {
+			case v.Missing:
+				mv.Outputs = append(mv.Outputs, nil)
+				mv.Missing = append(mv.Missing, i)
+			case v.JSON != nil:
+				mv.Outputs = append(mv.Outputs, v.JSON)
+			default:
+				mv.Outputs = append(mv.Outputs, v.Output)
+			}
+			mv.Degraded = mv.Degraded || v.Degraded
+			i++
+		}
+		v := views[id]
+		v.Map = mv
+		views[id] = v
+	}
+	return nil
+}
+
+// templateReads is the set of steps the step's templates (prompt, system,
+// with:, for_each) read.
+func (st *Step) templateReads() map[string]bool {
+	out := map[string]bool{}
+	ts := st.templates()
+	if st.forEachT != nil {
+		ts = append(ts, st.forEachT.t)
+	}
+	for _, t := range ts {
+		refs, _ := parsedRefs(t)
+		for _, r := range refs {
+			out[r.step] = true
+		}
+	}
+	return out
+}

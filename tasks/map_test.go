@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -449,5 +451,77 @@ func TestClientPagesThroughInstances(t *testing.T) {
 	}
 	if _, err := e.Client.Instances(t.Context(), id, "plan", 0, 5); !errors.Is(err, tasks.ErrNotAMap) {
 		t.Fatalf("a plain step: %v", err)
+	}
+}
+
+// largeCommands is a go-redis hook that counts the commands sent with more
+// than 100 arguments.
+type largeCommands struct{ n atomic.Int64 }
+
+func (f *largeCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *largeCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if len(cmd.Args()) > 100 {
+			f.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *largeCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Waiting on a 400-step chord reads its counters each poll (a read of a
+// fixed size), reports progress by them, and reads the steps once, at
+// the end.
+func TestWaitOnAWideChordPollsCounters(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"one": func(ctx context.Context, s *tasks.CodeStep) (any, error) { return 1, nil }}})
+	var b strings.Builder
+	b.WriteString("name: wide\nsteps:\n")
+	var ids []string
+	for i := range 400 {
+		fmt.Fprintf(&b, "  - { id: s%d, run: one }\n", i)
+		ids = append(ids, fmt.Sprintf("s%d", i))
+	}
+	fmt.Fprintf(&b, "  - { id: body, run: one, depends_on: [%s] }\n", strings.Join(ids, ", "))
+	rdb := redis.NewClient(e.DB.Options())
+	t.Cleanup(func() { rdb.Close() })
+	fc := &largeCommands{}
+	rdb.AddHook(fc)
+	c := tasks.NewClient(rdb, tasks.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true,
+		Limits: tasks.Limits{MaxSteps: 500}})
+	spec, err := c.Parse("wide.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Submit(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.n.Store(0)
+	var reports []tasks.Workflow
+	wf, err := c.Wait(t.Context(), id, 20*time.Millisecond, func(w *tasks.Workflow) {
+		if w.Steps != nil {
+			t.Errorf("a wide workflow reported with its %d steps", len(w.Steps))
+		}
+		if w.Counts == nil {
+			t.Error("a report without counts")
+		}
+		reports = append(reports, *w)
+	})
+	if err != nil || wf.State != store.StateCompleted || len(wf.Steps) != 401 {
+		t.Fatalf("wait: %v %+v", err, wf)
+	}
+	last := reports[len(reports)-1]
+	if last.State != store.StateCompleted || *last.Counts != (record.Counts{Steps: 401, Settled: 401}) {
+		t.Errorf("last report %s %+v", last.State, last.Counts)
+	}
+	// each poll read the counters; the steps were read once, at the end
+	if n := fc.n.Load(); n != 1 {
+		t.Errorf("%d reads of over 100 fields while waiting, want 1 (the final read of the steps)", n)
+	}
+	if n := len(reports); n < 2 {
+		t.Errorf("%d progress reports", n)
 	}
 }

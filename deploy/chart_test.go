@@ -457,9 +457,9 @@ func TestChartKeySecret(t *testing.T) {
 }
 
 // The dashboard: probes on /readyz and /healthz, its token and Redis'
-// password, no provider key (but an anthropic provider's), its own
-// key-free agentq.yaml, and --allowed-hosts with its Service's names, the
-// ingress host and dashboard.allowedHosts.
+// password, no provider key (not even an anthropic provider's: it loads
+// the workers' agentq.yaml without keys), and --allowed-hosts with its
+// Service's names, the ingress host and dashboard.allowedHosts.
 func TestChartDashboardPod(t *testing.T) {
 	files := render(t, fullValues(t))
 	d := dashboardContainer(t, files)
@@ -480,12 +480,11 @@ func TestChartDashboardPod(t *testing.T) {
 		names = append(names, e.Name)
 	}
 	sort.Strings(names)
-	if want := []string{"AGENTQ_CONFIG", "AGENTQ_DASHBOARD_TOKEN", "AGENTQ_REDIS_PASSWORD", "ANTHROPIC_API_KEY"}; !slices.Equal(names, want) || len(d.EnvFrom) != 0 {
+	if want := []string{"AGENTQ_CONFIG", "AGENTQ_DASHBOARD_TOKEN", "AGENTQ_REDIS_PASSWORD"}; !slices.Equal(names, want) || len(d.EnvFrom) != 0 {
 		t.Errorf("dashboard environment %v from %+v, want %v and no envFrom", names, d.EnvFrom, want)
 	}
-	cm := configMap(t, files)
-	if strings.Contains(cm["dashboard.yaml"], "OPENAI_API_KEY") || !strings.Contains(cm["agentq.yaml"], "OPENAI_API_KEY") {
-		t.Errorf("dashboard.yaml holds the openai keys, or agentq.yaml lost them:\n%s", cm["dashboard.yaml"])
+	if cm := configMap(t, files); len(cm) != 1 || !strings.Contains(cm["agentq.yaml"], "ANTHROPIC_API_KEY") {
+		t.Errorf("the ConfigMap is not the one agentq.yaml with the keys' variables: %v", cm)
 	}
 	args := strings.Join(d.Args, " ")
 	wantHosts := "prod-agentq-dashboard,prod-agentq-dashboard.agentq,prod-agentq-dashboard.agentq.svc,prod-agentq-dashboard.agentq.svc.cluster.local,agentq.internal,agentq.example.org"

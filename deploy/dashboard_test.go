@@ -107,8 +107,9 @@ func status(t *testing.T, port int, host, path, token string) int {
 }
 
 // The chart's dashboard pod works as rendered: run with its container's
-// arguments, its environment (from the Secrets it names) and its
-// dashboard.yaml, it listens on all interfaces, answers the kubelet's
+// arguments, its environment (from the Secrets it names; there is no API
+// key among them) and the workers' agentq.yaml, whose keys name variables
+// it does not have, it listens on all interfaces, answers the kubelet's
 // probes, and answers its Service's names and the ingress host, with the
 // token, but no other Host.
 func TestChartDashboardServes(t *testing.T) {
@@ -129,7 +130,6 @@ func TestChartDashboardServes(t *testing.T) {
 	}
 	env := podEnv(t, *d, map[string]map[string]string{
 		"dashboard-token": {"AGENTQ_DASHBOARD_TOKEN": "tok-123"}, "redis-auth": {"password": "pw"},
-		"agentq-keys": {"OPENAI_API_KEY": "sk-o", "OPENAI_API_KEY_2": "sk-o2", "ANTHROPIC_API_KEY": "sk-a"},
 	})
 	for k, v := range env {
 		if strings.HasPrefix(v, "/etc/agentq/") {
@@ -148,6 +148,7 @@ func TestChartDashboardServes(t *testing.T) {
 		{"10.1.2.3:" + strconv.Itoa(port), "/readyz", "", 200},
 		{"prod-agentq-dashboard", "/api/v1/workflows", "", 401},
 		{"prod-agentq-dashboard", "/api/v1/workflows", "tok-123", 200},
+		{"prod-agentq-dashboard", "/api/v1/keys", "tok-123", 200},
 		{"prod-agentq-dashboard.agentq:80", "/api/v1/workflows", "tok-123", 200},
 		{"prod-agentq-dashboard.agentq.svc.cluster.local", "/api/v1/workflows", "tok-123", 200},
 		{"agentq.internal", "/api/v1/workflows", "tok-123", 200},

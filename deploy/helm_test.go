@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -183,9 +184,9 @@ func TestChartRendersValidManifests(t *testing.T) {
 }
 
 // The agentq.yaml the chart writes is one agentq accepts with the
-// environment the workers' pod gets; the dashboard's loads with what its
-// pod gets (its token, Redis' passwords, an anthropic provider's key), no
-// other key.
+// environment the workers' pod gets; the dashboard loads the same file,
+// without the providers' keys, with what its pod gets (its token, Redis'
+// passwords), no key.
 func TestChartConfigLoads(t *testing.T) {
 	sets := map[string]map[string]any{"default": with(t, nil, "secrets.values.OPENAI_API_KEY", "sk-chart")}
 	for _, f := range testValues {
@@ -233,13 +234,20 @@ func TestChartConfigLoads(t *testing.T) {
 			}
 		}
 		if d, ok := cs["prod-agentq-dashboard"]; ok {
-			dcfg, err := config.Load(config.Input{Path: name + " dashboard.yaml", Data: []byte(cm["dashboard.yaml"]), LookupEnv: lookupIn(podEnv(t, d, secrets))})
+			dcfg, err := config.Load(config.Input{Path: name + " agentq.yaml", Data: []byte(cm["agentq.yaml"]), LookupEnv: lookupIn(podEnv(t, d, secrets)),
+				WithoutProviderKeys: true})
 			if err != nil {
 				t.Errorf("%s values: the dashboard's configuration does not load with its pod's environment: %v", name, err)
 				continue
 			}
-			if len(dcfg.Providers) != len(cfg.Providers) || dcfg.Redis.Where() != cfg.Redis.Where() || dcfg.Redis.Password != cfg.Redis.Password {
+			if len(dcfg.Providers) != len(cfg.Providers) || dcfg.Redis.Where() != cfg.Redis.Where() || dcfg.Redis.Password != cfg.Redis.Password ||
+				!reflect.DeepEqual(dcfg.RouteNames(), cfg.RouteNames()) {
 				t.Errorf("%s values: the dashboard's configuration is not the workers' without keys: %+v", name, dcfg)
+			}
+			for _, p := range dcfg.Providers {
+				if len(p.Keys) != 0 {
+					t.Errorf("%s values: the dashboard holds provider %s's keys", name, p.Name)
+				}
 			}
 		}
 	}

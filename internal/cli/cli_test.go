@@ -148,7 +148,7 @@ func TestBadInputExitsTwoAndWritesNothing(t *testing.T) {
 		{"missing spec file", []string{"/nonexistent.yaml", "--config", cfg}, vars, "cannot read spec"},
 		{"bad --input", []string{writeFile(t, "h.yaml", hello), "--config", cfg, "--input", "novalue"}, vars, `--input "novalue": want key=value`},
 		{"config: unknown field", []string{badSpec, "--config", writeFile(t, "c.yaml", "redis: { adr: x }\n")}, vars, `c.yaml:1: unknown field "adr"`},
-		{"config: missing variable", []string{badSpec, "--config", cfg}, map[string]string{"CHAOS": "http://x", "K1": "k"}, "environment variable K2 is not set"},
+		{"config: missing variable", []string{badSpec, "--config", writeFile(t, "v.yaml", "redis: { password: \"${REDIS_PW}\" }\n")}, vars, "v.yaml:1: environment variable REDIS_PW is not set"},
 		{"config: bad env override", []string{badSpec, "--config", cfg}, merge(vars, map[string]string{"AGENTQ_RETENTION": "forever"}), `AGENTQ_RETENTION: retention: bad duration "forever"`},
 		{"unknown flag", []string{badSpec, "--frobnicate"}, vars, "unknown flag"},
 		{"no args", []string{}, vars, "accepts 1 arg"},

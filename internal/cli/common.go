@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/redact"
 )
@@ -19,6 +20,9 @@ type common struct {
 	logLevel string
 	settings []config.Setting
 	loaded   config.Config // the configuration load returned last
+	// providerKeys: load expands and keeps providers[].keys (the worker);
+	// every other command holds no provider secret
+	providerKeys bool
 }
 
 // addCommon registers --config, --log-level and the flags of the given
@@ -43,7 +47,7 @@ func addCommon(cmd *cobra.Command, env *Env, keys ...string) *common {
 
 // load reads the configuration: defaults < file < AGENTQ_* < flags.
 func (c *common) load(cmd *cobra.Command) (config.Config, error) {
-	in := config.Input{Path: c.config, LookupEnv: c.env.lookup, Flags: map[string]string{}}
+	in := config.Input{Path: c.config, LookupEnv: c.env.lookup, Flags: map[string]string{}, WithoutProviderKeys: !c.providerKeys}
 	if in.Path == "" {
 		if p, ok := c.env.lookup("AGENTQ_CONFIG"); ok && p != "" {
 			in.Path = p
@@ -93,12 +97,9 @@ func (c *common) logger(cmd *cobra.Command) (*slog.Logger, error) {
 	}
 	// every line is redacted of the configuration's secrets and the
 	// dashboard token, whatever a provider or Redis error carried
-	secrets := c.loaded.Secrets()
-	if tok, ok := c.env.lookup("AGENTQ_DASHBOARD_TOKEN"); ok {
-		secrets = append(secrets, tok)
-	}
+	tok, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
 	h := slog.NewJSONHandler(c.env.Err, &slog.HandlerOptions{Level: l})
-	return slog.New(redact.Handler(h, redact.New(secrets...))), nil
+	return slog.New(redact.Handler(h, app.Redactor(c.loaded, tok))), nil
 }
 
 // forever is what --wait-for-redis means without a value.

@@ -31,6 +31,7 @@ go run ./examples/analyst from the repository.`,
 		SilenceErrors: true,
 	}
 	c := addCommon(cmd, &env)
+	c.providerKeys = true // the one command that calls providers
 	addWaitForRedis(cmd, &waitFor)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := c.load(cmd)

@@ -34,6 +34,13 @@ type Input struct {
 	// Flags holds the values of flags the user set, by setting key (see
 	// Settings), e.g. "worker.concurrency": "20".
 	Flags map[string]string
+	// WithoutProviderKeys loads for a command that holds no provider
+	// secret (the dashboard, enqueue): providers[].keys are neither
+	// expanded (an unset ${VAR} or a missing ${file:PATH} there is no
+	// error) nor kept (every provider's Keys is nil) nor required. Every
+	// other field is loaded as usual. The zero value loads the keys: the
+	// worker's and the SDK's configuration.
+	WithoutProviderKeys bool
 }
 
 // Load builds the configuration and validates it. Every problem found is
@@ -45,7 +52,7 @@ func Load(in Input) (Config, error) {
 	var c Config
 	if in.Data != nil {
 		var err error
-		if c, err = parse(in.Path, in.Data, in.LookupEnv); err != nil {
+		if c, err = parse(in.Path, in.Data, in); err != nil {
 			return Config{}, err
 		}
 		c.File = in.Path
@@ -56,7 +63,7 @@ func Load(in Input) (Config, error) {
 		case err != nil:
 			return Config{}, &FieldError{Source: in.Path, Msg: err.Error()}
 		default:
-			if c, err = parse(in.Path, data, in.LookupEnv); err != nil {
+			if c, err = parse(in.Path, data, in); err != nil {
 				return Config{}, err
 			}
 			c.File = in.Path
@@ -82,7 +89,11 @@ func Load(in Input) (Config, error) {
 		return Config{}, errors.Join(errs...)
 	}
 	c.fillDefaults()
-	if err := c.validate(); err != nil {
+	err := c.validate()
+	if in.WithoutProviderKeys {
+		err = withoutKeyProblems(err)
+	}
+	if err != nil {
 		return Config{}, withSource(err, c.File) // no file: the field names the setting
 	}
 	return c, nil
@@ -90,7 +101,7 @@ func Load(in Input) (Config, error) {
 
 // Parse reads a configuration from YAML without applying defaults,
 // variables or validation beyond the YAML itself; Load is what commands use.
-func parse(source string, data []byte, lookup func(string) (string, bool)) (Config, error) {
+func parse(source string, data []byte, in Input) (Config, error) {
 	var errs []error
 	// Pass 1: unknown fields, reported with their line in the file as written.
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -114,7 +125,10 @@ func parse(source string, data []byte, lookup func(string) (string, bool)) (Conf
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return Config{}, yamlError(source, err.Error())
 	}
-	errs = append(errs, expand(source, &root, lookup)...)
+	if in.WithoutProviderKeys {
+		dropProviderKeys(&root)
+	}
+	errs = append(errs, expand(source, &root, in.LookupEnv)...)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}

@@ -64,36 +64,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- toYaml $cfg -}}
 {{- end -}}
 
-{{/* The dashboard's agentq.yaml: the same without the providers' keys (the
-workers advertise theirs), except an anthropic provider's, which agentq
-refuses to load without one */}}
-{{- define "agentq.dashboardConfig" -}}
-{{- $cfg := include "agentq.config" . | fromYaml -}}
-{{- if hasKey $cfg "providers" -}}
-{{- $ps := list -}}
-{{- range $cfg.providers -}}
-{{- if eq (toString .kind) "anthropic" }}{{ $ps = append $ps . }}{{ else }}{{ $ps = append $ps (omit . "keys") }}{{ end -}}
-{{- end -}}
-{{- $_ := set $cfg "providers" $ps -}}
-{{- end -}}
-{{- toYaml $cfg -}}
-{{- end -}}
-
-{{/* The variables the dashboard's agentq.yaml still references in keys (anthropic providers'), comma-separated */}}
-{{- define "agentq.dashboardKeyVars" -}}
-{{- $vars := list -}}
-{{- range .Values.config.providers -}}
-{{- if eq (toString .kind) "anthropic" -}}
-{{- range .keys -}}
-{{- range regexFindAll "\\$\\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\\}" (toString .) -1 -}}
-{{- $vars = append $vars (regexReplaceAll "^\\$\\{([A-Za-z_][A-Za-z0-9_]*).*$" . "${1}") -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- $vars | uniq | join "," -}}
-{{- end -}}
-
 {{/* Redis credentials every agentq container gets */}}
 {{- define "agentq.redisEnv" -}}
 {{- if .Values.redis.passwordSecret.name }}

@@ -24,6 +24,7 @@ var importRules = map[string][]string{
 	"internal/webhook":  {"redact", "retry"},
 	".":                 {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
 	"internal/chaosllm": {}, // shares no code with the clients it tests
+	"internal/schedule": {"internal/config", "internal/problem", "internal/store", "tasks"},
 	"agentqtest":        {".", "llmclient", "tasks"},
 	"embedded":          {".", "internal/chaosllm"},
 	"examples/analyst":  {".", "embedded"},

@@ -88,3 +88,34 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) { return
 
 // Close releases the connection to Redis.
 func (c *Client) Close() error { return c.rdb.Close() }
+
+// QueueInfo is one queue: paused or not, and its tasks by state.
+type QueueInfo = tasks.QueueInfo
+
+// QueueChange is what PauseQueue and ResumeQueue did.
+type QueueChange = tasks.QueueChange
+
+// ErrUnknownQueue is returned for a queue no live worker serves and no
+// task was ever queued on.
+var ErrUnknownQueue = tasks.ErrUnknownQueue
+
+// Queues lists the queues asynq knows and live workers serve.
+func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return c.c.Queues(ctx) }
+
+// PauseQueue stops every worker taking a queue's steps until ResumeQueue;
+// running steps finish, submits are still accepted.
+func (c *Client) PauseQueue(ctx context.Context, name string) (QueueChange, error) {
+	return c.c.PauseQueue(ctx, name)
+}
+
+// ResumeQueue lets workers take a paused queue's steps again.
+func (c *Client) ResumeQueue(ctx context.Context, name string) (QueueChange, error) {
+	return c.c.ResumeQueue(ctx, name)
+}
+
+// ScheduleInfo is one periodic workflow the workers run.
+type ScheduleInfo = tasks.ScheduleInfo
+
+// Schedules lists the periodic workflows (schedules: in the workers'
+// configuration) a worker ran within the last week.
+func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) { return c.c.Schedules(ctx) }

@@ -27,3 +27,10 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) (tasks.QueueChang
 	err := c.do(ctx, "POST", "/api/v1/queues/"+url.PathEscape(name)+"/resume", nil, &ch)
 	return ch, err
 }
+
+// Schedules lists the periodic workflows the workers run.
+func (c *Client) Schedules(ctx context.Context) ([]tasks.ScheduleInfo, error) {
+	var ss []tasks.ScheduleInfo
+	err := c.do(ctx, "GET", "/api/v1/schedules", nil, &ss)
+	return ss, err
+}

@@ -179,7 +179,7 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c))
+	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c))
 	return cmd
 }
 
@@ -254,4 +254,3 @@ func printResult(ctx context.Context, w io.Writer, cl producer, id string, all b
 	}
 	return nil
 }
-

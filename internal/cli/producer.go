@@ -29,6 +29,7 @@ type producer interface {
 	Queues(ctx context.Context) ([]tasks.QueueInfo, error)
 	PauseQueue(ctx context.Context, name string) (tasks.QueueChange, error)
 	ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error)
+	Schedules(ctx context.Context) ([]tasks.ScheduleInfo, error)
 }
 
 var (

@@ -78,9 +78,13 @@ queued on; naming another is an error (exit 2).`,
 	}
 	pause := change("pause", "Stop workers taking the queue's steps (running ones finish; submits are still accepted)",
 		"paused (its steps wait until 'enqueue queue resume %[1]s')", "was paused already",
-		func(cl producer, cmd *cobra.Command, name string) (tasks.QueueChange, error) { return cl.PauseQueue(cmd.Context(), name) })
+		func(cl producer, cmd *cobra.Command, name string) (tasks.QueueChange, error) {
+			return cl.PauseQueue(cmd.Context(), name)
+		})
 	resume := change("resume", "Let workers take a paused queue's steps again", "resumed", "was not paused",
-		func(cl producer, cmd *cobra.Command, name string) (tasks.QueueChange, error) { return cl.ResumeQueue(cmd.Context(), name) })
+		func(cl producer, cmd *cobra.Command, name string) (tasks.QueueChange, error) {
+			return cl.ResumeQueue(cmd.Context(), name)
+		})
 	cmd.AddCommand(list, pause, resume)
 	return cmd
 }

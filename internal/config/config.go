@@ -34,6 +34,9 @@ type Config struct {
 	Prices map[string]Price `yaml:"prices"`
 	// Webhooks signs and sends workflow notifications; zero: none.
 	Webhooks Webhooks `yaml:"webhooks"`
+	// Schedules are periodic workflows (schedules.go); a worker whose
+	// configuration has any takes turns running them. Empty: none.
+	Schedules []Schedule `yaml:"schedules"`
 }
 
 // Price is what a target charges per million tokens.

@@ -188,5 +188,6 @@ func (c *Config) validate() error {
 		bad("limits.max_turns", "%d is not between 1 and 100", c.Limits.MaxTurns)
 	}
 	errs = append(errs, c.Webhooks.validate()...)
+	errs = append(errs, c.validateSchedules()...)
 	return errors.Join(errs...)
 }

@@ -24,6 +24,7 @@ import (
 //	POST /api/v1/dlq/{task}/requeue|discard
 //	GET  /api/v1/queues                   the queues, paused or not, and their sizes
 //	POST /api/v1/queues/{name}/pause|resume
+//	GET  /api/v1/schedules                the periodic workflows workers run
 //	GET  /api/v1/keys                     the keys live workers advertise, and their state
 //	POST /api/v1/keys/enable?key=P#N      re-enable a key (?all=true: every key)
 func (s *Server) api(mux *http.ServeMux) {
@@ -110,6 +111,7 @@ func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/queues", s.apiQueues)
 	mux.HandleFunc("POST /api/v1/queues/{name}/pause", s.mutating(s.apiPauseQueue))
 	mux.HandleFunc("POST /api/v1/queues/{name}/resume", s.mutating(s.apiResumeQueue))
+	mux.HandleFunc("GET /api/v1/schedules", s.apiSchedules)
 	mux.HandleFunc("GET /api/v1/keys", func(w http.ResponseWriter, r *http.Request) {
 		keys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(s.o.Config))
 		if err != nil {

@@ -42,3 +42,16 @@ func queueAnswer(w http.ResponseWriter, ch tasks.QueueChange, err error) {
 		writeJSON(w, http.StatusOK, ch)
 	}
 }
+
+// apiSchedules is GET /api/v1/schedules.
+func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) {
+	ss, err := s.client.Schedules(r.Context())
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	if ss == nil {
+		ss = []tasks.ScheduleInfo{}
+	}
+	writeJSON(w, http.StatusOK, ss)
+}

@@ -78,9 +78,10 @@ func mapCounts(st tasks.StepRecord) benchMapCounts {
 	return v.Map
 }
 
-// mapShape is one workflow mapping items prompt instances.
+// mapShape is one workflow, plan-free (the items are its input), mapping
+// items prompt instances.
 func mapShape(items, parallel int) shape {
-	spec := fmt.Sprintf(`name: bench-map
+	spec := fmt.Sprintf(`name: plan-free
 defaults: { route: bench }
 steps:
   - { id: m, for_each: "{{ .Input.items }}", max_items: %d, max_parallel: %d, prompt: "item {{ .Item }}" }

@@ -22,7 +22,7 @@ func Producer() Part {
 // ClientOptions are the producer client's options from a configuration.
 func ClientOptions(cfg config.Config) tasks.ClientOptions {
 	o := tasks.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
-		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns}}
+		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems}}
 	if len(cfg.Routes) > 0 {
 		o.Routes = cfg.RouteNames()
 	}

@@ -149,7 +149,7 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 func buildRoutes(cfg config.Config, providers map[string]llmclient.Provider) ([]llmclient.Route, error) {
 	target := func(t config.Target) llmclient.Target {
 		p, _ := cfg.Provider(t.Provider)
-		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D()}
+		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D(), MaxInputBytes: t.MaxInputBytes}
 	}
 	var routes []llmclient.Route
 	for _, name := range cfg.RouteNames() {

@@ -100,9 +100,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	wh, err := newWebhooks(cfg, o.Logger, mets.Webhook) // docs/webhooks.md; the zero value without webhooks.secret
+	if err != nil {
+		return err
+	}
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools})
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify})
 	if err != nil {
 		return err
 	}
@@ -113,8 +117,8 @@ func Run(ctx context.Context, o Options) error {
 	policy := tasks.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:    cfg.Worker.Concurrency,
-		Queues:         cfg.Worker.Queues,
-		RetryDelayFunc: policy.RetryDelay,
+		Queues:         wh.queues,
+		RetryDelayFunc: wh.retryDelay(policy.RetryDelay, random),
 		IsFailure:      policy.IsFailure,
 		// a step asynq archives by itself (a panic, a deadline it
 		// enforced, retries spent outside the handler's dead-letter path)
@@ -132,6 +136,7 @@ func Run(ctx context.Context, o Options) error {
 		sh = o.Middleware(sh)
 	}
 	mux.Handle(tasks.TypeStep, sh)
+	wh.register(mux)
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

@@ -81,12 +81,13 @@ type Webhooks struct {
 
 // Check refuses a spec that asks to be notified when w is nil (the
 // configuration has no webhooks.secret to sign with): a SpecError naming
-// notify.
-func (w *Webhooks) Check(spec *Spec) error {
+// notify, in source (the spec's file name, as ParseSpec was given it).
+func (w *Webhooks) Check(source string, spec *Spec) error {
 	if w != nil || spec == nil || spec.Notify == nil {
 		return nil
 	}
-	return &SpecError{Line: spec.Notify.line, Where: "notify", Msg: "webhooks are not configured (the configuration has no webhooks.secret to sign with)"}
+	return &SpecError{Source: source, Line: spec.Notify.line, Where: "notify",
+		Msg: "webhooks are not configured (the configuration has no webhooks.secret to sign with)"}
 }
 
 // notifyOf is the notify a workflow gets: its own, or the default.

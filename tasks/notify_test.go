@@ -49,12 +49,12 @@ steps: [ { id: a, route: r, prompt: p } ]
 		}
 	}
 	var off *tasks.Webhooks
-	err = off.Check(s)
+	err = off.Check("n.yaml", s)
 	var se *tasks.SpecError
-	if !errors.As(err, &se) || se.Where != "notify" || se.Line != 3 || !strings.Contains(err.Error(), "no webhooks.secret") {
+	if !errors.As(err, &se) || !errors.Is(err, tasks.ErrInvalidSpec) || !strings.HasPrefix(err.Error(), "n.yaml:3: notify: webhooks are not configured") {
 		t.Errorf("notify without webhooks configured: %v", err)
 	}
-	if err := (&tasks.Webhooks{}).Check(s); err != nil {
+	if err := (&tasks.Webhooks{}).Check("n.yaml", s); err != nil {
 		t.Errorf("webhooks configured: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ const (
 	StateCompleted = "completed"
 	StateFailed    = "failed"
 	StateCanceled  = "canceled"
+	StateTimedOut  = "timed_out" // its deadline passed before it completed
 )
 
 // Step states.
@@ -49,6 +50,12 @@ type Workflow struct {
 	Steps      []StepRecord `json:"steps"`
 	CreatedAt  time.Time    `json:"created_at"`
 	FinishedAt *time.Time   `json:"finished_at"`
+	// DeadlineAt is when the workflow times out (its spec's deadline, or
+	// the submit's), if it has one.
+	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
+	// Error says why a workflow ended without completing (a deadline that
+	// passed, with the steps left unfinished).
+	Error string `json:"error,omitempty"`
 	// Counts are the workflow's step counters, kept as steps settle:
 	// reading them costs the same however wide the workflow is.
 	Counts *Counts `json:"counts,omitempty"`

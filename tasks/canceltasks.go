@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
 )
 
 // stepTask is one task a workflow may have in asynq: a step's, or a map
@@ -15,6 +17,10 @@ type stepTask struct{ step, queue string }
 // one per released instance of each map step (the rest were never
 // enqueued).
 func (c *Client) tasksOf(ctx context.Context, id string, spec *Spec) []stepTask {
+	return tasksOf(ctx, c.store, id, spec)
+}
+
+func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []stepTask {
 	out := make([]stepTask, 0, len(spec.Steps))
 	var wf *Workflow
 	for i := range spec.Steps {
@@ -26,7 +32,7 @@ func (c *Client) tasksOf(ctx context.Context, id string, spec *Spec) []stepTask 
 		}
 		if wf == nil {
 			var err error
-			if wf, err = c.store.Get(ctx, id); err != nil {
+			if wf, err = rec.Get(ctx, id); err != nil {
 				return out
 			}
 		}
@@ -41,8 +47,10 @@ func (c *Client) tasksOf(ctx context.Context, id string, spec *Spec) []stepTask 
 
 // stopTask stops one task of a canceled workflow: deleted if it waits,
 // its context canceled if it runs; gone already is fine.
-func (c *Client) stopTask(queue, tid string) error {
-	info, err := c.insp.GetTaskInfo(queue, tid)
+func (c *Client) stopTask(queue, tid string) error { return stopTask(c.insp, queue, tid) }
+
+func stopTask(insp *asynq.Inspector, queue, tid string) error {
+	info, err := insp.GetTaskInfo(queue, tid)
 	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 		return nil
 	}
@@ -51,9 +59,9 @@ func (c *Client) stopTask(queue, tid string) error {
 	}
 	switch info.State {
 	case asynq.TaskStateActive:
-		err = c.insp.CancelProcessing(tid)
+		err = insp.CancelProcessing(tid)
 	case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
-		err = c.insp.DeleteTask(queue, tid)
+		err = insp.DeleteTask(queue, tid)
 		if errors.Is(err, asynq.ErrTaskNotFound) {
 			err = nil // it started or finished meanwhile; the canceled state stops it
 		}

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"time"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,9 @@ type SubmitSettings struct {
 	// IdempotencyKey, when set, makes the submit idempotent
 	// (WithIdempotencyKey).
 	IdempotencyKey string
+	// Deadline, when positive, bounds the workflow to this long from the
+	// submit, instead of its spec's deadline (WithDeadline).
+	Deadline time.Duration
 }
 
 // SubmitOption changes one Submit.

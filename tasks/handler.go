@@ -133,6 +133,9 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	if t.Type() == TypeDeadline {
+		return h.deadline(ctx, t)
+	}
 	p, err := decodePayload(t.Payload())
 	if err != nil {
 		h.o.Logger.Error("step task dead-lettered: bad payload", "err", store.Excerpt(err.Error()))
@@ -180,9 +183,18 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	if a.WorkflowState == store.StateCanceled {
-		log.Info("step skipped: workflow canceled")
+	if a.WorkflowState == store.StateCanceled || a.WorkflowState == store.StateTimedOut {
+		log.Info("step skipped: workflow " + a.WorkflowState)
 		return nil
+	}
+	if pastDeadline(a.DeadlineAt) {
+		log.Info("step not started: the workflow's deadline passed")
+		return h.timeOut(ctx, p.Workflow, spec)
+	}
+	if a.DeadlineAt != nil { // the attempt ends at the workflow's deadline, if that comes first
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, *a.DeadlineAt)
+		defer cancel()
 	}
 	if inst != nil {
 		if inst.item, err = decodeItem(a.Item); err != nil {
@@ -194,6 +206,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
 	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst}, a)
+	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
+		return h.timeOut(ctx, p.Workflow, spec) // not retried: the workflow is over
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, store.Excerpt(err.Error()))
 	} else {

@@ -25,6 +25,9 @@ type Spec struct {
 	Name     string         `yaml:"name" json:"name"`
 	Input    map[string]any `yaml:"input" json:"input,omitempty"`
 	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
+	// Deadline bounds the whole workflow, from its submit (0: none): at
+	// it the workflow ends timed_out, its unfinished steps canceled.
+	Deadline Duration `yaml:"deadline" json:"deadline,omitempty"`
 	Steps    []Step         `yaml:"steps" json:"steps"`
 	Notify   *NotifySpec    `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
 

@@ -22,6 +22,9 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	if len(s.Steps) == 0 {
 		bad(0, "steps", "is empty")
 	}
+	if d := time.Duration(s.Deadline); d != 0 && d < time.Second {
+		bad(0, "deadline", "%s is under 1s", d)
+	}
 	if len(s.Steps) > lim.MaxSteps {
 		bad(0, "steps", "has %d steps, over the limit of %d", len(s.Steps), lim.MaxSteps)
 		return errors.Join(errs...)

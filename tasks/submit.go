@@ -73,7 +73,8 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 			return Submission{}, idem.conflict(err, c.o.Retention)
 		}
 	}
-	if err := c.store.Create(ctx, store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids}); err != nil {
+	deadline := c.deadlineAt(spec, set)
+	if err := c.store.Create(ctx, store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids, DeadlineAt: deadline}); err != nil {
 		if idem == nil {
 			return Submission{}, err
 		}
@@ -85,6 +86,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 		return Submission{}, err
 	}
 	workflowSpan(ctx, id, spec.Name, len(ids))
+	if err := c.scheduleDeadline(ctx, id, spec, deadline); err != nil {
+		return Submission{ID: id}, err
+	}
 	return Submission{ID: id}, c.enqueueRoots(ctx, id, spec)
 }
 

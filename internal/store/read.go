@@ -10,7 +10,7 @@ import (
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).
-var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed"}
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error"}
 
 // workflowRecord builds a workflow's own record (no steps) from its values
 // in workflowFields' order.
@@ -22,6 +22,7 @@ func workflowRecord(h []any) *Workflow {
 	w.Counts.Steps, _ = strconv.Atoi(str(h[6]))
 	w.Counts.Settled, _ = strconv.Atoi(str(h[7]))
 	w.Counts.Dead, _ = strconv.Atoi(str(h[8]))
+	w.DeadlineAt, w.Error = parseTS(str(h[9])), str(h[10])
 	return w
 }
 

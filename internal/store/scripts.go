@@ -71,7 +71,7 @@ local v = hmget(K, q)
 local state = v[1]
 if not state then return {} end
 if not v[2] then return {'layout'} end
-if state ~= 'canceled' then
+if state ~= 'canceled' and state ~= 'timed_out' then
   local s = v[3]
   if s == 'running' and v[4] and v[4] ~= owner and tonumber(v[5] or '0') > now then
     return {'busy', v[5]}
@@ -156,10 +156,12 @@ while j + 2 <= #ARGV do
   q[#q + 1] = ARGV[j]; q[#q + 1] = ARGV[j + 1]
   j = j + 3
 end
+q[#q + 1] = 'deadline_at'
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
 if not v[3] or not v[6] then return {'layout'} end
+local late = v[#q] and tonumber(v[#q]) <= tonumber(now)
 local current = tonumber(v[10] or '0')
 if attempt > 0 and (attempt < current or v[11] == ARGV[11]) then return {'stale', current} end
 local prev = v[7]
@@ -202,7 +204,7 @@ if inst then
   if outcome == 'done' and prev == 'dead' and v[8] == '1' then nmissing = nmissing - 1 end
   if nmissing ~= tonumber(v[ma + 6] or '0') then w[#w + 1] = ARGV[mf + 7]; w[#w + 1] = nmissing end
   released = v[ma + 7]
-  if not released and wfstate == 'canceled' then
+  if not released and (wfstate == 'canceled' or wfstate == 'timed_out' or late) then
     released = '-1' -- nothing more starts; not recorded, so nothing is lost
   elseif not released then
     local nx = tonumber(v[ma + 5] or '0')
@@ -233,12 +235,12 @@ for n, e in ipairs(deps) do
     w[#w + 1] = ARGV[from + 1]; w[#w + 1] = nin
   end
   local ds = v[at]
-  if up and nin >= nd and wfstate ~= 'canceled' and (not ds or ds == 'pending' or ds == 'queued') then
+  if up and nin >= nd and wfstate ~= 'canceled' and wfstate ~= 'timed_out' and not late and (not ds or ds == 'pending' or ds == 'queued') then
     if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
     out[#out + 1] = n
   end
 end
-if wfstate ~= 'canceled' then
+if wfstate ~= 'canceled' and wfstate ~= 'timed_out' then
   local ns = 'running'
   if nsettled >= tonumber(v[2]) then
     ns = 'completed'
@@ -257,25 +259,35 @@ out[1] = wfstate
 return out
 `)
 
-// cancelScript marks a workflow canceled unless it already ended, and each
-// of its steps that has not settled.
-// KEYS: wf. ARGV: now, the steps' state fields... Returns the state after
-// the call, or ” if gone.
-var cancelScript = redis.NewScript(luaHelpers + `
-local q = {'state'}
-for i = 2, #ARGV do q[#q + 1] = ARGV[i] end
+// endScript ends a workflow as canceled or timed_out unless it already
+// ended (or, for timed_out, its deadline has not passed), and marks each
+// of its unsettled steps canceled; for timed_out it records which steps
+// were left unfinished in the workflow's error.
+// KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
+// id and its state field. Returns the state after the call, or '' if gone.
+var endScript = redis.NewScript(luaHelpers + `
+local q = {'state', 'deadline_at'}
+for i = 5, #ARGV, 2 do q[#q + 1] = ARGV[i] end
 local v = hmget(KEYS[1], q)
 local s = v[1]
 if not s then return '' end
-if s == 'completed' or s == 'failed' or s == 'canceled' then return s end
-local w = {'state', 'canceled', 'finished_at', ARGV[1]}
-for i = 2, #v do
+if s == 'completed' or s == 'failed' or s == 'canceled' or s == 'timed_out' then return s end
+if ARGV[2] == 'timed_out' and (not v[2] or tonumber(v[2]) > tonumber(ARGV[1])) then return s end
+local w = {'state', ARGV[2], 'finished_at', ARGV[1]}
+local open = {}
+for i = 3, #v do
   if v[i] ~= 'done' and v[i] ~= 'dead' then
-    w[#w + 1] = ARGV[i]; w[#w + 1] = 'canceled'
+    w[#w + 1] = ARGV[2 * i - 1]; w[#w + 1] = 'canceled'
+    open[#open + 1] = ARGV[2 * i - 2]
   end
 end
+if ARGV[3] ~= '' then
+  local why = ARGV[3]
+  if #open > 0 then why = why .. '; unfinished: ' .. table.concat(open, ', ') end
+  w[#w + 1] = 'error'; w[#w + 1] = why
+end
 hset(KEYS[1], w, 1)
-return 'canceled'
+return ARGV[2]
 `)
 
 // failScript ends a blocked workflow as failed (its dead step was

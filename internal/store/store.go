@@ -29,6 +29,7 @@ const (
 	StateCompleted = record.StateCompleted
 	StateFailed    = record.StateFailed
 	StateCanceled  = record.StateCanceled
+	StateTimedOut  = record.StateTimedOut
 
 	StepPending  = record.StepPending
 	StepQueued   = record.StepQueued
@@ -43,7 +44,7 @@ const (
 // Blocked is not final (a requeue resumes it) but callers waiting for an
 // outcome treat it as one.
 func Terminal(state string) bool {
-	return state == StateCompleted || state == StateFailed || state == StateCanceled
+	return state == StateCompleted || state == StateFailed || state == StateCanceled || state == StateTimedOut
 }
 
 // ErrNotFound is returned for a workflow id that does not exist (or expired).
@@ -95,6 +96,8 @@ type NewWorkflow struct {
 	Name  string
 	Spec  []byte   // the validated spec as JSON
 	Steps []string // step ids in spec order
+	// DeadlineAt, when not zero, is when the workflow times out.
+	DeadlineAt time.Time
 }
 
 func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
@@ -119,6 +122,9 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	now := s.now()
 	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
 		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
+	if !w.DeadlineAt.IsZero() {
+		args = append(args, "deadline_at", ts(w.DeadlineAt))
+	}
 	// One round trip: the record script and the index entry (another slot,
 	// so a separate command; a cluster client splits the pipeline by slot).
 	// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and Redis
@@ -146,6 +152,8 @@ type Attempt struct {
 	Deps          map[string]StepRecord // state, output, degraded and a map's counters only
 	// Item is, for a map instance, its item (JSON).
 	Item string
+	// DeadlineAt is the workflow's deadline, if it has one.
+	DeadlineAt *time.Time
 }
 
 // BusyError says another task holds the step's lease until Until.
@@ -182,6 +190,7 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 			args = append(args, d+"."+f)
 		}
 	}
+	args = append(args, "deadline_at") // read last, after the inputs
 	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
@@ -192,12 +201,12 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 	if len(res) == 1 && str(res[0]) == "layout" {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
 	}
-	if len(res) != beginFields+len(beginInputFields)*len(inputs) {
+	if len(res) != beginFields+len(beginInputFields)*len(inputs)+1 {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
 	// the order of beginScript's query
 	v := func(i int) string { return str(res[i]) }
-	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), Item: v(14)}
+	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), Item: v(14), DeadlineAt: parseTS(v(len(res) - 1))}
 	a.Step = StepRecord{ID: step, State: v(2), InputHash: v(7), Output: v(8), ToolCalls: v(9), Degraded: v(10) == "1", Target: v(11),
 		StartedAt: parseTS(v(6))}
 	a.Step.Attempts, _ = strconv.Atoi(v(5))
@@ -241,17 +250,30 @@ func (s *Store) RecordError(ctx context.Context, wf, step string, attempt int, m
 // Cancel marks a workflow and its unsettled steps canceled; steps stop at
 // their next start. It returns the workflow's state after the call.
 func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, error) {
-	args := make([]any, 0, 1+len(steps))
-	args = append(args, ts(s.now()))
+	return s.end(ctx, wf, StateCanceled, steps, "")
+}
+
+// TimeOut ends a workflow whose deadline has passed as timed_out, its
+// unsettled steps canceled, and records which they were; a workflow that
+// ended already, or whose deadline has not passed, keeps its state. It
+// returns the state after the call.
+func (s *Store) TimeOut(ctx context.Context, wf string, steps []string) (string, error) {
+	return s.end(ctx, wf, StateTimedOut, steps, "the workflow's deadline passed")
+}
+
+// end runs endScript.
+func (s *Store) end(ctx context.Context, wf, state string, steps []string, reason string) (string, error) {
+	args := make([]any, 0, 3+2*len(steps))
+	args = append(args, ts(s.now()), state, reason)
 	for _, st := range steps {
-		args = append(args, st+".state")
+		args = append(args, st, st+".state")
 	}
-	st, err := cancelScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Text()
+	st, err := endScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Text()
 	if err != nil {
-		return "", fmt.Errorf("store: cancel %s: %w", wf, err)
+		return "", fmt.Errorf("store: %s %s: %w", state, wf, err)
 	}
 	if st == "" {
-		return "", fmt.Errorf("store: cancel %s: %w", wf, ErrNotFound)
+		return "", fmt.Errorf("store: %s %s: %w", state, wf, ErrNotFound)
 	}
 	return st, nil
 }

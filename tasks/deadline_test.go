@@ -1,0 +1,100 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+// A workflow whose deadline passes while a step runs: the step's context
+// ends at the deadline, the workflow ends timed_out naming its unfinished
+// steps, and no step starts after it (not even an optional step's
+// dependent).
+func TestDeadlineEndsTheWorkflowTimedOut(t *testing.T) {
+	var after atomic.Int32
+	slowSaw := make(chan error, 1)
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"quick": func(ctx context.Context, s *tasks.CodeStep) (any, error) { return "ok", nil },
+		"slow": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			select {
+			case <-ctx.Done():
+				slowSaw <- ctx.Err()
+			case <-time.After(20 * time.Second):
+				slowSaw <- errors.New("the step's context outlived the workflow's deadline")
+			}
+			return nil, ctx.Err()
+		},
+		"after": func(ctx context.Context, s *tasks.CodeStep) (any, error) { after.Add(1); return "late", nil },
+	}})
+	id := e.Submit(t, e.Spec(`name: bounded
+deadline: 2s
+steps:
+  - { id: a, run: quick }
+  - { id: b, run: slow, depends_on: [a], optional: true, timeout: 60s }
+  - { id: c, run: after, depends_on: [b] }
+`))
+	start := time.Now()
+	wf := e.Wait(t, id, 15*time.Second, store.StateTimedOut, store.StateCompleted, store.StateBlocked)
+	if wf.State != store.StateTimedOut {
+		t.Fatalf("state %s, want timed_out: %+v", wf.State, wf.Steps)
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("timed out after %s, want about 2s", took)
+	}
+	if err := <-slowSaw; !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		t.Errorf("the running step saw %v", err)
+	}
+	if !strings.Contains(wf.Error, "deadline passed") || !strings.Contains(wf.Error, "unfinished: b, c") {
+		t.Errorf("error %q, want the unfinished steps named", wf.Error)
+	}
+	states := map[string]string{}
+	for _, s := range wf.Steps {
+		states[s.ID] = s.State
+	}
+	if states["a"] != store.StepDone || states["b"] != store.StepCanceled || states["c"] != store.StepCanceled {
+		t.Errorf("step states %v", states)
+	}
+	if wf.DeadlineAt == nil || wf.FinishedAt == nil {
+		t.Errorf("deadline %v finished %v", wf.DeadlineAt, wf.FinishedAt)
+	}
+	waitQueueEmpty(t, e)
+	if n := after.Load(); n != 0 {
+		t.Errorf("a step started after the deadline (%d times)", n)
+	}
+}
+
+// A workflow whose steps never run (their queue has no worker) still ends
+// at its deadline: the scheduled deadline task ends it and deletes the
+// waiting task. WithDeadline overrides the spec.
+func TestDeadlineEndsAWorkflowNothingRuns(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	spec := e.Spec("name: idle\ndeadline: 1h\nsteps:\n  - { id: s, route: solo, prompt: hi, queue: nobody }\n")
+	id, err := e.Client.Submit(t.Context(), spec, tasks.WithDeadline(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := e.Wait(t, id, 15*time.Second, store.StateTimedOut)
+	if wf.DeadlineAt == nil || wf.DeadlineAt.Sub(wf.CreatedAt) > 2*time.Second {
+		t.Errorf("deadline %v for a workflow created %v: WithDeadline(1s) not applied", wf.DeadlineAt, wf.CreatedAt)
+	}
+	if _, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("nobody", tasks.TaskID(id, "s")); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Errorf("the waiting step's task: %v, want deleted", err)
+	}
+}
+
+func TestDeadlineUnderASecondIsRefused(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	_, err := e.Client.Parse("d.yaml", []byte("name: d\ndeadline: 500ms\nsteps:\n  - { id: s, route: solo, prompt: hi }\n"))
+	if err == nil || !strings.Contains(err.Error(), "deadline: 500ms is under 1s") {
+		t.Fatalf("%v", err)
+	}
+}

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -180,4 +183,59 @@ func findQueue(qs []tasks.QueueInfo, name string) *tasks.QueueInfo {
 		}
 	}
 	return nil
+}
+
+// A worker whose configuration has schedules: runs them: two workers, one
+// "@every 1s" schedule with its input; its runs complete through chaosllm,
+// and enqueue schedule list (Redis and --server) shows the holder and the
+// last slot's workflow, the one the slot's idempotency key names. A worker
+// whose schedule names a spec it refuses does not start (exit 2).
+func TestSchedulesRunOnTheWorkers(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "greet.yaml", hello)
+	e.Config.Schedules = []config.Schedule{{Name: "greet", Cron: "@every 1s", Spec: spec, Input: map[string]any{"who": "Ada"}}}
+	e.StartWorker(t)
+	e.StartAnotherWorker(t)
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		wfs, err := e.Client.List(t.Context(), tasks.StateCompleted, 100)
+		return err == nil && len(wfs) >= 2, fmt.Sprintf("%d scheduled runs completed (%v)", len(wfs), err)
+	})
+	url := serveAPI(t, e, "api-token")
+	for _, v := range []map[string]string{vars, {"AGENTQ_SERVER": url, "AGENTQ_DASHBOARD_TOKEN": "api-token"}} {
+		args := []string{"schedule", "list", "--json"}
+		if v["AGENTQ_SERVER"] == "" {
+			args = append(args, "--config", cfg)
+		}
+		r := run(t, cli.Enqueue, v, args...)
+		var ss []tasks.ScheduleInfo
+		if r.code != 0 || json.Unmarshal([]byte(r.out), &ss) != nil || len(ss) != 1 {
+			t.Fatalf("schedule list: exit %d, %q %q", r.code, r.out, r.err)
+		}
+		s := ss[0]
+		if s.Name != "greet" || s.Cron != "@every 1s" || s.Workflow != "hello" || s.Holder == "" || s.LastSlot == nil ||
+			s.LastWorkflow != store.IdempotentID(schedule.Key("greet", *s.LastSlot)) || !s.NextSlot.After(*s.LastSlot) {
+			t.Fatalf("schedule list: %+v", s)
+		}
+	}
+	wf, err := e.Client.Spec(t.Context(), store.IdempotentID(schedule.Key("greet", *lastSlot(t, e))))
+	if err != nil || wf.Input["who"] != "Ada" {
+		t.Fatalf("the run's input: %+v %v", wf, err)
+	}
+
+	bad := writeFile(t, "bad.yaml", strings.Replace(hello, "route: solo", "route: nope", 1))
+	conf := writeFile(t, "agentq.yaml", testenv.ConfigYAML+"schedules:\n  - { name: broken, cron: \"@hourly\", spec: "+bad+" }\n")
+	if r := run(t, cli.Worker, vars, "--config", conf); r.code != 2 || !strings.Contains(r.err, "schedules.broken.spec: "+bad+" is not a valid spec") ||
+		!strings.Contains(r.err, `unknown route "nope"`) {
+		t.Fatalf("a worker with a bad schedule: exit %d, %q", r.code, r.err)
+	}
+}
+
+func lastSlot(t *testing.T, e *testenv.Env) *time.Time {
+	t.Helper()
+	ss, err := e.Client.Schedules(t.Context())
+	if err != nil || len(ss) != 1 || ss[0].LastSlot == nil {
+		t.Fatalf("schedules: %+v %v", ss, err)
+	}
+	return ss[0].LastSlot
 }

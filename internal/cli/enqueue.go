@@ -27,6 +27,7 @@ func Enqueue(env Env) *cobra.Command {
 		unused  bool
 		waitFor time.Duration
 		idemKey string
+		dl      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue FILE",
@@ -47,15 +48,19 @@ Controls:
                         (within the retention) prints the same workflow
                         ("existing": true with --json) and creates nothing;
                         K with another spec or input is refused (exit 2)
+  --deadline D          bound the whole workflow to D from now (overrides
+                        the spec's deadline:): at D it ends timed_out, its
+                        unfinished steps canceled (exit 1 with --wait)
   queue pause|resume Q  stop and restart workers taking queue Q's steps
                         (queue list shows each queue, paused or not)
   schedule list         the periodic workflows the workers run (schedules:
                         in the workers' agentq.yaml), each once per slot
 
-Exit codes: 0 done; 1 the workflow failed, was canceled or is blocked on a
+Exit codes: 0 done; 1 the workflow failed, timed out, was canceled or is blocked on a
 dead-lettered step (with --wait); 2 bad usage or input (a bad spec, flag or
 id, a step no live worker serves, a missing workflow or dead letter, a
-token the dashboard refused); 3 cannot reach Redis (or the dashboard); 4
+token the dashboard refused, an idempotency key used with another spec or
+input, an unknown queue); 3 cannot reach Redis (or the dashboard); 4
 --wait-timeout passed while the workflow still runs; 5 no live worker at
 all (--no-check submits anyway).`,
 		Example: `  enqueue examples/hello.yaml --wait
@@ -63,6 +68,7 @@ all (--no-check submits anyway).`,
   enqueue status wf_abc123
   enqueue result wf_abc123
   enqueue order.yaml --input id=1234 --idempotency-key order-1234 --json
+  enqueue report.yaml --deadline 10m --wait    # timed_out (exit 1) if not done in 10 minutes
   enqueue queue pause default    # then: enqueue queue resume default
   enqueue schedule list --json`,
 		Args:          cobra.ExactArgs(1),
@@ -78,6 +84,7 @@ all (--no-check submits anyway).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	cmd.Flags().BoolVar(&noCheck, "no-check", false, "submit without checking the spec against what live workers serve")
 	cmd.Flags().DurationVar(&waitFor, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
+	cmd.Flags().DurationVar(&dl, "deadline", 0, "bound the whole workflow to this long from now (overrides the spec's deadline:; at least 1s)")
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "submit at most once per key: a later submit with the key (within the retention) prints the existing workflow; with another spec or input it is refused (exit 2)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := c.load(cmd)
@@ -110,6 +117,12 @@ all (--no-check submits anyway).`,
 		}
 		if queue != "" {
 			spec.Defaults.Queue = queue
+		}
+		if cmd.Flags().Changed("deadline") {
+			if dl < time.Second {
+				return usageErr("--deadline: %s is under 1s", dl)
+			}
+			spec.Deadline = tasks.Duration(dl) // travels with the spec, to Redis or through --server
 		}
 		cl, closeCl, err := c.openProducer(cmd, cfg)
 		if err != nil {

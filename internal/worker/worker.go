@@ -84,9 +84,9 @@ func Run(ctx context.Context, o Options) error {
 		return &config.FieldError{Field: "providers", Msg: "the worker needs at least one provider and one route in its configuration"}
 	}
 	// the one builder: Redis, the redacting logger, the router with its
-	// shared state, the metrics
+	// shared state, the metrics, the producer client (schedules submit)
 	built, err := app.Build(ctx, cfg, app.Options{Logger: o.Logger, Redis: o.Redis, WaitForRedis: o.WaitForRedis},
-		app.Router(app.RouterOptions{Transport: o.Transport, Random: o.Random, Observer: o.Observer}))
+		app.Router(app.RouterOptions{Transport: o.Transport, Random: o.Random, Observer: o.Observer}), app.Producer())
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,10 @@ func Run(ctx context.Context, o Options) error {
 	// whatever logger the caller gave, no line carries a configured secret
 	o.Logger = built.Logger
 	rdb, router, mets, insp := built.Redis, built.Router, built.Metrics, built.Inspector
+	sched, err := newSchedules(built) // docs/schedules.md; none without schedules:
+	if err != nil {
+		return err
+	}
 	events := mets.Step
 	if o.Events != nil {
 		events = func(e tasks.StepEvent) { mets.Step(e); o.Events(e) }
@@ -160,6 +164,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer ad.stop(ctx)
+	defer sched.start(ctx, ad.ad.ID)() // until ctx ends: the leases go before the drain
 	var hs *http.Server
 	if addr := cfg.Worker.MetricsAddr; addr != "" {
 		ln, err := net.Listen("tcp", addr)

@@ -56,6 +56,7 @@ func (s *Server) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"workflow": res.Workflow, "final": res.Final})
 	})
+	mux.HandleFunc("GET /api/v1/workflows/{id}/steps/{step}/instances", s.apiInstances)
 	mux.HandleFunc("POST /api/v1/workflows/{id}/cancel", s.mutating(func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.client.Cancel(r.Context(), r.PathValue("id"))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ const token = "dashboard-token-for-tests"
 // one-step workflow and waits until it is blocked on its dead step.
 func blocked(t *testing.T) (*testenv.Env, *httptest.Server, string) {
 	t.Helper()
-	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+	e := testenv.Start(t, testenv.Options{Steps: mapFuncs(), Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 400, Message: "unsupported parameter"}}, {}}}})
 	id := e.Submit(t, e.Spec("name: page\nsteps:\n  - { id: s, route: solo, prompt: \"hello dashboard\" }\n"))
 	e.Wait(t, id, 10*time.Second, store.StateBlocked)
@@ -192,6 +193,28 @@ func TestBrowserRequeuesADeadStep(t *testing.T) {
 	}
 	if err := os.WriteFile(out, buf, 0o644); err != nil {
 		t.Fatal(err)
+	}
+
+	// a 120-instance map is one row; it expands into its first 50
+	// instances, and "next 50" shows the next page, expanded
+	wide := wideWorkflow(t, e, 120)
+	visible := func(sel string) int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll(`+strconv.Quote(sel)+`)].filter(e => e.checkVisibility()).length`))
+		must(err)
+		return n
+	}
+	must(chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/workflows/"+wide), chromedp.WaitVisible("#step-m")))
+	if row := text("#step-m"); !strings.Contains(row, "120/120") || visible("tr.instance") != 0 {
+		t.Fatalf("the map's row %q (want 120/120), %d instance rows shown before expanding", row, visible("tr.instance"))
+	}
+	must(chromedp.Do(ctx, chromedp.Click("#map-m summary"), chromedp.WaitVisible("#map-m tr.instance")))
+	if n := visible("#map-m tr.instance"); n != 50 || !strings.Contains(text("#map-m"), "m[49]") {
+		t.Fatalf("expanded map shows %d instances, want m[0]…m[49]", n)
+	}
+	must(chromedp.Do(ctx, chromedp.Click("#map-m a.next"), chromedp.WaitVisible("#map-m a.prev")))
+	if n, page := visible("#map-m tr.instance"), text("#map-m"); n != 50 || !strings.Contains(page, "m[50]") || strings.Contains(page, "m[49]\t") {
+		t.Fatalf("next 50 shows %d instances:\n%s", n, page)
 	}
 }
 

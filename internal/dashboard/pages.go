@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -33,6 +34,16 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	// before the graph copies the steps: pageMaps refreshes the maps' counters
+	maps, err := s.pageMaps(r.Context(), r.URL.Query(), wf)
+	switch {
+	case errors.Is(err, errBadQuery):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
+		s.fail(w, err)
+		return
+	}
 	deps := map[string]string{}
 	var levels [][]tasks.StepRecord
 	if spec, err := s.client.Spec(r.Context(), id); err == nil {
@@ -46,7 +57,7 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && len(s.o.Config.Prices) > 0 {
 		cost = fmt.Sprintf("%.4f", c)
 	}
-	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels})
+	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps})
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package redact
 import (
 	"context"
 	"log/slog"
+	"sync"
 )
 
 // MaxLogValue bounds each string a redacting log handler passes on.
@@ -14,7 +15,7 @@ const MaxLogValue = 4 << 10
 // line carries no secret and stays a few KiB.
 func Handler(h slog.Handler, r *Redactor) slog.Handler {
 	if rh, ok := h.(*handler); ok {
-		return &handler{next: rh.next, r: rh.r.Merge(r)}
+		return &handler{next: rh.resolved(), r: rh.r.Merge(r)}
 	}
 	return &handler{next: h, r: r}
 }
@@ -22,6 +23,27 @@ func Handler(h slog.Handler, r *Redactor) slog.Handler {
 type handler struct {
 	next slog.Handler
 	r    *Redactor
+	// pending are attributes added by WithAttrs, redacted and passed on
+	// to next only when a record is written (most loggers built per task
+	// never write one): ready then holds next with them.
+	pending []slog.Attr
+	once    *sync.Once
+	ready   slog.Handler
+}
+
+// resolved is next with the pending attributes, redacted.
+func (h *handler) resolved() slog.Handler {
+	if len(h.pending) == 0 {
+		return h.next
+	}
+	h.once.Do(func() {
+		clean := make([]slog.Attr, len(h.pending))
+		for i, a := range h.pending {
+			clean[i] = h.attr(a)
+		}
+		h.ready = h.next.WithAttrs(clean)
+	})
+	return h.ready
 }
 
 func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
@@ -32,19 +54,19 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 		out.AddAttrs(h.attr(a))
 		return true
 	})
-	return h.next.Handle(ctx, out)
+	return h.resolved().Handle(ctx, out)
 }
 
 func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
-	clean := make([]slog.Attr, len(as))
-	for i, a := range as {
-		clean[i] = h.attr(a)
+	if len(as) == 0 {
+		return h
 	}
-	return &handler{next: h.next.WithAttrs(clean), r: h.r}
+	pending := append(append(make([]slog.Attr, 0, len(h.pending)+len(as)), h.pending...), as...)
+	return &handler{next: h.next, r: h.r, pending: pending, once: new(sync.Once)}
 }
 
 func (h *handler) WithGroup(name string) slog.Handler {
-	return &handler{next: h.next.WithGroup(name), r: h.r}
+	return &handler{next: h.resolved().WithGroup(name), r: h.r}
 }
 
 func (h *handler) attr(a slog.Attr) slog.Attr {

@@ -26,7 +26,7 @@ const notServedRecheck = 5 * time.Second
 // runCode runs one attempt of a code step that Begin let through.
 func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, views map[string]StepView) error {
 	p, spec, st := run.p, run.spec, run.st
-	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step, "handler", st.Run)
+	log := run.log.With("handler", st.Run)
 	fn, ok := h.o.Steps[st.Run]
 	if !ok {
 		maxRetry, _ := asynq.GetMaxRetry(ctx)

@@ -205,7 +205,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst}, a)
+	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log}, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
 		return h.timeOut(ctx, p.Workflow, spec) // not retried: the workflow is over
 	}
@@ -238,7 +238,7 @@ func logID(id string) string {
 // process runs one attempt of a step that Begin let through.
 func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) error {
 	p, spec, st, r := run.p, run.spec, run.st, run.r
-	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
+	log := run.log
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
 		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)

@@ -64,7 +64,7 @@ func inputsOf(st *Step, inst *instance) []string {
 // first instances. Run again (a redelivery), it releases the same ones.
 func (h *Handler) expand(ctx context.Context, run stepRun, a *store.Attempt, views map[string]StepView) error {
 	p, spec, st := run.p, run.spec, run.st
-	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
+	log := run.log
 	var items []string
 	if a.Step.State != store.StepMapped {
 		raw, err := renderContext(ctx, st.forEachT.t, spec.Input, views)

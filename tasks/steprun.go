@@ -1,5 +1,7 @@
 package tasks
 
+import "log/slog"
+
 // stepRun is one attempt of one step, as the handler passes it along
 // (process → failed → deadLetter → settle): the task's payload, the spec,
 // the step, its resolved settings and the attempt number Begin counted.
@@ -9,6 +11,7 @@ type stepRun struct {
 	st      *Step
 	r       resolved
 	attempt int
+	log     *slog.Logger // with the workflow and step ids
 	// inst is set when the step is an instance of a map step (p.Step is
 	// then "<id>[<n>]" and st the map step).
 	inst *instance

@@ -19,7 +19,7 @@ import (
 // call and result in its tool_calls.
 func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
 	p, st, r := run.p, run.st, run.r
-	log := h.o.Logger.With("wf", p.Workflow, "step", p.Step)
+	log := run.log
 	attempt := a.Step.Attempts
 	if name, ok := st.missingTool(h.tools); ok {
 		return h.toolsNotServed(ctx, run, a, fmt.Errorf("tool %q is not registered on this worker", name))

@@ -187,6 +187,9 @@ func (c *Config) validate() error {
 	if c.Limits.MaxTurns < 1 || c.Limits.MaxTurns > 100 {
 		bad("limits.max_turns", "%d is not between 1 and 100", c.Limits.MaxTurns)
 	}
+	if c.Limits.MaxMapItems < 1 || c.Limits.MaxMapItems > 100000 {
+		bad("limits.max_map_items", "%d is not between 1 and 100,000", c.Limits.MaxMapItems)
+	}
 	errs = append(errs, c.Webhooks.validate()...)
 	errs = append(errs, c.validateSchedules()...)
 	return errors.Join(errs...)

@@ -146,6 +146,7 @@ local mf, ma
 if inst then
   mf, ma = j, #q + 1
   for x = j + 1, j + 8 do q[#q + 1] = ARGV[x] end
+  q[#q + 1] = ARGV[j + 9]; q[#q + 1] = ARGV[j + 11]
   j = j + 13
 else
   j = j + 1
@@ -196,8 +197,8 @@ if inst then
     ndone = ndone + 1
     w[#w + 1] = ARGV[mf + 5]; w[#w + 1] = ndone
     if outcome == 'done' then -- the map's tokens are its instances'
-      redis.call('HINCRBY', K, ARGV[mf + 9], ARGV[mf + 10])
-      redis.call('HINCRBY', K, ARGV[mf + 11], ARGV[mf + 12])
+      w[#w + 1] = ARGV[mf + 9]; w[#w + 1] = tonumber(v[ma + 8] or '0') + tonumber(ARGV[mf + 10])
+      w[#w + 1] = ARGV[mf + 11]; w[#w + 1] = tonumber(v[ma + 9] or '0') + tonumber(ARGV[mf + 12])
     end
   end
   if flipped and outcome == 'dead' then nmissing = nmissing + 1 end

@@ -20,6 +20,7 @@ const (
 	StateFailed    = "failed"
 	StateCanceled  = "canceled"
 	StateTimedOut  = "timed_out" // its deadline passed before it completed
+	StateWaiting   = "waiting"   // an approval step waits for a person's decision
 )
 
 // Step states.
@@ -33,6 +34,8 @@ const (
 	// StepMapped is a map step (for_each) whose instances are running: it
 	// becomes done when every instance has settled.
 	StepMapped = "mapped"
+	// StepWaiting is an approval step waiting for a person's decision.
+	StepWaiting = "waiting"
 )
 
 // Usage counts tokens.

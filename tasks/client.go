@@ -49,6 +49,10 @@ type ClientOptions struct {
 	NewID func() string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Webhooks, when set, is the configuration's webhooks: a spec's
+	// notify: is checked against it, and Cancel notifies; nil: a spec
+	// with notify: is refused.
+	Webhooks *Webhooks
 	// MaxRetries is the retries of steps whose spec sets none (neither the
 	// step nor its defaults); nil: DefaultMaxRetries. The configuration's
 	// resilience.retry.max_retries.
@@ -98,7 +102,14 @@ func NewID() string {
 
 // Parse reads and validates a spec against the client's routes and limits.
 func (c *Client) Parse(source string, data []byte) (*Spec, error) {
-	return ParseSpec(source, data, c.routes, c.o.Limits)
+	spec, err := ParseSpec(source, data, c.routes, c.o.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.o.Webhooks.Check(source, spec); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 // Status returns the workflow with all its steps; a pending or queued
@@ -196,6 +207,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 		if err := c.stopTask(t.queue, TaskID(id, t.step)); err != nil {
 			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
 		}
+	}
+	if err := notifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, spec, StateCanceled); err != nil {
+		errs = append(errs, fmt.Errorf("webhook: %w", err))
 	}
 	if len(errs) > 0 {
 		return state, fmt.Errorf("workflow %s canceled, but some of its tasks could not be stopped (they will stop at their next start): %w", id, errors.Join(errs...))

@@ -239,6 +239,11 @@ func (c *Client) Discard(ctx context.Context, taskID string) error {
 		if err := c.store.Fail(ctx, p.Workflow); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		if spec, err := c.spec(ctx, p.Workflow); err == nil {
+			if err := notifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, p.Workflow, spec, StateFailed); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -1,13 +1,13 @@
 package tasks
 
 import (
-	"time"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/record"

@@ -133,8 +133,11 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	if t.Type() == TypeDeadline {
+	switch t.Type() {
+	case TypeDeadline:
 		return h.deadline(ctx, t)
+	case TypeApprovalTimeout:
+		return h.approvalTimeout(ctx, t)
 	}
 	p, err := decodePayload(t.Payload())
 	if err != nil {
@@ -251,6 +254,12 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 	}
 	if st.IsMap() && run.inst == nil {
 		return h.expand(ctx, run, a, views)
+	}
+	if st.Approve != nil {
+		if a.Step.State == store.StepWaiting || a.Step.State == store.StepDone {
+			return nil // parked already (a redelivery), or decided
+		}
+		return h.park(ctx, run, views)
 	}
 	if st.Run != "" {
 		return h.runCode(ctx, run, a, views)

@@ -393,7 +393,7 @@ func TestSIGKILLMidMapFinishesAfterRestartWithOneReduce(t *testing.T) {
 		items[i] = fmt.Sprint(i)
 	}
 	id := e.Submit(t, e.Spec(`name: crash-map
-input: { items: [` + strings.Join(items, ", ") + `] }
+input: { items: [`+strings.Join(items, ", ")+`] }
 steps:
   - { id: m, for_each: "{{ .Input.items }}", max_parallel: 20, route: solo, prompt: "item {{ .Item }}" }
   - { id: reduce, depends_on: [m], route: solo, prompt: "reduce {{ len .Steps.m.Outputs }} outputs" }

@@ -30,7 +30,7 @@ type OutputSpec struct {
 
 // wantsJSON reports whether a step's answers must be JSON.
 func (st *Step) wantsJSON() bool {
-	return st.Run != "" || (st.Output != nil && st.Output.Format == "json") // a code step's value is JSON
+	return st.Run != "" || st.Approve != nil || (st.Output != nil && st.Output.Format == "json") // a code step's value and a decision are JSON
 }
 
 // schemaMap is the inline schema, if there is one.

@@ -19,7 +19,7 @@ func (s *Spec) Needs() []Need {
 		r := s.resolve(st)
 		if h := st.handlerName(); h != "" {
 			out = append(out, Need{Step: st.ID, Kind: "handler", Name: h, Queue: r.Queue})
-		} else if r.Route != "" {
+		} else if r.Route != "" && st.Approve == nil { // an approval step asks a person, not a route
 			out = append(out, Need{Step: st.ID, Kind: "route", Name: r.Route, Queue: r.Queue})
 		}
 		for _, t := range st.Tools {

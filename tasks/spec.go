@@ -27,9 +27,9 @@ type Spec struct {
 	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
 	// Deadline bounds the whole workflow, from its submit (0: none): at
 	// it the workflow ends timed_out, its unfinished steps canceled.
-	Deadline Duration `yaml:"deadline" json:"deadline,omitempty"`
-	Steps    []Step         `yaml:"steps" json:"steps"`
-	Notify   *NotifySpec    `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
+	Deadline Duration    `yaml:"deadline" json:"deadline,omitempty"`
+	Steps    []Step      `yaml:"steps" json:"steps"`
+	Notify   *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
 
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared
@@ -89,14 +89,18 @@ type Step struct {
 	// MaxParallel bounds a map step's instances in flight at once (0:
 	// DefaultMaxParallel).
 	MaxParallel int `yaml:"max_parallel" json:"max_parallel,omitempty"`
-	withT       map[string]*withTemplate
-	forEachT    *withTemplate
-	itemInputs  []string // what a map instance reads: the steps its own templates name
-	line        int
-	schema      *jsonschema.Schema // compiled Output.Schema
-	inputs      []string           // direct dependencies and every step its templates read
-	promptT     *promptTemplate
-	systemT     *promptTemplate
+	// Approve makes this an approval step: it waits for a person's
+	// decision (approve.go).
+	Approve    *ApproveSpec `yaml:"approve" json:"approve,omitempty"`
+	messageT   *promptTemplate
+	withT      map[string]*withTemplate
+	forEachT   *withTemplate
+	itemInputs []string // what a map instance reads: the steps its own templates name
+	line       int
+	schema     *jsonschema.Schema // compiled Output.Schema
+	inputs     []string           // direct dependencies and every step its templates read
+	promptT    *promptTemplate
+	systemT    *promptTemplate
 
 	promptLine, systemLine, withLine int            // of the prompt, system and with fields, for template errors
 	fieldLines                       map[string]int // every field's line, for problems that name one
@@ -258,6 +262,11 @@ func (s *Spec) prepare() error {
 		}
 		if st.systemT, err = parseTemplate(st.ID+".system", st.System); err != nil {
 			return err
+		}
+		if st.Approve != nil {
+			if st.messageT, err = parseTemplate(st.ID+".approve.message", st.Approve.Message); err != nil {
+				return err
+			}
 		}
 		if st.withT, err = parseWith(st.With); err != nil {
 			return fmt.Errorf("steps (%s).%w", st.ID, err)

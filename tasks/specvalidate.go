@@ -64,9 +64,12 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		default:
 			index[st.ID] = i + 1
 		}
-		if st.Run != "" {
+		switch {
+		case st.Approve != nil:
+			checkApprove(&s.Steps[i], where, bad)
+		case st.Run != "":
 			checkCodeStep(&s.Steps[i], where, bad)
-		} else {
+		default:
 			if st.Route == "" && s.Defaults.Route == "" {
 				bad(st.line, where+".route", "is empty and defaults.route is not set")
 			}

@@ -84,4 +84,3 @@ func yamlErr(source string, err error) error {
 	}
 	return errors.Join(out...)
 }
-

@@ -80,4 +80,3 @@ func signature(wf *Workflow) string {
 	}
 	return b.String()
 }
-

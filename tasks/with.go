@@ -95,12 +95,8 @@ func toJSON(v any) (string, error) {
 	return string(b), err
 }
 
-// renderWith renders a code step's with: into its JSON arguments.
-func renderWith(ctx context.Context, st *Step, input map[string]any, steps map[string]StepView) (json.RawMessage, error) {
-	return renderWithData(ctx, st, dataOf(input, steps, nil))
-}
-
-// renderWithData is renderWith over a dot already built.
+// renderWithData renders a code step's with: into its JSON arguments,
+// over the template dot data (dataOf).
 func renderWithData(ctx context.Context, st *Step, data promptData) (json.RawMessage, error) {
 	var walk func(path string, v any) (any, error)
 	walk = func(path string, v any) (any, error) {

@@ -90,6 +90,8 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 			return &serverError{msg: msg, is: tasks.ErrIdempotencyConflict}
 		case e.Code == codeBadIdempotencyKey:
 			return &serverError{msg: msg, is: tasks.ErrBadIdempotencyKey}
+		case resp.StatusCode == http.StatusConflict && e.Code == "not_waiting":
+			return &serverError{msg: msg, is: tasks.ErrNotWaiting}
 		case strings.HasPrefix(path, "/api/v1/queues/") && resp.StatusCode == http.StatusNotFound:
 			return &serverError{msg: msg, is: tasks.ErrUnknownQueue}
 		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
@@ -294,4 +296,15 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 // Discard deletes a dead letter for good.
 func (c *Client) Discard(ctx context.Context, task string) error {
 	return c.do(ctx, "POST", "/api/v1/dlq/"+url.PathEscape(task)+"/discard", nil, nil)
+}
+
+// Decide records a decision on a waiting approval step (by is the API's
+// own: "api"); tasks.ErrNotWaiting if the step is not waiting.
+func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comment, _ string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"approve": approve, "comment": comment})
+	var r struct {
+		State string `json:"state"`
+	}
+	err := c.do(ctx, "POST", "/api/v1/workflows/"+url.PathEscape(id)+"/steps/"+url.PathEscape(step)+"/decision", body, &r)
+	return r.State, err
 }

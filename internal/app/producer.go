@@ -26,6 +26,7 @@ func ClientOptions(cfg config.Config) tasks.ClientOptions {
 	if len(cfg.Routes) > 0 {
 		o.Routes = cfg.RouteNames()
 	}
+	o.Webhooks = Webhooks(cfg)
 	return o
 }
 

@@ -51,6 +51,8 @@ Controls:
   --deadline D          bound the whole workflow to D from now (overrides
                         the spec's deadline:): at D it ends timed_out, its
                         unfinished steps canceled (exit 1 with --wait)
+  approve ID STEP       decide on an approval step (approve: in the spec)
+                        that waits for a person: --reject, --comment TEXT
   queue pause|resume Q  stop and restart workers taking queue Q's steps
                         (queue list shows each queue, paused or not)
   schedule list         the periodic workflows the workers run (schedules:
@@ -69,6 +71,7 @@ all (--no-check submits anyway).`,
   enqueue result wf_abc123
   enqueue order.yaml --input id=1234 --idempotency-key order-1234 --json
   enqueue report.yaml --deadline 10m --wait    # timed_out (exit 1) if not done in 10 minutes
+  enqueue approve wf_abc123 review --comment "figures checked"
   enqueue queue pause default    # then: enqueue queue resume default
   enqueue schedule list --json`,
 		Args:          cobra.ExactArgs(1),
@@ -106,6 +109,9 @@ all (--no-check submits anyway).`,
 			lim.SchemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
 		}
 		spec, err := tasks.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), lim)
+		if err == nil {
+			err = app.Webhooks(cfg).Check(source, spec)
+		}
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
@@ -192,7 +198,7 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c))
+	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c))
 	return cmd
 }
 

@@ -30,6 +30,7 @@ type producer interface {
 	PauseQueue(ctx context.Context, name string) (tasks.QueueChange, error)
 	ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error)
 	Schedules(ctx context.Context) ([]tasks.ScheduleInfo, error)
+	Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error)
 }
 
 var (

@@ -65,6 +65,9 @@ func (p *progress) update(wf *tasks.Workflow) {
 		if s.Degraded {
 			line += " degraded"
 		}
+		if s.State == "waiting" {
+			line += fmt.Sprintf(" for a decision (enqueue approve %s %s [--reject]): %s", wf.ID, s.ID, oneLine(s.Output, 160))
+		}
 		if s.Error != "" && s.State != "done" {
 			line += ": " + oneLine(s.Error, 160)
 		}
@@ -75,7 +78,7 @@ func (p *progress) update(wf *tasks.Workflow) {
 func (p *progress) bar(wf *tasks.Workflow) {
 	const width = 24
 	done, failed := 0, 0
-	var running []string
+	var running, waiting []string
 	for _, s := range wf.Steps {
 		switch s.State {
 		case "done":
@@ -84,6 +87,8 @@ func (p *progress) bar(wf *tasks.Workflow) {
 			failed++
 		case "running":
 			running = append(running, s.ID)
+		case "waiting":
+			waiting = append(waiting, s.ID)
 		}
 	}
 	n := max(1, len(wf.Steps))
@@ -94,6 +99,9 @@ func (p *progress) bar(wf *tasks.Workflow) {
 	}
 	if len(running) > 0 {
 		line += " · running " + oneLine(strings.Join(running, ", "), 40)
+	}
+	if len(waiting) > 0 {
+		line += " · waiting for a decision on " + oneLine(strings.Join(waiting, ", "), 40) + " (enqueue approve)"
 	}
 	line += " · " + elapsed(p.start)
 	fmt.Fprintf(p.w, "%-100s", line)

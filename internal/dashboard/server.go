@@ -154,6 +154,7 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("GET /workflows", s.workflowsPage)
 	mux.HandleFunc("GET /workflows/{id}", s.workflowPage)
 	mux.HandleFunc("POST /workflows/{id}/cancel", s.mutating(s.cancelForm))
+	mux.HandleFunc("POST /workflows/{id}/steps/{step}/decision", s.mutating(s.decisionForm))
 	mux.HandleFunc("GET /providers", s.providersPage)
 	mux.HandleFunc("GET /dlq", s.dlqPage)
 	mux.HandleFunc("GET /dlq/{task}", s.deadLetterPage)

@@ -92,4 +92,3 @@ func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
 	}
 	return w, nil
 }
-

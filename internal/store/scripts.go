@@ -73,6 +73,7 @@ if not state then return {} end
 if not v[2] then return {'layout'} end
 if state ~= 'canceled' and state ~= 'timed_out' then
   local s = v[3]
+  if s == 'waiting' then return v end -- an approval step waits for a person, not for this task
   if s == 'running' and v[4] and v[4] ~= owner and tonumber(v[5] or '0') > now then
     return {'busy', v[5]}
   end
@@ -157,6 +158,7 @@ while j + 2 <= #ARGV do
   q[#q + 1] = ARGV[j]; q[#q + 1] = ARGV[j + 1]
   j = j + 3
 end
+q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
 local v = hmget(K, q)
 local wfstate = v[1]
@@ -167,10 +169,19 @@ local current = tonumber(v[10] or '0')
 if attempt > 0 and (attempt < current or v[11] == ARGV[11]) then return {'stale', current} end
 local prev = v[7]
 local w = {fstate, outcome, ARGV[8], now}
+local nwaiting = tonumber(v[#q - 1] or '0')
 if outcome == 'dead_if_open' then
   if wfstate == 'canceled' or prev == 'done' or prev == 'dead' or prev == 'canceled' or prev == 'mapped' then return {'settled', wfstate} end
   outcome = 'dead'
   w = {fstate, outcome, ARGV[8], now, ARGV[10], current}
+elseif outcome == 'decided' then -- a person's decision on an approval step, once
+  if prev ~= 'waiting' or wfstate == 'canceled' or wfstate == 'timed_out' then return {'settled', wfstate} end
+  outcome = 'done'
+  w = {fstate, outcome, ARGV[8], now}
+end
+if prev == 'waiting' and outcome ~= 'waiting' then
+  nwaiting = nwaiting - 1
+  w[#w + 1] = 'nwaiting'; w[#w + 1] = nwaiting
 end
 for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3]), tonumber(v[4] or '0')
@@ -248,6 +259,8 @@ if wfstate ~= 'canceled' and wfstate ~= 'timed_out' then
     if not v[5] then w[#w + 1] = 'finished_at'; w[#w + 1] = now end
   elseif nfailed > 0 then
     ns = 'blocked'
+  elseif nwaiting > 0 then
+    ns = 'waiting'
   end
   if ns ~= wfstate then w[#w + 1] = 'state'; w[#w + 1] = ns end
   wfstate = ns
@@ -265,7 +278,7 @@ return out
 // of its unsettled steps canceled; for timed_out it records which steps
 // were left unfinished in the workflow's error.
 // KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
-// id and its state field. Returns the state after the call, or '' if gone.
+// id and its state field. Returns the state after the call (empty if gone).
 var endScript = redis.NewScript(luaHelpers + `
 local q = {'state', 'deadline_at'}
 for i = 5, #ARGV, 2 do q[#q + 1] = ARGV[i] end

@@ -25,6 +25,9 @@ type Outcome struct {
 	Usage     Usage
 	InputHash string
 
+	// Decided, with Done, settles an approval step with a person's
+	// decision only if it is waiting for one (else ErrAlreadySettled).
+	Decided bool
 	// Map, for an instance of a map step ("<map>[<n>]"), is the map's id:
 	// the instance counts toward its map (see Settle).
 	Map string
@@ -59,6 +62,8 @@ type Settled struct {
 func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (*Settled, error) {
 	outcome := StepDone
 	switch {
+	case o.Done && o.Decided:
+		outcome = "decided"
 	case !o.Done && o.OnlyIfOpen:
 		outcome = "dead_if_open"
 	case !o.Done:
@@ -116,4 +121,3 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	}
 	return out, nil
 }
-

@@ -30,6 +30,7 @@ const (
 	StateFailed    = record.StateFailed
 	StateCanceled  = record.StateCanceled
 	StateTimedOut  = record.StateTimedOut
+	StateWaiting   = record.StateWaiting
 
 	StepPending  = record.StepPending
 	StepQueued   = record.StepQueued
@@ -38,6 +39,7 @@ const (
 	StepDead     = record.StepDead
 	StepCanceled = record.StepCanceled
 	StepMapped   = record.StepMapped
+	StepWaiting  = record.StepWaiting
 )
 
 // Terminal reports whether a workflow state is final for a waiting caller.

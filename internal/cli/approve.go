@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// approveCmd is `enqueue approve ID STEP [--reject] [--comment TEXT]`: a
+// person's decision on a waiting approval step.
+func approveCmd(c *common) *cobra.Command {
+	var (
+		reject  bool
+		comment string
+	)
+	cmd := &cobra.Command{
+		Use:   "approve ID STEP",
+		Short: "Approve (or --reject) an approval step that waits for a decision",
+		Long: `approve records a person's decision on an approval step (approve: in the
+spec) that is waiting: the workflow goes on, and the step's dependents read
+the decision as .Steps.STEP.JSON.approved and .comment. A step that is not
+waiting (decided already, not reached yet, or its workflow ended) is refused
+(exit 2).`,
+		Example: `  enqueue approve wf_abc123 review --comment "numbers checked"
+  enqueue approve wf_abc123 review --reject --comment "Q3 figures are wrong"`,
+		Args: cobra.ExactArgs(2),
+	}
+	cmd.Flags().BoolVar(&reject, "reject", false, "reject instead of approving")
+	cmd.Flags().StringVar(&comment, "comment", "", "why: kept with the decision, read by the step's dependents")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := c.load(cmd)
+		if err != nil {
+			return err
+		}
+		cl, closeCl, err := c.openProducer(cmd, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeCl()
+		state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
+		if errors.Is(err, tasks.ErrNotWaiting) {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		if err != nil {
+			return notFound(err, args[0])
+		}
+		verb := "approved"
+		if reject {
+			verb = "rejected"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s: workflow %s is %s\n", args[1], verb, args[0], state)
+		return nil
+	}
+	return cmd
+}

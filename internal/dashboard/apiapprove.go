@@ -1,0 +1,57 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// decisionRequest is the body of POST .../decision.
+type decisionRequest struct {
+	Approve bool   `json:"approve"`
+	Comment string `json:"comment"`
+}
+
+// apiDecide is POST /api/v1/workflows/{id}/steps/{step}/decision: a
+// person's decision on a waiting approval step. 409 if the step is not
+// waiting for one.
+func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request) {
+	var req decisionRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body is not a decision ({\"approve\": true|false, \"comment\": \"…\"}): " + err.Error()})
+		return
+	}
+	state, err := s.client.Decide(r.Context(), r.PathValue("id"), r.PathValue("step"), req.Approve, req.Comment, "api")
+	switch {
+	case errors.Is(err, tasks.ErrNotWaiting):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "code": "not_waiting"})
+	case err != nil:
+		apiError(w, err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"state": state})
+	}
+}
+
+// decisionForm is the workflow page's approve and reject buttons.
+func (s *Server) decisionForm(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	approve := r.FormValue("decision") == "approve"
+	if !approve && r.FormValue("decision") != "reject" {
+		http.Error(w, "decision must be approve or reject", http.StatusBadRequest)
+		return
+	}
+	_, err := s.client.Decide(r.Context(), id, r.PathValue("step"), approve, r.FormValue("comment"), "dashboard")
+	switch {
+	case errors.Is(err, tasks.ErrNotWaiting):
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	case err != nil:
+		s.fail(w, err)
+		return
+	}
+	http.Redirect(w, r, "/workflows/"+url.PathEscape(id), http.StatusSeeOther)
+}

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// waitScript parks an approval step: it waits for a person's decision,
+// showing message, and the workflow (unless it is blocked or ended) is
+// "waiting" while any step does. Parking it again changes nothing.
+// KEYS: wf. ARGV: the step's state and output field names, message.
+// Returns the workflow's state after the call (empty if gone).
+var waitScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'nwaiting')
+local s = v[1]
+if not s then return '' end
+if s == 'canceled' or s == 'timed_out' or s == 'completed' or s == 'failed' then return s end
+if v[2] == 'waiting' or v[2] == 'done' or v[2] == 'dead' then return s end
+local w = {ARGV[1], 'waiting', ARGV[2], ARGV[3], 'nwaiting', tonumber(v[3] or '0') + 1}
+if s == 'running' or s == 'pending' then
+  s = 'waiting'
+  w[#w + 1] = 'state'; w[#w + 1] = s
+end
+redis.call('HSET', KEYS[1], unpack(w))
+return s
+`)
+
+// Wait parks an approval step until a person decides (Settle with
+// Outcome.Decided); message is what the person is asked. It returns the
+// workflow's state.
+func (s *Store) Wait(ctx context.Context, wf, step, message string) (string, error) {
+	st, err := waitScript.Run(ctx, s.rdb, []string{wfKey(wf)}, step+".state", step+".output", Excerpt(message)).Text()
+	if err != nil {
+		return "", fmt.Errorf("store: wait %s/%s: %w", wf, step, err)
+	}
+	if st == "" {
+		return "", fmt.Errorf("store: wait %s/%s: %w", wf, step, ErrNotFound)
+	}
+	return st, nil
+}

@@ -34,6 +34,10 @@ const (
 	// (or a panic): retried with the usual backoff, then dead-lettered.
 	// It says nothing about any provider.
 	Handler Class = "handler"
+	// BudgetExceeded is a call that was not sent because a token or spend
+	// budget of its route or provider could not take it (docs/budgets.md).
+	// Nobody failed: the budget resets when its period ends.
+	BudgetExceeded Class = "budget_exceeded"
 )
 
 // Failure is what the classifier reads of a failed call.

@@ -26,6 +26,17 @@ type Rule struct {
 // rules is the table. A class missing from it (a new one, or "busy" and
 // other internal markers) gets the zero Rule's opposite of caution:
 // retryable, nobody's fault.
+//
+// BudgetExceeded is a limit that resets when its period ends, not a
+// failure: no provider is at fault (no breaker, no health score, no key
+// cooling: the call was never sent), and it is not the request's own fault
+// either (another target of the route, under another provider's budget,
+// may still take it, so the route moves on). It is not retryable: a
+// backoff measured in seconds cannot outwait a period of hours, and
+// retrying would only spend the step's retries; a step refused by every
+// target ends with its route's fallback_text when it has degrade:
+// template, else in the dead-letter queue with the budget named, to be
+// requeued once the period has reset.
 var rules = map[Class]Rule{
 	OK:            {Answered: true},
 	Network:       {Retryable: true, ProviderFault: true, LowersHealth: true},
@@ -41,6 +52,8 @@ var rules = map[Class]Rule{
 	ContentFilter: {RequestFault: true, Answered: true},
 	InvalidOutput: {Answered: true, LowersHealth: true},
 	Handler:       {Retryable: true},
+	// see the comment above: a limit that resets, nobody's fault
+	BudgetExceeded: {},
 }
 
 // Rule returns the class's rule.

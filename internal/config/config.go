@@ -37,6 +37,9 @@ type Config struct {
 	// Schedules are periodic workflows (schedules.go); a worker whose
 	// configuration has any takes turns running them. Empty: none.
 	Schedules []Schedule `yaml:"schedules"`
+	// Budgets cap tokens and spend per route or provider per period
+	// (budgets.go); empty: none.
+	Budgets []Budget `yaml:"budgets"`
 }
 
 // Price is what a target charges per million tokens.

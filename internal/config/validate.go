@@ -192,5 +192,6 @@ func (c *Config) validate() error {
 	}
 	errs = append(errs, c.Webhooks.validate()...)
 	errs = append(errs, c.validateSchedules()...)
+	errs = append(errs, c.validateBudgets()...)
 	return errors.Join(errs...)
 }

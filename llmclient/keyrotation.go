@@ -11,10 +11,11 @@ import (
 	"github.com/agentq/agentq/retry"
 )
 
-// callTarget calls one target with the provider's usable keys in turn:
+// callKeys calls one target with the provider's usable keys in turn:
 // on a key-level failure it cools (rate limit) or disables (quota, auth)
-// the key for every worker and tries the next key at once.
-func (r *Router) callTarget(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
+// the key for every worker and tries the next key at once. It runs inside
+// the target's budgets (callTarget, budget.go).
+func (r *Router) callKeys(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
 	req.Model = t.Model
 	name := t.Provider.Name()
 	if n := inputLen(req); t.MaxInputBytes > 0 && n > t.MaxInputBytes {

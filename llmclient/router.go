@@ -39,6 +39,9 @@ type RouterOptions struct {
 	// needed; a provider without an entry has no caps).
 	Limits  map[string]Limit
 	Limiter Limiter
+	// Budgets cap tokens and spend per route or provider per period
+	// (budget.go); the zero value: none.
+	Budgets Budgets
 }
 
 // Router sends a request along a route: the first target that answers
@@ -56,6 +59,7 @@ type Router struct {
 	health           *Health
 	random           func() float64
 	defCool, maxCool time.Duration
+	budgets          *budgets
 }
 
 // NewRouter builds a router over routes.
@@ -90,6 +94,7 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 	if r.maxCool <= 0 {
 		r.maxCool = time.Minute
 	}
+	r.budgets = newBudgets(o.Budgets, r)
 	for _, rt := range routes {
 		if len(rt.Targets) == 0 {
 			return nil, fmt.Errorf("llmclient: route %q has no targets", rt.Name)

@@ -90,7 +90,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 		return err
 	}
 	a.Router, err = llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: log, Observer: obs, Keys: keys, Breakers: breakers, Health: a.Health,
-		Limits: limits(cfg), Limiter: store.NewLimits(rdb, nil),
+		Limits: limits(cfg), Limiter: store.NewLimits(rdb, nil), Budgets: routerBudgets(cfg, rdb, a.Metrics),
 		DefaultCooldown: cfg.Resilience.Keys.DefaultCooldown.D(), MaxCooldown: cfg.Resilience.Keys.MaxCooldown.D()})
 	if err != nil {
 		return err

@@ -1,8 +1,9 @@
 // Package metrics exposes agentq's Prometheus metrics (docs/operations.md): LLM
 // calls, tokens, fallbacks, breaker states, health scores, key events,
-// steps, workflows, dead letters and webhook deliveries, plus asynq's queue
-// collector. Label values are bounded: providers, models, routes, classes,
-// states, events and key fingerprints; never workflow ids, never keys.
+// steps, workflows, dead letters, webhook deliveries and budgets, plus
+// asynq's queue collector. Label values are bounded: providers, models,
+// routes, classes, states, events, budget names and key fingerprints;
+// never workflow ids, never keys.
 package metrics
 
 import (
@@ -33,6 +34,8 @@ type Metrics struct {
 	deadLetters *prometheus.CounterVec
 	reconciled  *prometheus.CounterVec
 	webhooks    *prometheus.CounterVec
+	budgetSpent *prometheus.CounterVec
+	budgetNo    *prometheus.CounterVec
 }
 
 // TargetState is what the gauges read of a target at scrape time.
@@ -66,7 +69,12 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 		Help: "Steps the reconciler settled dead or enqueued again after asynq ended their task without a result, by reason."}, []string{"reason"})
 	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_webhook_deliveries_total",
 		Help: "Webhook delivery attempts by event and result (delivered, retrying, dead: archived after its retries, refused: by the SSRF guard)."}, []string{"event", "result"})
+	m.budgetSpent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_budget_spent_total",
+		Help: "What calls spent on each budget, by unit (tokens; usd in the prices' currency), as settled after each call."}, []string{"budget", "unit"})
+	m.budgetNo = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_budget_refused_total",
+		Help: "Calls not sent because a budget could not take them (class budget_exceeded)."}, []string{"budget"})
 	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
+		m.budgetSpent, m.budgetNo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if targets != nil {
 		m.reg.MustRegister(&targetCollector{targets: targets})
@@ -128,6 +136,16 @@ func (m *Metrics) Step(e tasks.StepEvent) {
 			m.workflows.WithLabelValues(e.WorkflowState).Inc()
 		}
 	}
+}
+
+// BudgetSpent implements llmclient.BudgetObserver.
+func (m *Metrics) BudgetSpent(budget, unit string, amount float64) {
+	m.budgetSpent.WithLabelValues(budget, unit).Add(amount)
+}
+
+// BudgetRefused implements llmclient.BudgetObserver.
+func (m *Metrics) BudgetRefused(budget string) {
+	m.budgetNo.WithLabelValues(budget).Inc()
 }
 
 // Webhook counts one webhook delivery attempt (webhook.Options.Observe).

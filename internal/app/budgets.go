@@ -1,0 +1,32 @@
+package app
+
+import (
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/llmclient"
+)
+
+// routerBudgets are the configuration's budgets as the router enforces
+// them: reservations in Redis (store.Budgets, leased for longer than any
+// call may last), spend priced by the configured prices, and obs (the
+// metrics) told of spend and refusals. None configured: the zero value.
+func routerBudgets(cfg config.Config, rdb redis.UniversalClient, obs llmclient.BudgetObserver) llmclient.Budgets {
+	if len(cfg.Budgets) == 0 {
+		return llmclient.Budgets{}
+	}
+	out := llmclient.Budgets{Prices: map[string]llmclient.Price{}, Observer: obs,
+		Ledger: store.NewBudgets(rdb, store.BudgetOptions{Lease: max(10*time.Minute, maxProviderTimeout(cfg)+time.Minute), Keep: cfg.Retention.D()})}
+	for t, p := range cfg.Prices {
+		out.Prices[t] = llmclient.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
+	}
+	for _, b := range cfg.Budgets {
+		out.List = append(out.List, llmclient.Budget{Name: b.Name, Route: b.Route, Provider: b.Provider, Period: b.Period.D(),
+			Tokens: b.Tokens, MicroUSD: int64(math.Round(b.USD * 1e6))})
+	}
+	return out
+}

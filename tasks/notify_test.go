@@ -100,6 +100,9 @@ func (r *hookReceiver) got() ([]string, []error) {
 func withWebhooks(t *testing.T, defaultURL string, events ...string) *testenv.Env {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	e.Config.Webhooks = config.Webhooks{Secret: config.Secret(hookSecret), Allow: []string{"127.0.0.1"}, URL: defaultURL, Events: events}
+	// the producer knows webhooks are configured (it refuses notify: otherwise)
+	e.Client = tasks.NewClient(e.Redis, tasks.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
+		SkipWorkerCheck: true, Webhooks: &tasks.Webhooks{}})
 	e.StartWorker(t)
 	return e
 }

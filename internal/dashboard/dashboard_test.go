@@ -135,7 +135,7 @@ func TestBrowserRequeuesADeadStep(t *testing.T) {
 	defer cancelA()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 120*time.Second) // a bound for a loaded machine, not a speed check
 	defer cancelT()
 
 	task := tasks.TaskID(id, "s")

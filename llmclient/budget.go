@@ -125,7 +125,7 @@ type budgets struct {
 
 // newBudgets indexes o's budgets; nil when there is nothing to enforce.
 func newBudgets(o Budgets, r *Router) *budgets {
-	if o.Ledger == nil || len(o.List) == 0 {
+	if o.Ledger == nil {
 		return nil
 	}
 	b := &budgets{byRoute: map[string][]Budget{}, byProvider: map[string][]Budget{}, prices: o.Prices, ledger: o.Ledger, obs: o.Observer, r: r}
@@ -183,9 +183,14 @@ func (b *budgets) reserve(ctx context.Context, route string, t Target, req Reque
 	if b == nil {
 		return nil, nil
 	}
-	rb, pb := b.byRoute[route], b.byProvider[t.Provider.Name()]
-	if len(rb)+len(pb) == 0 {
+	rb, pb, cb := b.byRoute[route], b.byProvider[t.Provider.Name()], callBudgets(ctx)
+	if len(rb)+len(pb)+len(cb) == 0 {
 		return nil, nil
+	}
+	keys := map[string]string{} // a context's budgets have keys of their own
+	for _, c := range cb {
+		keys[c.Name] = c.key
+		pb = append(pb[:len(pb):len(pb)], c.Budget)
 	}
 	prompt, completion := (int64(requestBytes(req))+3)/4, int64(req.maxTokens())
 	h := &hold{b: b}
@@ -205,6 +210,9 @@ func (b *budgets) reserve(ctx context.Context, route string, t Target, req Reque
 					continue
 				}
 				key := "cfg:" + bu.Name + ":" + unit
+				if k, ok := keys[bu.Name]; ok {
+					key = k + ":" + unit
+				}
 				id, ok, left, err := b.ledger.Reserve(ctx, key, limit, amount, bu.Period)
 				if err != nil {
 					b.r.log.Warn("budget unavailable; sending the call anyway", "budget", bu.Name, "unit", unit, "err", err)

@@ -1,11 +1,14 @@
 package tasks_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/retry"
@@ -81,4 +84,55 @@ steps:
 		t.Error("the refused calls spent on solo-tiny")
 	}
 	t.Logf("the dead step: %s", hard.Error)
+}
+
+// A workflow's own budget covers all its steps together: 20 steps at once
+// against a budget that admits 10 calls' reservations send at most 10
+// calls to the provider; the rest are refused budget_exceeded, dead-lettered
+// at once, and what was spent stays within the budget.
+func TestWorkflowBudgetIsNeverOverspentUnderConcurrency(t *testing.T) {
+	// answers take 2s, so the 20 steps hold their reservations at once
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Latency: chaosllm.Latency{Min: chaosllm.Duration(2 * time.Second), Max: chaosllm.Duration(2 * time.Second)}}}}})
+	var b strings.Builder
+	// each call reserves its prompt (2 tokens at 4 bytes a token) and its
+	// max_tokens (100): 102; the budget admits 10 of them at once
+	b.WriteString("name: capped\nbudget: { tokens: 1020 }\ndefaults: { route: main, max_retries: 0 }\nsteps:\n")
+	for i := range 20 {
+		fmt.Fprintf(&b, "  - { id: s%02d, prompt: \"hi %02d\", max_tokens: 100 }\n", i, i)
+	}
+	id := e.Submit(t, e.Spec(b.String()))
+	var wf *store.Workflow
+	poll.Until(t, 30*time.Second, func() (bool, string) { // blocked at the first refusal: wait for every step
+		var err error
+		if wf, err = e.Store.Get(t.Context(), id); err != nil {
+			return false, err.Error()
+		}
+		open := 0
+		for _, s := range wf.Steps {
+			if s.State != store.StepDone && s.State != store.StepDead {
+				open++
+			}
+		}
+		return open == 0, fmt.Sprintf("%d steps not settled", open)
+	})
+	done, refused, spent := 0, 0, 0
+	for _, s := range wf.Steps {
+		switch {
+		case s.State == store.StepDone:
+			done++
+			spent += s.Usage.PromptTokens + s.Usage.CompletionTokens
+		case s.State == store.StepDead && s.Class == string(retry.BudgetExceeded) && strings.Contains(s.Error, "workflow "+id):
+			refused++
+		default:
+			t.Errorf("step %s: %s %s %q", s.ID, s.State, s.Class, s.Error)
+		}
+	}
+	calls := e.Chaos.Snapshot().Total
+	if calls != done || done+refused != 20 || done > 10 || refused == 0 {
+		t.Fatalf("%d calls answered, %d steps done, %d refused: want every step done or refused, some refused, no call unaccounted", calls, done, refused)
+	}
+	if spent > 1020 {
+		t.Fatalf("the workflow spent %d tokens, over its budget of 1020", spent)
+	}
 }

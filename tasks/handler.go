@@ -194,6 +194,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Info("step not started: the workflow's deadline passed")
 		return h.timeOut(ctx, p.Workflow, spec)
 	}
+	ctx = withBudget(ctx, p.Workflow, spec)
+	ctx = withBudget(ctx, p.Workflow, spec)
 	if a.DeadlineAt != nil { // the attempt ends at the workflow's deadline, if that comes first
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, *a.DeadlineAt)

@@ -27,9 +27,13 @@ type Spec struct {
 	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
 	// Deadline bounds the whole workflow, from its submit (0: none): at
 	// it the workflow ends timed_out, its unfinished steps canceled.
-	Deadline Duration    `yaml:"deadline" json:"deadline,omitempty"`
-	Steps    []Step      `yaml:"steps" json:"steps"`
-	Notify   *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
+	Deadline Duration `yaml:"deadline" json:"deadline,omitempty"`
+	// Budget caps what the workflow's LLM calls may spend, all steps
+	// together (nil: no cap of its own; budgets: in the configuration
+	// still apply).
+	Budget *BudgetSpec `yaml:"budget" json:"budget,omitempty"`
+	Steps  []Step      `yaml:"steps" json:"steps"`
+	Notify *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
 
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared

@@ -22,6 +22,8 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	if len(s.Steps) == 0 {
 		bad(0, "steps", "is empty")
 	}
+	s.checkBudget(bad)
+	s.checkBudget(bad)
 	if d := time.Duration(s.Deadline); d != 0 && d < time.Second {
 		bad(0, "deadline", "%s is under 1s", d)
 	}

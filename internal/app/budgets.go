@@ -14,11 +14,9 @@ import (
 // routerBudgets are the configuration's budgets as the router enforces
 // them: reservations in Redis (store.Budgets, leased for longer than any
 // call may last), spend priced by the configured prices, and obs (the
-// metrics) told of spend and refusals. None configured: the zero value.
+// metrics) told of spend and refusals. With none configured the ledger is
+// there all the same, for workflows' own budgets (budget: in a spec).
 func routerBudgets(cfg config.Config, rdb redis.UniversalClient, obs llmclient.BudgetObserver) llmclient.Budgets {
-	if len(cfg.Budgets) == 0 {
-		return llmclient.Budgets{}
-	}
 	out := llmclient.Budgets{Prices: map[string]llmclient.Price{}, Observer: obs,
 		Ledger: store.NewBudgets(rdb, store.BudgetOptions{Lease: max(10*time.Minute, maxProviderTimeout(cfg)+time.Minute), Keep: cfg.Retention.D()})}
 	for t, p := range cfg.Prices {

@@ -56,6 +56,9 @@ type Workflow struct {
 	// DeadlineAt is when the workflow times out (its spec's deadline, or
 	// the submit's), if it has one.
 	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
+	// Generation counts the workflow's reruns (enqueue rerun): its step
+	// tasks' ids carry it, so a rerun's never collide with earlier ones.
+	Generation int `json:"generation,omitempty"`
 	// Error says why a workflow ended without completing (a deadline that
 	// passed, with the steps left unfinished).
 	Error string `json:"error,omitempty"`

@@ -91,7 +91,7 @@ func (h *Handler) park(ctx context.Context, run stepRun, views map[string]StepVi
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
 	}
 	payload, _ := json.Marshal(p)
-	t := asynq.NewTask(TypeApprovalTimeout, payload, asynq.TaskID(TaskID(p.Workflow, p.Step)+":timeout"), asynq.Queue(run.r.Queue),
+	t := asynq.NewTask(TypeApprovalTimeout, payload, asynq.TaskID(genTaskID(p.Workflow, p.Step, p.Gen)+":timeout"), asynq.Queue(run.r.Queue),
 		asynq.ProcessIn(st.Approve.timeout()), asynq.MaxRetry(DefaultMaxRetries), asynq.Retention(h.st.Retention()))
 	if _, err := h.o.Client.EnqueueContext(sctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule the approval timeout: %w", err)
@@ -139,7 +139,7 @@ func decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, sp
 		return "", err
 	}
 	for _, dep := range res.Ready {
-		if err := enqueueStep(ctx, c, wf, spec, dep, st.Retention()); err != nil {
+		if err := enqueueStep(ctx, c, wf, spec, dep, res.Gen, st.Retention()); err != nil {
 			return res.State, err
 		}
 	}

@@ -10,8 +10,8 @@ import (
 )
 
 // stepTask is one task a workflow may have in asynq: a step's, or a map
-// instance's.
-type stepTask struct{ step, queue string }
+// instance's, by its id (with the workflow's generation).
+type stepTask struct{ step, queue, id string }
 
 // tasksOf lists the tasks a workflow may have in asynq: one per step, and
 // one per released instance of each map step (the rest were never
@@ -22,23 +22,21 @@ func (c *Client) tasksOf(ctx context.Context, id string, spec *Spec) []stepTask 
 
 func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []stepTask {
 	out := make([]stepTask, 0, len(spec.Steps))
-	var wf *Workflow
+	wf, err := rec.Get(ctx, id)
+	if err != nil || len(wf.Steps) != len(spec.Steps) {
+		wf = &Workflow{} // gone: the steps' ids of generation 0 at least
+	}
 	for i := range spec.Steps {
 		st := &spec.Steps[i]
 		queue := spec.resolve(st).Queue
-		out = append(out, stepTask{st.ID, queue})
-		if !st.IsMap() {
+		out = append(out, stepTask{st.ID, queue, genTaskID(id, st.ID, wf.Generation)})
+		if i >= len(wf.Steps) || !st.IsMap() {
 			continue
-		}
-		if wf == nil {
-			var err error
-			if wf, err = rec.Get(ctx, id); err != nil {
-				return out
-			}
 		}
 		if m := wf.Steps[i].Map; m != nil && wf.Steps[i].ID == st.ID {
 			for n := range m.Started {
-				out = append(out, stepTask{instanceID(st.ID, n), queue})
+				inst := instanceID(st.ID, n)
+				out = append(out, stepTask{inst, queue, genTaskID(id, inst, wf.Generation)})
 			}
 		}
 	}

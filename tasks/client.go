@@ -204,7 +204,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 	}
 	var errs []error
 	for _, t := range c.tasksOf(ctx, id, spec) {
-		if err := c.stopTask(t.queue, TaskID(id, t.step)); err != nil {
+		if err := c.stopTask(t.queue, t.id); err != nil {
 			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
 		}
 	}

@@ -114,8 +114,8 @@ func (h *Handler) timeOut(ctx context.Context, wf string, spec *Spec) error {
 	insp := asynq.NewInspectorFromRedisClient(h.o.Redis)
 	var errs []error
 	for _, t := range tasksOf(ctx, h.st, wf, spec) {
-		if tid := TaskID(wf, t.step); tid != self {
-			if err := stopTask(insp, t.queue, tid); err != nil {
+		if t.id != self {
+			if err := stopTask(insp, t.queue, t.id); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
 			}
 		}

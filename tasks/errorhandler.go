@@ -63,6 +63,9 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	if !ok {
 		return
 	}
+	if w, err := h.st.Summary(sctx, p.Workflow); err != nil || w.Generation != p.Gen {
+		return // a task of an earlier run (the workflow was rerun) settles nothing
+	}
 	class, reason := abandonedReason(err, spec.resolve(st))
 	h.settleAbandoned(sctx, p, spec, st, inst, attempt, class, reason, "")
 }

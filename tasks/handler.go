@@ -162,7 +162,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var a *store.Attempt
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again
-		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, r.Timeout+settleTimeout, inputsOf(st, inst))
+		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, p.Gen, r.Timeout+settleTimeout, inputsOf(st, inst))
 		return err
 	})
 	bcancel()
@@ -176,6 +176,10 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)
+	}
+	if errors.Is(err, store.ErrOtherRun) {
+		log.Info("step task of another run of the workflow (it was rerun): nothing to do", "err", err)
+		return nil
 	}
 	if errors.Is(err, store.ErrOldLayout) {
 		// kept in the dead-letter queue, not dropped: requeue it once a

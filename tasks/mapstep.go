@@ -101,7 +101,7 @@ func (h *Handler) expand(ctx context.Context, run stepRun, a *store.Attempt, vie
 	}
 	for i := range e.Next {
 		if err := untilStored(sctx, func() error {
-			return enqueueInstance(sctx, h.o.Client, p.Workflow, spec, st, i, h.st.Retention())
+			return enqueueInstance(sctx, h.o.Client, p.Workflow, spec, st, i, p.Gen, h.st.Retention())
 		}); err != nil {
 			return err // retried by asynq: Expand returns the same expansion
 		}

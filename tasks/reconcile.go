@@ -184,7 +184,7 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 		}
 		if sp.State == store.StepMapped {
 			open = true
-			if err := r.instances(ctx, wf, spec, st, sp, now, c); err != nil {
+			if err := r.instances(ctx, wf, spec, st, sp, pr.Gen, now, c); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
 			continue
@@ -193,7 +193,7 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 		open = open || inFlight
 		if due {
 			c.Lookups++
-			if err := r.step(ctx, wf, spec, st, nil, sp, c); err != nil {
+			if err := r.step(ctx, wf, spec, st, nil, sp, pr.Gen, c); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
 		}
@@ -219,7 +219,7 @@ func (r *Reconciler) due(sp store.StepProgress, now time.Time, enqueued, overdue
 
 // instances looks at the released instances of a map step, a page at a
 // time, as visit looks at steps.
-func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *Step, sp store.StepProgress, now time.Time, c *ReconcileCounts) error {
+func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *Step, sp store.StepProgress, gen int, now time.Time, c *ReconcileCounts) error {
 	if sp.Map == nil {
 		return nil
 	}
@@ -232,7 +232,7 @@ func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *S
 		for i, ip := range page {
 			if due, _ := r.due(ip, now, true, true); due && c.Lookups < r.o.Lookups {
 				c.Lookups++
-				if err := r.step(ctx, wf, spec, st, &instance{index: from + i}, ip, c); err != nil {
+				if err := r.step(ctx, wf, spec, st, &instance{index: from + i}, ip, gen, c); err != nil {
 					errs = append(errs, fmt.Errorf("instance %s: %w", ip.ID, err))
 				}
 			}
@@ -242,16 +242,16 @@ func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *S
 }
 
 // step asks asynq about one step's task and acts on the answer.
-func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, inst *instance, sp store.StepProgress, c *ReconcileCounts) error {
+func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, inst *instance, sp store.StepProgress, gen int, c *ReconcileCounts) error {
 	res := spec.resolve(st)
 	id := sp.ID // the step's, or the instance's
-	taskID := TaskID(wf, id)
+	taskID := genTaskID(wf, id, gen)
 	info, err := r.o.Inspector.GetTaskInfo(res.Queue, taskID)
 	missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
 	if err != nil && !missing {
 		return err
 	}
-	p := Payload{Workflow: wf, Step: id}
+	p := Payload{Workflow: wf, Step: id, Gen: gen}
 	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	var (
@@ -263,7 +263,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		// never reached asynq (a producer, or a settle, stopped before its
 		// enqueue) or lost: enqueue it; its task id keeps it from running
 		// twice, and Begin's lease and checkpoint do the rest
-		t, err := newTask(wf, id, spec, st, r.h.st.Retention())
+		t, err := newTask(wf, id, gen, spec, st, r.h.st.Retention())
 		if err == nil {
 			_, err = r.h.o.Client.EnqueueContext(sctx, t)
 		}
@@ -276,7 +276,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		return nil
 	case missing:
 		// keep a dead letter to requeue or discard, as for any dead step
-		if err := r.archiveInPlace(sctx, wf, id, spec, st, res); err != nil {
+		if err := r.archiveInPlace(sctx, wf, id, gen, spec, st, res); err != nil {
 			return err
 		}
 		class, reason = ReconciledMissing, "missing: the step was running but its task is in no asynq state (deleted, or its queue is gone)"
@@ -300,8 +300,8 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 // archiveInPlace puts an archived task where a running step's lost task
 // was, so that the dead step can be requeued or discarded like any dead
 // letter: enqueued far in the future, then archived at once.
-func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, spec *Spec, st *Step, res resolved) error {
-	t, err := newTask(wf, id, spec, st, r.h.st.Retention())
+func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int, spec *Spec, st *Step, res resolved) error {
+	t, err := newTask(wf, id, gen, spec, st, r.h.st.Retention())
 	if err != nil {
 		return err
 	}
@@ -309,10 +309,10 @@ func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, spec *Sp
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			return fmt.Errorf("its task came back meanwhile: %w", err)
 		}
-		return fmt.Errorf("recreate %s: %w", TaskID(wf, id), err)
+		return fmt.Errorf("recreate %s: %w", genTaskID(wf, id, gen), err)
 	}
-	if err := r.o.Inspector.ArchiveTask(res.Queue, TaskID(wf, id)); err != nil {
-		return fmt.Errorf("archive %s: %w", TaskID(wf, id), err)
+	if err := r.o.Inspector.ArchiveTask(res.Queue, genTaskID(wf, id, gen)); err != nil {
+		return fmt.Errorf("archive %s: %w", genTaskID(wf, id, gen), err)
 	}
 	return nil
 }

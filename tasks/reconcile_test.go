@@ -101,7 +101,7 @@ steps:
 		t.Fatal(err)
 	}
 	// what a worker that began the step and then vanished with its task leaves
-	if _, err := e.Store.Begin(ctx, id, "vanished", tasks.TaskID(id, "vanished"), time.Millisecond, nil); err != nil {
+	if _, err := e.Store.Begin(ctx, id, "vanished", tasks.TaskID(id, "vanished"), 0, time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
 	url := runWorker(t, e, nil, fastReconciler)

@@ -100,14 +100,14 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	}
 	if res.Release >= 0 {
 		if err := untilStored(ctx, func() error {
-			return enqueueInstance(ctx, h.o.Client, p.Workflow, spec, st, res.Release, h.st.Retention())
+			return enqueueInstance(ctx, h.o.Client, p.Workflow, spec, st, res.Release, res.Gen, h.st.Retention())
 		}); err != nil {
 			return err // retried by asynq: the settle is idempotent and releases the same instance again
 		}
 	}
 	for _, d := range res.Ready {
 		if err := untilStored(ctx, func() error {
-			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, h.st.Retention())
+			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, res.Gen, h.st.Retention())
 		}); err != nil {
 			return err // retried by asynq: the settle is idempotent and returns d again
 		}

@@ -96,7 +96,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 // nothing; a task that exists already is success.
 func (c *Client) enqueueRoots(ctx context.Context, id string, spec *Spec) error {
 	for _, root := range spec.Roots() {
-		if err := enqueueStep(ctx, c.asynq, id, spec, root, c.o.Retention); err != nil {
+		if err := enqueueStep(ctx, c.asynq, id, spec, root, 0, c.o.Retention); err != nil {
 			return err
 		}
 	}

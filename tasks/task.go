@@ -3,6 +3,7 @@ package tasks
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -15,11 +16,24 @@ const TypeStep = "agentq:step"
 type Payload struct {
 	Workflow string `json:"wf"`
 	Step     string `json:"step"`
+	// Gen is the workflow's generation the task belongs to (0, one more
+	// at each rerun); a task of an earlier one does nothing.
+	Gen int `json:"gen,omitempty"`
 }
 
 // TaskID is the deterministic asynq task id of a step: enqueuing the same
 // step twice is a no-op while the first task is kept.
 func TaskID(wf, step string) string { return wf + ":" + step }
+
+// genTaskID is the task id of a step in generation gen of its workflow
+// (a rerun's tasks never collide with the ids asynq keeps of earlier
+// ones).
+func genTaskID(wf, step string, gen int) string {
+	if gen == 0 {
+		return TaskID(wf, step)
+	}
+	return TaskID(wf, step) + "@" + strconv.Itoa(gen)
+}
 
 // resolved is a step with the workflow's defaults applied.
 type resolved struct {
@@ -59,20 +73,20 @@ func (s *Spec) resolve(st *Step) resolved {
 
 // newStepTask builds the asynq task for one step. Retention keeps the
 // finished task (and so its task id) as long as the workflow record.
-func newStepTask(wf string, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
-	return newTask(wf, st.ID, s, st, retention)
+func newStepTask(wf string, s *Spec, st *Step, gen int, retention time.Duration) (*asynq.Task, error) {
+	return newTask(wf, st.ID, gen, s, st, retention)
 }
 
 // newTask builds the task that runs step id (st, or an instance of map
 // step st) with st's settings.
-func newTask(wf, id string, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
-	payload, err := json.Marshal(Payload{Workflow: wf, Step: id})
+func newTask(wf, id string, gen int, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
+	payload, err := json.Marshal(Payload{Workflow: wf, Step: id, Gen: gen})
 	if err != nil {
 		return nil, err
 	}
 	r := s.resolve(st)
 	return asynq.NewTask(TypeStep, payload,
-		asynq.TaskID(TaskID(wf, id)),
+		asynq.TaskID(genTaskID(wf, id, gen)),
 		asynq.Queue(r.Queue),
 		asynq.Timeout(r.Timeout),
 		asynq.MaxRetry(r.MaxRetries),

@@ -92,6 +92,8 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 			return &serverError{msg: msg, is: tasks.ErrBadIdempotencyKey}
 		case resp.StatusCode == http.StatusConflict && e.Code == "not_waiting":
 			return &serverError{msg: msg, is: tasks.ErrNotWaiting}
+		case resp.StatusCode == http.StatusConflict && e.Code == "not_finished":
+			return &serverError{msg: msg, is: tasks.ErrNotFinished}
 		case strings.HasPrefix(path, "/api/v1/queues/") && resp.StatusCode == http.StatusNotFound:
 			return &serverError{msg: msg, is: tasks.ErrUnknownQueue}
 		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
@@ -307,4 +309,15 @@ func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comm
 	}
 	err := c.do(ctx, "POST", "/api/v1/workflows/"+url.PathEscape(id)+"/steps/"+url.PathEscape(step)+"/decision", body, &r)
 	return r.State, err
+}
+
+// Rerun runs an ended workflow again from step from; it returns the new
+// generation.
+func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
+	body, _ := json.Marshal(map[string]string{"from": from})
+	var r struct {
+		Generation int `json:"generation"`
+	}
+	err := c.do(ctx, "POST", "/api/v1/workflows/"+url.PathEscape(id)+"/rerun", body, &r)
+	return r.Generation, err
 }

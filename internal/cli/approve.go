@@ -56,3 +56,45 @@ waiting (decided already, not reached yet, or its workflow ended) is refused
 	}
 	return cmd
 }
+
+// rerunCmd is `enqueue rerun ID --from STEP`: run an ended workflow again
+// from a step.
+func rerunCmd(c *common) *cobra.Command {
+	var from string
+	cmd := &cobra.Command{
+		Use:   "rerun ID --from STEP",
+		Short: "Run a workflow that ended (or is blocked) again from a step",
+		Long: `rerun runs a workflow that completed, failed, timed out, was canceled or
+is blocked again from STEP: the steps before it keep their outputs; STEP and
+everything downstream of it lose their outputs, checkpoints and stored
+sub-calls and run again (their tasks get the workflow's next generation in
+their ids). A workflow still running is refused (exit 2).`,
+		Example: `  enqueue rerun wf_abc123 --from report`,
+		Args:    cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the step to run again from (required)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if from == "" {
+			return usageErr("rerun: --from STEP is required")
+		}
+		cfg, err := c.load(cmd)
+		if err != nil {
+			return err
+		}
+		cl, closeCl, err := c.openProducer(cmd, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeCl()
+		gen, err := cl.Rerun(cmd.Context(), args[0], from)
+		if errors.Is(err, tasks.ErrNotFinished) || errors.Is(err, tasks.ErrInvalidSpec) {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		if err != nil {
+			return notFound(err, args[0])
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "workflow %s runs again from %s (run %d); follow it with 'enqueue status %s'\n", args[0], from, gen+1, args[0])
+		return nil
+	}
+	return cmd
+}

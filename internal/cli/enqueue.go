@@ -53,6 +53,8 @@ Controls:
                         unfinished steps canceled (exit 1 with --wait)
   approve ID STEP       decide on an approval step (approve: in the spec)
                         that waits for a person: --reject, --comment TEXT
+  rerun ID --from STEP  run an ended or blocked workflow again from STEP
+                        (the steps before it keep their outputs)
   queue pause|resume Q  stop and restart workers taking queue Q's steps
                         (queue list shows each queue, paused or not)
   schedule list         the periodic workflows the workers run (schedules:
@@ -72,6 +74,7 @@ all (--no-check submits anyway).`,
   enqueue order.yaml --input id=1234 --idempotency-key order-1234 --json
   enqueue report.yaml --deadline 10m --wait    # timed_out (exit 1) if not done in 10 minutes
   enqueue approve wf_abc123 review --comment "figures checked"
+  enqueue rerun wf_abc123 --from report
   enqueue queue pause default    # then: enqueue queue resume default
   enqueue schedule list --json`,
 		Args:          cobra.ExactArgs(1),
@@ -198,7 +201,7 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c))
+	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), rerunCmd(c))
 	return cmd
 }
 

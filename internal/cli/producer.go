@@ -31,6 +31,7 @@ type producer interface {
 	ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error)
 	Schedules(ctx context.Context) ([]tasks.ScheduleInfo, error)
 	Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error)
+	Rerun(ctx context.Context, id, from string) (int, error)
 }
 
 var (

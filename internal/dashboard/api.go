@@ -114,6 +114,7 @@ func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/queues/{name}/resume", s.mutating(s.apiResumeQueue))
 	mux.HandleFunc("GET /api/v1/schedules", s.apiSchedules)
 	mux.HandleFunc("POST /api/v1/workflows/{id}/steps/{step}/decision", s.mutating(s.apiDecide))
+	mux.HandleFunc("POST /api/v1/workflows/{id}/rerun", s.mutating(s.apiRerun))
 	mux.HandleFunc("GET /api/v1/keys", func(w http.ResponseWriter, r *http.Request) {
 		keys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(s.o.Config))
 		if err != nil {

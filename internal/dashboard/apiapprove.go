@@ -55,3 +55,26 @@ func (s *Server) decisionForm(w http.ResponseWriter, r *http.Request) {
 	}
 	http.Redirect(w, r, "/workflows/"+url.PathEscape(id), http.StatusSeeOther)
 }
+
+// apiRerun is POST /api/v1/workflows/{id}/rerun with {"from": STEP}: 409
+// not_finished for a workflow still running, 400 for an unknown step.
+func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		From string `json:"from"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil || req.From == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body names no step to run again from ({\"from\": \"STEP\"})"})
+		return
+	}
+	gen, err := s.client.Rerun(r.Context(), r.PathValue("id"), req.From)
+	switch {
+	case errors.Is(err, tasks.ErrNotFinished):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "code": "not_finished"})
+	case errors.Is(err, tasks.ErrInvalidSpec):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+	case err != nil:
+		apiError(w, err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]int{"generation": gen})
+	}
+}

@@ -20,7 +20,7 @@ func TestStaleAttemptCannotOverwriteANewerOne(t *testing.T) {
 	ctx := context.Background()
 	create(t, s, "wf")
 	for i := 1; i <= 2; i++ {
-		if a, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil || a.Step.Attempts != i {
+		if a, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil || a.Step.Attempts != i {
 			t.Fatalf("begin %d: %+v %v", i, a, err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestSafetyNetFencesTheAbandonedAttempt(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, "wf")
-	if _, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil {
+	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	state, _, err := settle(ctx, s, "wf", "a", store.Outcome{OnlyIfOpen: true, Error: "timeout: deadline exceeded", Attempt: 1}, chordDeps)
@@ -80,7 +80,7 @@ func TestSafetyNetFencesTheAbandonedAttempt(t *testing.T) {
 	if wf.State != store.StateBlocked || wf.Steps[0].State != store.StepDead || wf.Steps[0].Error != "timeout: deadline exceeded" {
 		t.Fatalf("after the late answer: %s %+v", wf.State, wf.Steps[0])
 	}
-	if a, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil || a.Step.Attempts != 2 {
+	if a, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil || a.Step.Attempts != 2 {
 		t.Fatalf("requeued: %+v %v", a, err)
 	}
 	if state, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "ok", Attempt: 2}, chordDeps); err != nil || state != store.StateRunning {

@@ -40,7 +40,7 @@ func BenchmarkChordBookkeeping(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, m := range members {
-			if _, err := s.Begin(ctx, wf, m, wf+":"+m, time.Minute, nil); err != nil {
+			if _, err := s.Begin(ctx, wf, m, wf+":"+m, 0, time.Minute, nil); err != nil {
 				b.Fatal(err)
 			}
 			o := store.Outcome{Done: true, Output: "an answer of a few words", Target: "chaos/bench-model", InputHash: "0123456789abcdef"}
@@ -48,7 +48,7 @@ func BenchmarkChordBookkeeping(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		a, err := s.Begin(ctx, wf, "body", wf+":body", time.Minute, members)
+		a, err := s.Begin(ctx, wf, "body", wf+":body", 0, time.Minute, members)
 		if err != nil || len(a.Deps) != len(members) {
 			b.Fatalf("begin body: %v %+v", err, a)
 		}

@@ -16,13 +16,13 @@ func TestDurableCallsAreFencedByAttempt(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, "wf")
-	if _, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil {
+	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SaveCall(ctx, "wf", "a", 1, 0, store.Call{Hash: "h0", Value: "first\nanswer"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Begin(ctx, "wf", "a", "wf:a", time.Minute, nil); err != nil { // attempt 2 takes over
+	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil { // attempt 2 takes over
 		t.Fatal(err)
 	}
 	if err := s.SaveCall(ctx, "wf", "a", 1, 1, store.Call{Hash: "h1", Value: "late"}); !errors.Is(err, store.ErrStaleAttempt) {

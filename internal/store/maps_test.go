@@ -42,7 +42,7 @@ func TestMapWindowReleasesOneInstancePerSettleAndCompletesOnce(t *testing.T) {
 	if e2, err := s.Expand(ctx, "wf", "m", items(9), 5); err != nil || *e2 != *e {
 		t.Fatalf("second expand: %+v %v, want %+v", e2, err, e)
 	}
-	a, err := s.Begin(ctx, "wf", store.InstanceID("m", 4), "t", time.Minute, nil)
+	a, err := s.Begin(ctx, "wf", store.InstanceID("m", 4), "t", 0, time.Minute, nil)
 	if err != nil || a.Item != "40" {
 		t.Fatalf("begin instance 4: item %q, %v", a.Item, err)
 	}

@@ -78,6 +78,7 @@ type Progress struct {
 	State     string
 	CreatedAt time.Time
 	Steps     []StepProgress
+	Gen       int // the workflow's generation (Rerun)
 }
 
 // progressFields are the fields of a step Progress reads, in this order.
@@ -87,7 +88,7 @@ var progressFields = append([]string{"state", "attempts", "lease_until"}, mapCou
 // lease: two reads of one hash, the second only if the first found it.
 // ErrOldLayout for a record an older agentq wrote.
 func (s *Store) Progress(ctx context.Context, id string) (*Progress, error) {
-	h, err := s.rdb.HMGet(ctx, wfKey(id), "state", "created_at", "steps", "nsettled").Result()
+	h, err := s.rdb.HMGet(ctx, wfKey(id), "state", "created_at", "steps", "nsettled", "gen").Result()
 	if err != nil {
 		return nil, fmt.Errorf("store: progress %s: %w", id, err)
 	}
@@ -100,6 +101,7 @@ func (s *Store) Progress(ctx context.Context, id string) (*Progress, error) {
 	var steps []string
 	_ = json.Unmarshal([]byte(str(h[2])), &steps)
 	p := &Progress{State: str(h[0]), Steps: make([]StepProgress, 0, len(steps))}
+	p.Gen, _ = strconv.Atoi(str(h[4]))
 	if c := parseTS(str(h[1])); c != nil {
 		p.CreatedAt = *c
 	}

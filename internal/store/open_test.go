@@ -62,7 +62,7 @@ func TestProgressReadsStatesAttemptsAndLeases(t *testing.T) {
 	s := store.New(rdb, time.Hour, func() time.Time { return now })
 	ctx := context.Background()
 	create(t, s, "wf")
-	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 10*time.Second, nil); err != nil {
+	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, 10*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := settle(ctx, s, "wf", "b", store.Outcome{Done: true}, chordDeps); err != nil {

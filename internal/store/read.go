@@ -10,7 +10,7 @@ import (
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).
-var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error"}
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen"}
 
 // workflowRecord builds a workflow's own record (no steps) from its values
 // in workflowFields' order.
@@ -23,6 +23,7 @@ func workflowRecord(h []any) *Workflow {
 	w.Counts.Settled, _ = strconv.Atoi(str(h[7]))
 	w.Counts.Dead, _ = strconv.Atoi(str(h[8]))
 	w.DeadlineAt, w.Error = parseTS(str(h[9])), str(h[10])
+	w.Generation, _ = strconv.Atoi(str(h[11]))
 	return w
 }
 

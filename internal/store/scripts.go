@@ -56,7 +56,10 @@ return 1
 // its own lease over.
 // A map step that has expanded ("mapped") is left as it is: its task ran
 // again (a redelivery) and only re-releases its instances.
-// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the step's
+// A task of another generation of the workflow (a rerun) gets {'gen',
+// current} and changes nothing.
+// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
+// generation, the step's
 // fields state, owner, lease_until, attempts, started_at and the rest of
 // its checkpoint (Go's beginStepFields order), then state, output,
 // degraded of each input.
@@ -66,11 +69,12 @@ return 1
 var beginScript = redis.NewScript(luaHelpers + `
 local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local q = {'state', 'nsettled'}
-for i = 4, #ARGV do q[#q + 1] = ARGV[i] end
+for i = 5, #ARGV do q[#q + 1] = ARGV[i] end
 local v = hmget(K, q)
 local state = v[1]
 if not state then return {} end
 if not v[2] then return {'layout'} end
+if (v[#v] or '0') ~= ARGV[4] then return {'gen', v[#v] or '0'} end -- a task of another run: touch nothing
 if state ~= 'canceled' and state ~= 'timed_out' then
   local s = v[3]
   if s == 'waiting' then return v end -- an approval step waits for a person, not for this task
@@ -80,10 +84,10 @@ if state ~= 'canceled' and state ~= 'timed_out' then
   local w = {}
   if s ~= 'done' and s ~= 'mapped' then
     local attempts = tonumber(v[6] or '0') + 1
-    w = {ARGV[4], 'running', ARGV[5], owner, ARGV[6], tostring(now + tonumber(ARGV[3])), ARGV[7], attempts}
+    w = {ARGV[5], 'running', ARGV[6], owner, ARGV[7], tostring(now + tonumber(ARGV[3])), ARGV[8], attempts}
     v[3], v[4], v[6] = 'running', owner, tostring(attempts)
     if not v[7] then
-      w[#w + 1] = ARGV[8]; w[#w + 1] = ARGV[1]
+      w[#w + 1] = ARGV[9]; w[#w + 1] = ARGV[1]
       v[7] = ARGV[1]
     end
   end
@@ -131,8 +135,8 @@ return v
 // completion_tokens field and the outcome's (the map's count its
 // instances');
 // then per dependent: its state field, its nin field, its number of inputs.
-// Returns: {workflow state, released index (-1: none), ready dependent
-// index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
+// Returns: {workflow state, released index (-1: none), the workflow's
+// generation (reruns, see Rerun), ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
 // {'stale', current attempt} or {'settled', workflow state} (dead_if_open
 // on a settled step).
 var settleScript = redis.NewScript(luaHelpers + `
@@ -160,16 +164,18 @@ while j + 2 <= #ARGV do
 end
 q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
+q[#q + 1] = 'gen'
+local iw, idl, ig = #q - 2, #q - 1, #q
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
 if not v[3] or not v[6] then return {'layout'} end
-local late = v[#q] and tonumber(v[#q]) <= tonumber(now)
+local late = v[idl] and tonumber(v[idl]) <= tonumber(now)
 local current = tonumber(v[10] or '0')
 if attempt > 0 and (attempt < current or v[11] == ARGV[11]) then return {'stale', current} end
 local prev = v[7]
 local w = {fstate, outcome, ARGV[8], now}
-local nwaiting = tonumber(v[#q - 1] or '0')
+local nwaiting = tonumber(v[iw] or '0')
 if outcome == 'dead_if_open' then
   if wfstate == 'canceled' or prev == 'done' or prev == 'dead' or prev == 'canceled' or prev == 'mapped' then return {'settled', wfstate} end
   outcome = 'dead'
@@ -238,7 +244,7 @@ if inst then
 elseif flipped then
   nsettled = nsettled + 1
 end
-local out = {'', released}
+local out = {'', released, v[ig] or '0'}
 for n, e in ipairs(deps) do
   local from, nd, at = e[1], e[2], e[3]
   local nin = tonumber(v[at + 1] or '0')

@@ -52,6 +52,9 @@ type Settled struct {
 	// Release is the map instance to enqueue next (max_parallel's window),
 	// -1 if none; only an instance's settle releases one.
 	Release int
+	// Gen is the workflow's generation (0, and one more at each rerun):
+	// the ready steps' tasks carry it.
+	Gen int
 }
 
 // Settle records a step's outcome and returns the workflow's state and the
@@ -114,7 +117,8 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	if n, err := strconv.Atoi(str(res[1])); err == nil {
 		out.Release = n
 	}
-	for _, v := range res[2:] {
+	out.Gen, _ = strconv.Atoi(str(res[2]))
+	for _, v := range res[3:] {
 		if i, ok := v.(int64); ok && i >= 1 && int(i) <= len(dependents) {
 			out.Ready = append(out.Ready, dependents[i-1].ID)
 		}

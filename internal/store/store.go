@@ -66,6 +66,10 @@ var ErrExists = errors.New("workflow id already exists")
 // may still have been running; what it found is not recorded.
 var ErrStaleAttempt = errors.New("stale attempt: the step has moved on")
 
+// ErrOtherRun is returned by Begin for a task of another generation of the
+// workflow (it was rerun since): nothing was written.
+var ErrOtherRun = errors.New("task of another run of the workflow")
+
 // ErrAlreadySettled is returned by Settle for an OnlyIfOpen outcome when
 // the step was already settled or canceled: nothing was written.
 var ErrAlreadySettled = errors.New("step already settled")
@@ -156,6 +160,9 @@ type Attempt struct {
 	Item string
 	// DeadlineAt is the workflow's deadline, if it has one.
 	DeadlineAt *time.Time
+	// Gen is the workflow's generation (Rerun): a task of an earlier one
+	// is stale.
+	Gen int
 }
 
 // BusyError says another task holds the step's lease until Until.
@@ -181,9 +188,9 @@ var beginFields = 2 + len(beginStepFields)
 // step for lease, and loads what the handler needs in one round trip. It
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
-func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Duration, inputs []string) (*Attempt, error) {
-	args := make([]any, 0, 3+len(beginStepFields)+len(beginInputFields)*len(inputs))
-	args = append(args, ts(s.now()), owner, lease.Milliseconds())
+func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
+	args := make([]any, 0, 6+len(beginStepFields)+len(beginInputFields)*len(inputs))
+	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen))
 	for _, f := range beginStepFields {
 		args = append(args, step+"."+f)
 	}
@@ -192,7 +199,7 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 			args = append(args, d+"."+f)
 		}
 	}
-	args = append(args, "deadline_at") // read last, after the inputs
+	args = append(args, "deadline_at", "gen") // read last, after the inputs
 	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
@@ -203,12 +210,16 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, lease time.Du
 	if len(res) == 1 && str(res[0]) == "layout" {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
 	}
-	if len(res) != beginFields+len(beginInputFields)*len(inputs)+1 {
+	if len(res) == 2 && str(res[0]) == "gen" {
+		return nil, fmt.Errorf("store: begin %s/%s of run %d (the workflow is at run %s): %w", wf, step, gen, str(res[1]), ErrOtherRun)
+	}
+	if len(res) != beginFields+len(beginInputFields)*len(inputs)+2 {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
 	// the order of beginScript's query
 	v := func(i int) string { return str(res[i]) }
-	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), Item: v(14), DeadlineAt: parseTS(v(len(res) - 1))}
+	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), Item: v(14), DeadlineAt: parseTS(v(len(res) - 2))}
+	a.Gen, _ = strconv.Atoi(v(len(res) - 1))
 	a.Step = StepRecord{ID: step, State: v(2), InputHash: v(7), Output: v(8), ToolCalls: v(9), Degraded: v(10) == "1", Target: v(11),
 		StartedAt: parseTS(v(6))}
 	a.Step.Attempts, _ = strconv.Atoi(v(5))

@@ -84,7 +84,7 @@ func TestFanInNeverLostAndNotReadyAgainOnceStarted(t *testing.T) {
 		if readyCount < 1 {
 			t.Fatalf("round %d: fan-in step never became ready", round)
 		}
-		if _, err := s.Begin(ctx, id, "d", "t-d", time.Minute, []string{"a", "b", "c"}); err != nil {
+		if _, err := s.Begin(ctx, id, "d", "t-d", 0, time.Minute, []string{"a", "b", "c"}); err != nil {
 			t.Fatal(err)
 		}
 		_, ready, err := settle(ctx, s, id, "a", store.Outcome{Done: true, Output: "a!"}, chordDeps)
@@ -148,17 +148,17 @@ func TestBeginCountsAttemptsAndCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	create(t, s, "wf")
 	for i := 1; i <= 2; i++ {
-		a, err := s.Begin(ctx, "wf", "a", "t-a", time.Minute, nil)
+		a, err := s.Begin(ctx, "wf", "a", "t-a", 0, time.Minute, nil)
 		if err != nil || a.Step.Attempts != i || a.Step.State != store.StepRunning || a.WorkflowState != store.StateRunning {
 			t.Fatalf("begin %d: %+v %v", i, a, err)
 		}
 	}
 	settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "out-a", InputHash: "h1", Target: "p/m"}, chordDeps)
-	a, err := s.Begin(ctx, "wf", "a", "t-a", time.Minute, nil)
+	a, err := s.Begin(ctx, "wf", "a", "t-a", 0, time.Minute, nil)
 	if err != nil || a.Step.State != store.StepDone || a.Step.Output != "out-a" || a.Step.InputHash != "h1" || a.Step.Attempts != 2 {
 		t.Fatalf("begin after done: %+v %v", a.Step, err)
 	}
-	d, _ := s.Begin(ctx, "wf", "d", "t-d", time.Minute, []string{"a", "b"})
+	d, _ := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, []string{"a", "b"})
 	if d.Deps["a"].Output != "out-a" || d.Deps["a"].State != store.StepDone || d.Deps["b"].State != store.StepPending {
 		t.Fatalf("deps = %+v", d.Deps)
 	}
@@ -168,24 +168,24 @@ func TestLeaseKeepsDuplicatesOut(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, "wf")
-	if _, err := s.Begin(ctx, "wf", "a", "task-1", time.Minute, nil); err != nil {
+	if _, err := s.Begin(ctx, "wf", "a", "task-1", 0, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	var busy *store.BusyError
-	if _, err := s.Begin(ctx, "wf", "a", "task-dup", time.Minute, nil); !errors.As(err, &busy) || time.Until(busy.Until) < 50*time.Second {
+	if _, err := s.Begin(ctx, "wf", "a", "task-dup", 0, time.Minute, nil); !errors.As(err, &busy) || time.Until(busy.Until) < 50*time.Second {
 		t.Fatalf("duplicate begin: %v, want busy for about a minute", err)
 	}
 	// the same task coming back (a redelivery after a crash) takes over
-	a, err := s.Begin(ctx, "wf", "a", "task-1", time.Minute, nil)
+	a, err := s.Begin(ctx, "wf", "a", "task-1", 0, time.Minute, nil)
 	if err != nil || a.Step.Attempts != 2 {
 		t.Fatalf("redelivery: %+v %v", a, err)
 	}
 	// an expired lease lets anyone in
-	if _, err := s.Begin(ctx, "wf", "b", "task-2", time.Millisecond, nil); err != nil {
+	if _, err := s.Begin(ctx, "wf", "b", "task-2", 0, time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 2*time.Second, func() (bool, string) {
-		_, err := s.Begin(ctx, "wf", "b", "task-3", time.Minute, nil)
+		_, err := s.Begin(ctx, "wf", "b", "task-3", 0, time.Minute, nil)
 		return err == nil, fmt.Sprintf("expired lease still held: %v", err)
 	})
 }
@@ -201,7 +201,7 @@ func TestCancelAndList(t *testing.T) {
 	if wf, _ := s.Get(ctx, "w1"); wf.Steps[0].State != store.StepCanceled || wf.Steps[3].State != store.StepCanceled {
 		t.Fatalf("steps after cancel: %+v", wf.Steps)
 	}
-	a, _ := s.Begin(ctx, "w1", "a", "t-a", time.Minute, nil)
+	a, _ := s.Begin(ctx, "w1", "a", "t-a", 0, time.Minute, nil)
 	if a.WorkflowState != store.StateCanceled || a.Step.Attempts != 0 {
 		t.Fatalf("begin on canceled: %+v", a)
 	}
@@ -254,7 +254,7 @@ func TestOlderLayoutIsRefusedNotRerun(t *testing.T) {
 	if err := rdb.HSet(ctx, key, "id", "old", "state", "running", "steps", `["a","d"]`, "nsteps", 2).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Begin(ctx, "old", "a", "t-a", time.Minute, nil); !errors.Is(err, store.ErrOldLayout) {
+	if _, err := s.Begin(ctx, "old", "a", "t-a", 0, time.Minute, nil); !errors.Is(err, store.ErrOldLayout) {
 		t.Fatalf("begin on an old record: %v, want ErrOldLayout", err)
 	}
 	if _, _, err := settle(ctx, s, "old", "a", store.Outcome{Done: true}, chordDeps); !errors.Is(err, store.ErrOldLayout) {

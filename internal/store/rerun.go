@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFinished is returned by Rerun for a workflow that is still
+// running (or waiting): only one that ended, or is blocked, is rerun.
+var ErrNotFinished = errors.New("the workflow has not finished")
+
+// rerunScript clears the steps a rerun runs again (every field of theirs
+// and of their map instances, but their count of settled inputs, which it
+// sets anew), recounts the workflow, marks the steps whose inputs are all
+// settled queued, and starts the next generation.
+// KEYS: wf. ARGV: then per step run again: its id, its number of inputs,
+// the settled fields of those inputs that are not run again.
+// Returns {generation, index (1-based) of each step now queued...},
+// {'gone'} or {'running', state}.
+var rerunScript = redis.NewScript(luaHelpers + `
+local K = KEYS[1]
+local h = redis.call('HMGET', K, 'state', 'steps', 'gen')
+if not h[1] then return {'gone'} end
+local s = h[1]
+if s ~= 'completed' and s ~= 'failed' and s ~= 'blocked' and s ~= 'timed_out' and s ~= 'canceled' then return {'running', s} end
+local again, order, deps = {}, {}, {}
+local i = 1
+while i <= #ARGV do
+  local id, nd = ARGV[i], tonumber(ARGV[i + 1])
+  again[id] = true
+  order[#order + 1] = id
+  local d = {}
+  for x = i + 2, i + 1 + nd do d[#d + 1] = ARGV[x] end
+  deps[#deps + 1] = {nd, d}
+  i = i + 2 + nd
+end
+local drop = {}
+for _, f in ipairs(redis.call('HKEYS', K)) do
+  local p = string.match(f, '^([^%.%[]+)[%.%[]')
+  if p and again[p] then drop[#drop + 1] = f end
+end
+for x = 1, #drop, 4000 do redis.call('HDEL', K, unpack(drop, x, math.min(x + 3999, #drop))) end
+redis.call('HDEL', K, 'finished_at', 'error', 'deadline_at') -- a rerun has no deadline of its own
+local steps = cjson.decode(h[2])
+local q = {}
+for _, id in ipairs(steps) do q[#q + 1] = id .. '.settled'; q[#q + 1] = id .. '.failed'; q[#q + 1] = id .. '.state' end
+local v = hmget(K, q)
+local nsettled, nfailed, nwaiting = 0, 0, 0
+for x = 1, #v, 3 do
+  if v[x] == '1' then nsettled = nsettled + 1 end
+  if v[x + 1] == '1' then nfailed = nfailed + 1 end
+  if v[x + 2] == 'waiting' then nwaiting = nwaiting + 1 end
+end
+local gen = tonumber(h[3] or '0') + 1
+local w = {'state', 'running', 'nsettled', nsettled, 'nfailed', nfailed, 'nwaiting', nwaiting, 'gen', gen}
+local out = {gen}
+for n, id in ipairs(order) do
+  local nd, d = deps[n][1], deps[n][2]
+  local nin = 0
+  if #d > 0 then
+    local f = redis.call('HMGET', K, unpack(d))
+    for x = 1, #d do if f[x] == '1' then nin = nin + 1 end end
+  end
+  w[#w + 1] = id .. '.nin'; w[#w + 1] = nin
+  if nin >= nd then
+    w[#w + 1] = id .. '.state'; w[#w + 1] = 'queued'
+    out[#out + 1] = n
+  end
+end
+hset(K, w, 1)
+return out
+`)
+
+// Rerun runs a finished (or blocked) workflow again from some of its
+// steps: again lists them (a step and everything downstream of it), each
+// with its inputs (its depends_on). Their records, checkpoints and map
+// instances are cleared, and so are their durable sub-calls (maps: the
+// items each map had), the workflow is running again in its next
+// generation, and Rerun returns that generation and the steps of again
+// that are ready now. ErrNotFinished for a workflow still running.
+func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map[string][]string, items map[string]int) (int, []string, error) {
+	set := make(map[string]bool, len(again))
+	for _, id := range again {
+		set[id] = true
+	}
+	var args []any
+	for _, id := range again {
+		var outside []any
+		for _, d := range inputs[id] {
+			if !set[d] {
+				outside = append(outside, d+".settled")
+			}
+		}
+		args = append(append(args, id, len(outside)), outside...)
+	}
+	res, err := rerunScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: rerun %s: %w", wf, err)
+	}
+	switch str(res[0]) {
+	case "gone":
+		return 0, nil, fmt.Errorf("store: rerun %s: %w", wf, ErrNotFound)
+	case "running":
+		return 0, nil, fmt.Errorf("workflow %s is %s: %w", wf, str(res[1]), ErrNotFinished)
+	}
+	gen, _ := strconv.Atoi(str(res[0]))
+	var ready []string
+	for _, v := range res[1:] {
+		if i, ok := v.(int64); ok && i >= 1 && int(i) <= len(again) {
+			ready = append(ready, again[i-1])
+		}
+	}
+	keys := make([]string, 0, len(again))
+	for _, id := range again {
+		keys = append(keys, callsKey(wf, id))
+		for n := range items[id] {
+			keys = append(keys, callsKey(wf, InstanceID(id, n)))
+		}
+	}
+	for i := 0; i < len(keys); i += 1000 {
+		if err := s.rdb.Del(ctx, keys[i:min(i+1000, len(keys))]...).Err(); err != nil {
+			return gen, ready, fmt.Errorf("store: rerun %s: clear durable calls: %w", wf, err)
+		}
+	}
+	return gen, ready, nil
+}

@@ -87,9 +87,12 @@ type StepRecord struct {
 	Degraded  bool   `json:"degraded"`
 	Error     string `json:"error"`
 	// Class is, for a dead step, the error class that ended it.
-	Class      string     `json:"class,omitempty"`
-	Target     string     `json:"target"`
-	Usage      Usage      `json:"usage"`
+	Class  string `json:"class,omitempty"`
+	Target string `json:"target"`
+	Usage  Usage  `json:"usage"`
+	// CostUSD is what the step's calls cost at the workers' prices (a map
+	// step's: its instances'), in the prices' currency; 0: unknown.
+	CostUSD    float64    `json:"cost_usd,omitempty"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	InputHash  string     `json:"-"`

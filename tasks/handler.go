@@ -48,6 +48,10 @@ type HandlerOptions struct {
 	// Tools are the tools this worker runs for prompt steps, by the name
 	// a spec's tools: gives.
 	Tools map[string]Tool
+	// Prices, by target ("provider/model"), price each step's answer when
+	// it is recorded (its cost_usd; a map's sums its instances'); nil:
+	// costs unknown.
+	Prices map[string]Price
 	// Webhooks, when set, notifies workflows that end (notify.go); nil: none.
 	Webhooks *Webhooks
 }

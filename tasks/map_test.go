@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -525,3 +529,41 @@ func TestWaitOnAWideChordPollsCounters(t *testing.T) {
 		t.Errorf("%d progress reports", n)
 	}
 }
+
+// With prices configured, each step's answer is priced when it is
+// recorded, a map's cost sums its instances' (their targets are not in
+// the map's record), the workflow's cost adds them up, and the cost
+// metric counts it by provider and model.
+func TestCostsArePricedAtRecordAndSummedIntoMaps(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Metrics: true})
+	e.Config.Prices = map[string]config.Price{"oa/m-solo": {Prompt: 1_000_000, Completion: 2_000_000}} // 1 and 2 a token
+	e.StartWorker(t)
+	id := e.Submit(t, e.Spec(`name: priced
+input: { items: [a, b, c] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", route: solo, prompt: "item {{ .Item }}" }
+  - { id: one, route: solo, prompt: "just one" }
+`))
+	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	var want float64
+	for _, s := range wf.Steps {
+		u := s.Usage
+		if u.PromptTokens == 0 || s.CostUSD != float64(u.PromptTokens+2*u.CompletionTokens) {
+			t.Errorf("step %s: usage %+v, cost %v", s.ID, u, s.CostUSD)
+		}
+		want += s.CostUSD
+	}
+	if got, ok := tasks.Cost(wf, nil); !ok || got != want {
+		t.Errorf("workflow cost %v %v, want %v", got, ok, want)
+	}
+	resp, err := http.Get(e.MetricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `agentq_llm_cost_total{model="m-solo",provider="oa"} `+strconv.FormatFloat(want, 'g', -1, 64)) {
+		t.Errorf("the cost metric does not say %v:\n%s", want, grepLines(string(body), "agentq_llm_cost_total"))
+	}
+}
+

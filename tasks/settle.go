@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -72,6 +73,9 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	defer cancel()
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
+	}
+	if pr, ok := h.o.Prices[o.Target]; ok && o.Done && o.CostMicros == 0 {
+		o.CostMicros = int64(math.Round(float64(o.Usage.PromptTokens)*pr.PromptPerMTok + float64(o.Usage.CompletionTokens)*pr.CompletionPerMTok))
 	}
 	deps := dependentsOf(spec, st.ID)
 	var res *store.Settled

@@ -17,14 +17,12 @@ import (
 // metrics) told of spend and refusals. With none configured the ledger is
 // there all the same, for workflows' own budgets (budget: in a spec).
 func routerBudgets(cfg config.Config, rdb redis.UniversalClient, obs llmclient.BudgetObserver) llmclient.Budgets {
-	out := llmclient.Budgets{Prices: map[string]llmclient.Price{}, Observer: obs,
+	out := llmclient.Budgets{Prices: Prices(cfg), Observer: obs,
 		Ledger: store.NewBudgets(rdb, store.BudgetOptions{Lease: max(10*time.Minute, maxProviderTimeout(cfg)+time.Minute), Keep: cfg.Retention.D()})}
-	for t, p := range cfg.Prices {
-		out.Prices[t] = llmclient.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
-	}
 	for _, b := range cfg.Budgets {
 		out.List = append(out.List, llmclient.Budget{Name: b.Name, Route: b.Route, Provider: b.Provider, Period: b.Period.D(),
 			Tokens: b.Tokens, MicroUSD: int64(math.Round(b.USD * 1e6))})
 	}
 	return out
 }
+

@@ -81,6 +81,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 		}
 		return out
 	})
+	a.Metrics.SetPrices(Prices(cfg))
 	obs := observers{a.Metrics}
 	if o.Observer != nil {
 		obs = append(obs, o.Observer)

@@ -27,7 +27,7 @@ func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Pric
 	}
 	u := tasks.Usage(wf)
 	cost := ""
-	if c, ok := tasks.Cost(wf, prices); ok && len(prices) > 0 {
+	if c, ok := tasks.Cost(wf, prices); ok && (len(prices) > 0 || c > 0) {
 		cost = fmt.Sprintf(", cost %.4f", c)
 	}
 	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)

@@ -36,7 +36,14 @@ type Metrics struct {
 	webhooks    *prometheus.CounterVec
 	budgetSpent *prometheus.CounterVec
 	budgetNo    *prometheus.CounterVec
+	llmCost     *prometheus.CounterVec
+	prices      map[string]llmclient.Price // by "provider/model"; set before calls are made (SetPrices)
 }
+
+// SetPrices makes Call count what each answered call cost
+// (agentq_llm_cost_total) at these prices per million tokens, by
+// "provider/model". Call it before the router makes calls.
+func (m *Metrics) SetPrices(p map[string]llmclient.Price) { m.prices = p }
 
 // TargetState is what the gauges read of a target at scrape time.
 type TargetState struct {
@@ -73,7 +80,9 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 		Help: "What calls spent on each budget, by unit (tokens; usd in the prices' currency), as settled after each call."}, []string{"budget", "unit"})
 	m.budgetNo = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_budget_refused_total",
 		Help: "Calls not sent because a budget could not take them (class budget_exceeded)."}, []string{"budget"})
-	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
+	m.llmCost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_llm_cost_total",
+		Help: "What answered calls cost at the configured prices (their currency), by provider and model."}, []string{"provider", "model"})
+	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.llmCost, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
 		m.budgetSpent, m.budgetNo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if targets != nil {
@@ -100,6 +109,9 @@ func (m *Metrics) Call(_ string, t llmclient.Target, _ string, class retry.Class
 	}
 	if usage.CompletionTokens > 0 {
 		m.llmTokens.WithLabelValues(p, t.Model, "completion").Add(float64(usage.CompletionTokens))
+	}
+	if pr, ok := m.prices[t.String()]; ok && usage.PromptTokens+usage.CompletionTokens > 0 {
+		m.llmCost.WithLabelValues(p, t.Model).Add((float64(usage.PromptTokens)*pr.PromptPerMTok + float64(usage.CompletionTokens)*pr.CompletionPerMTok) / 1e6)
 	}
 }
 

@@ -44,7 +44,7 @@ func (s *Store) Summary(ctx context.Context, id string) (*Workflow, error) {
 // stepFields are the fields of a step that Get reads, in this order (a map
 // step's counters last, in mapCountFields' order).
 var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, mapCountFields...)
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros")...)
 
 // stepRecord builds a step's record from its values in stepFields' order.
 func stepRecord(id string, v func(int) string) StepRecord {
@@ -54,6 +54,9 @@ func stepRecord(id string, v func(int) string) StepRecord {
 	r.Attempts, _ = strconv.Atoi(v(1))
 	r.Usage.PromptTokens, _ = strconv.Atoi(v(7))
 	r.Usage.CompletionTokens, _ = strconv.Atoi(v(8))
+	if micro, _ := strconv.ParseInt(v(13+len(mapCountFields)), 10, 64); micro > 0 {
+		r.CostUSD = float64(micro) / 1e6
+	}
 	if r.State == "" {
 		r.State = StepPending
 	}

@@ -132,8 +132,8 @@ return v
 // pairs..., then '0', or '1' and the map's state, settled, finished_at,
 // nitems, ndone, next, nmissing and the instance's released field names,
 // the map's prompt_tokens field and the outcome's prompt tokens, its
-// completion_tokens field and the outcome's (the map's count its
-// instances');
+// completion_tokens field and the outcome's, its cost_micros field and the
+// outcome's (the map's count its instances');
 // then per dependent: its state field, its nin field, its number of inputs.
 // Returns: {workflow state, released index (-1: none), the workflow's
 // generation (reruns, see Rerun), ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
@@ -151,8 +151,8 @@ local mf, ma
 if inst then
   mf, ma = j, #q + 1
   for x = j + 1, j + 8 do q[#q + 1] = ARGV[x] end
-  q[#q + 1] = ARGV[j + 9]; q[#q + 1] = ARGV[j + 11]
-  j = j + 13
+  q[#q + 1] = ARGV[j + 9]; q[#q + 1] = ARGV[j + 11]; q[#q + 1] = ARGV[j + 13]
+  j = j + 15
 else
   j = j + 1
 end
@@ -216,6 +216,7 @@ if inst then
     if outcome == 'done' then -- the map's tokens are its instances'
       w[#w + 1] = ARGV[mf + 9]; w[#w + 1] = tonumber(v[ma + 8] or '0') + tonumber(ARGV[mf + 10])
       w[#w + 1] = ARGV[mf + 11]; w[#w + 1] = tonumber(v[ma + 9] or '0') + tonumber(ARGV[mf + 12])
+      w[#w + 1] = ARGV[mf + 13]; w[#w + 1] = tonumber(v[ma + 10] or '0') + tonumber(ARGV[mf + 14])
     end
   end
   if flipped and outcome == 'dead' then nmissing = nmissing + 1 end

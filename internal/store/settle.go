@@ -20,10 +20,13 @@ type Outcome struct {
 	Error      string
 	// Class, with Done false, is the error class that ended the step
 	// (bad_request, panic, …), kept in its record as a field of its own.
-	Class     string
-	Target    string
-	Usage     Usage
-	InputHash string
+	Class  string
+	Target string
+	Usage  Usage
+	// CostMicros is what the step's calls cost, in millionths of the
+	// prices' currency (0: unknown, or free).
+	CostMicros int64
+	InputHash  string
 
 	// Decided, with Done, settles an approval step with a person's
 	// decision only if it is waiting for one (else ErrAlreadySettled).
@@ -81,6 +84,9 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	case o.Done:
 		args = append(args, p+"output", o.Output, p+"tool_calls", o.ToolCalls, p+"degraded", b2s(o.Degraded), p+"target", o.Target,
 			p+"prompt_tokens", o.Usage.PromptTokens, p+"completion_tokens", o.Usage.CompletionTokens, p+"input_hash", o.InputHash)
+		if o.CostMicros > 0 {
+			args = append(args, p+"cost_micros", o.CostMicros)
+		}
 	case o.Output != "":
 		args = append(args, p+"output", o.Output) // the rejected answer, for review
 	}
@@ -91,7 +97,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	if o.Map != "" {
 		m := o.Map + "."
 		args = append(args, "1", m+"state", m+"settled", m+"finished_at", m+"nitems", m+"ndone", m+"next", m+"nmissing", p+"released",
-			m+"prompt_tokens", o.Usage.PromptTokens, m+"completion_tokens", o.Usage.CompletionTokens)
+			m+"prompt_tokens", o.Usage.PromptTokens, m+"completion_tokens", o.Usage.CompletionTokens, m+"cost_micros", o.CostMicros)
 	} else {
 		args = append(args, "0")
 	}

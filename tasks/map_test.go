@@ -566,4 +566,3 @@ steps:
 		t.Errorf("the cost metric does not say %v:\n%s", want, grepLines(string(body), "agentq_llm_cost_total"))
 	}
 }
-

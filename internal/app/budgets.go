@@ -25,4 +25,3 @@ func routerBudgets(cfg config.Config, rdb redis.UniversalClient, obs llmclient.B
 	}
 	return out
 }
-

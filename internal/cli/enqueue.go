@@ -59,6 +59,16 @@ Controls:
                         (queue list shows each queue, paused or not)
   schedule list         the periodic workflows the workers run (schedules:
                         in the workers' agentq.yaml), each once per slot
+In the spec:
+  deadline: 10m         the whole workflow's bound (docs/deadlines.md)
+  budget: { tokens: 200000, usd: 2.5 }
+                        what all its LLM calls may spend (docs/budgets.md)
+  notify: { url: https://example.com/hooks, events: [completed, failed] }
+                        a signed POST when it ends (docs/webhooks.md)
+  approve: { message: "Publish?" }  (a step)
+                        wait for a person's decision (docs/approvals.md)
+  for_each: "{{ .Steps.plan.JSON.items }}"  (a step)
+                        one instance per item (docs/workflows.md, Maps)
 
 Exit codes: 0 done; 1 the workflow failed, timed out, was canceled or is blocked on a
 dead-lettered step (with --wait); 2 bad usage or input (a bad spec, flag or

@@ -133,7 +133,7 @@ func New(o Options) (*Server, error) {
 			return "bad"
 		},
 	}
-	for _, page := range []string{"workflows", "workflow", "dlq", "deadletter", "providers", "signin"} {
+	for _, page := range []string{"workflows", "workflow", "dlq", "deadletter", "providers", "signin", "webhooks"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard template %s: %w", page, err)

@@ -27,4 +27,12 @@ func (s *Server) webhooksAPI(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, ds)
 	})
+	mux.HandleFunc("GET /webhooks", func(w http.ResponseWriter, r *http.Request) {
+		ds, err := webhook.List(insp, maxWebhooksListed)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.render(w, r, "webhooks", "Webhook deliveries", map[string]any{"Deliveries": ds, "Max": maxWebhooksListed})
+	})
 }

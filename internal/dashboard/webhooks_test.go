@@ -40,4 +40,13 @@ func TestWebhooksAPIListsDeliveries(t *testing.T) {
 	if strings.Contains(r.Body, "secret-token-in-url") {
 		t.Errorf("the listing shows the URL's query: %s", r.Body)
 	}
+	// the page lists the same, to a signed-in person only
+	if r := d.do(t, call{Path: "/webhooks"}); r.Code == 200 && strings.Contains(r.Body, "msg_wf_hooked_failed") {
+		t.Errorf("the webhooks page without signing in shows the deliveries")
+	}
+	page := d.do(t, call{Path: "/webhooks", Cookie: d.signIn(t, token)})
+	if page.Code != 200 || !strings.Contains(page.Body, "msg_wf_hooked_failed") || !strings.Contains(page.Body, "hooks.example.com") ||
+		strings.Contains(page.Body, "secret-token-in-url") {
+		t.Errorf("webhooks page: %d\n%s", page.Code, page.Body)
+	}
 }

@@ -59,11 +59,15 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}, inst: run.inst,
 		maps: map[string]mapSource{}}
 	for id, dep := range a.Deps {
+		n := 0 // a map that never expanded (dead-lettered, optional) has no outputs
 		if dep.Map != nil {
-			cs.maps[id] = mapSource{items: dep.Map.Items, pages: func(ctx context.Context) iter.Seq2[StepView, error] {
-				return mapPages(ctx, h.st, p.Workflow, spec, id, dep.Map.Items)
-			}}
+			n = dep.Map.Items
+		} else if st, ok := spec.Step(id); !ok || !st.IsMap() {
+			continue
 		}
+		cs.maps[id] = mapSource{items: n, pages: func(ctx context.Context) iter.Seq2[StepView, error] {
+			return mapPages(ctx, h.st, p.Workflow, spec, id, n)
+		}}
 	}
 	callCtx, cancel := withSettleMargin(ctx)
 	out, err := callStep(callCtx, fn, cs)

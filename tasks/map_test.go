@@ -566,3 +566,26 @@ steps:
 		t.Errorf("the cost metric does not say %v:\n%s", want, grepLines(string(body), "agentq_llm_cost_total"))
 	}
 }
+
+// An optional map dead-lettered before it expanded (over max_items) leaves
+// its dependents an empty map: the prompt sees no outputs, the code step's
+// iterator yields none.
+func TestOptionalMapThatNeverExpandedHasNoOutputs(t *testing.T) {
+	ms := newMapSteps()
+	e := testenv.Start(t, testenv.Options{Steps: ms.funcs()})
+	id := e.Submit(t, e.Spec(mapSpec(6, "    max_items: 5\n    optional: true")))
+	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked)
+	if wf.State != store.StateCompleted || wf.Steps[1].State != store.StepDead {
+		t.Fatalf("workflow %s: %+v", wf.State, wf.Steps)
+	}
+	if got := <-ms.seen; len(got) != 0 {
+		t.Errorf("the reduce saw %v", got)
+	}
+	res, err := e.Client.Result(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Workflow.Steps[3].Output; !strings.Contains(s, "0 outputs, missing []") {
+		t.Errorf("the summary prompt saw %q", s)
+	}
+}

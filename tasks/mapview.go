@@ -65,7 +65,16 @@ func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attemp
 	reads := run.st.templateReads()
 	budget := maxMapViewBytes
 	for id, d := range a.Deps {
-		if d.Map == nil || !reads[id] {
+		if !reads[id] {
+			continue
+		}
+		if d.Map == nil {
+			if st, ok := run.spec.Step(id); ok && st.IsMap() {
+				// a map that never expanded (dead-lettered, optional): no outputs
+				v := views[id]
+				v.Map = &MapView{Outputs: []any{}}
+				views[id] = v
+			}
 			continue
 		}
 		mv := &MapView{Outputs: make([]any, 0, d.Map.Items)}

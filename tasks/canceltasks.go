@@ -48,20 +48,28 @@ func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []ste
 func (c *Client) stopTask(queue, tid string) error { return stopTask(c.insp, queue, tid) }
 
 func stopTask(insp *asynq.Inspector, queue, tid string) error {
-	info, err := insp.GetTaskInfo(queue, tid)
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	switch info.State {
-	case asynq.TaskStateActive:
-		err = insp.CancelProcessing(tid)
-	case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
-		err = insp.DeleteTask(queue, tid)
-		if errors.Is(err, asynq.ErrTaskNotFound) {
-			err = nil // it started or finished meanwhile; the canceled state stops it
+	// A waiting task can start between the look and the delete (asynq then
+	// refuses the delete: it is active); look again and cancel it instead.
+	var err error
+	for range 3 {
+		var info *asynq.TaskInfo
+		info, err = insp.GetTaskInfo(queue, tid)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch info.State {
+		case asynq.TaskStateActive:
+			return insp.CancelProcessing(tid)
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+			err = insp.DeleteTask(queue, tid)
+			if err == nil || errors.Is(err, asynq.ErrTaskNotFound) {
+				return nil // deleted, or it finished meanwhile; the canceled state stops it
+			}
+		default:
+			return nil // completed or archived: nothing runs
 		}
 	}
 	return err

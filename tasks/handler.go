@@ -177,7 +177,6 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.timeOut(ctx, p.Workflow, spec)
 	}
 	ctx = withBudget(ctx, p.Workflow, spec)
-	ctx = withBudget(ctx, p.Workflow, spec)
 	if a.DeadlineAt != nil { // the attempt ends at the workflow's deadline, if that comes first
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, *a.DeadlineAt)
@@ -196,12 +195,27 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
 		return h.timeOut(ctx, p.Workflow, spec) // not retried: the workflow is over
 	}
+	if err != nil && classOf(err) == retry.Canceled && h.workflowStopped(ctx, p.Workflow) {
+		log.Info("step stopped: its workflow was canceled or timed out")
+		err = nil // not retried: nothing of the workflow runs any more
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, store.Excerpt(err.Error()))
 	} else {
 		h.attempts.CompareAndDelete(taskID, a.Step.Attempts) // HandleError is not called on success
 	}
 	return err
+}
+
+// workflowStopped reports whether a step whose context was canceled was
+// stopped by its workflow's cancel or deadline (then the attempt ends
+// there), not by the worker shutting down (then it comes back). It reads
+// the workflow's state with a context of its own: the step's is done.
+func (h *Handler) workflowStopped(ctx context.Context, wf string) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	w, err := h.st.Summary(rctx, wf)
+	return err == nil && (w.State == store.StateCanceled || w.State == store.StateTimedOut)
 }
 
 // unknownWorkflow dead-letters a step task whose workflow does not exist

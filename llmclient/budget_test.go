@@ -240,3 +240,16 @@ func TestBudgetRefusalMovesOnAndBlamesNobody(t *testing.T) {
 		t.Fatalf("route budget: %v", err)
 	}
 }
+
+// A context given the same budget twice (its ledger key twice) reserves
+// each call once: 100 tokens fit a budget of 150 however often it is
+// attached.
+func TestBudgetOnTheContextTwiceReservesOnce(t *testing.T) {
+	f := newBudgetFixture(t, nil)
+	r := f.router(t, nil, f.oa)
+	b := llmclient.Budget{Name: "workflow w", Tokens: 150}
+	ctx := llmclient.WithBudget(llmclient.WithBudget(context.Background(), b, "wf:w"), b, "wf:w")
+	if _, err := r.Chat(ctx, "r", ask100(0)); err != nil {
+		t.Fatalf("a 100-token call against 150 tokens, the budget attached twice: %v", err)
+	}
+}

@@ -21,7 +21,13 @@ type ctxBudget struct {
 // ledger (RouterOptions.Budgets.Ledger).
 func WithBudget(ctx context.Context, b Budget, key string) context.Context {
 	prev, _ := ctx.Value(ctxBudgetsKey{}).([]ctxBudget)
-	return context.WithValue(ctx, ctxBudgetsKey{}, append(prev[:len(prev):len(prev)], ctxBudget{Budget: b, key: key}))
+	next := make([]ctxBudget, 0, len(prev)+1)
+	for _, p := range prev {
+		if p.key != key { // the same ledger twice would reserve every call twice
+			next = append(next, p)
+		}
+	}
+	return context.WithValue(ctx, ctxBudgetsKey{}, append(next, ctxBudget{Budget: b, key: key}))
 }
 
 // callBudgets are the budgets a context carries.

@@ -92,8 +92,9 @@ steps:
 // at once, and what was spent stays within the budget.
 func TestWorkflowBudgetIsNeverOverspentUnderConcurrency(t *testing.T) {
 	// answers take 2s, so the 20 steps hold their reservations at once
-	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Latency: chaosllm.Latency{Min: chaosllm.Duration(2 * time.Second), Max: chaosllm.Duration(2 * time.Second)}}}}})
+	e.Config.Worker.Concurrency = 20 // every step at once
 	var b strings.Builder
 	// each call reserves its prompt (2 tokens at 4 bytes a token) and its
 	// max_tokens (100): 102; the budget admits 10 of them at once
@@ -102,6 +103,7 @@ func TestWorkflowBudgetIsNeverOverspentUnderConcurrency(t *testing.T) {
 		fmt.Fprintf(&b, "  - { id: s%02d, prompt: \"hi %02d\", max_tokens: 100 }\n", i, i)
 	}
 	id := e.Submit(t, e.Spec(b.String()))
+	e.StartWorker(t)
 	var wf *store.Workflow
 	poll.Until(t, 30*time.Second, func() (bool, string) { // blocked at the first refusal: wait for every step
 		var err error

@@ -102,7 +102,7 @@ func abandonedReason(err error, r resolved) (retry.Class, string) {
 func (h *Handler) settleAbandoned(ctx context.Context, p Payload, spec *Spec, st *Step, inst *instance, attempt int, class retry.Class, reason, reconciled string) bool {
 	reason = store.Excerpt(reason)
 	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Class: string(class), Attempt: attempt}
-	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt, inst: inst, log: h.o.Logger.With("wf", p.Workflow, "step", p.Step)}
+	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt, inst: inst, log: stepLogger(h.o.Logger, p.Workflow, p.Step)}
 	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError
 	switch {

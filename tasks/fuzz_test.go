@@ -23,6 +23,20 @@ func FuzzDecodePayload(f *testing.F) {
 		if err != nil && err.Error() == "" {
 			t.Fatal("refusal without a reason")
 		}
+		// the fast path reads what encoding/json reads, or stands aside
+		if fast, ok := canonicalPayload(b); ok {
+			var slow Payload
+			if jerr := json.Unmarshal(b, &slow); jerr != nil || slow != fast {
+				t.Fatalf("%q: fast path %+v, encoding/json %+v (%v)", b, fast, slow, jerr)
+			}
+		}
+		// and every payload newTask writes takes the fast path
+		if p.Workflow != "" && p.Step != "" && p.Gen >= 0 && p.Gen < 1e9 {
+			enc, _ := json.Marshal(p)
+			if got, ok := canonicalPayload(enc); !ok && isPlainID(p.Workflow) && isPlainID(p.Step) || ok && got != p {
+				t.Fatalf("%s: fast path %+v %v", enc, got, ok)
+			}
+		}
 	})
 }
 
@@ -106,4 +120,14 @@ func FuzzParseJSONAnswer(f *testing.F) {
 			t.Fatalf("round trip changed the value: %s vs %s", b, b2)
 		}
 	})
+}
+
+// isPlainID reports whether json.Marshal writes id without an escape.
+func isPlainID(id string) bool {
+	for _, c := range []byte(id) {
+		if c == '"' || c == '\\' || c < 0x20 || c >= 0x80 || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }

@@ -122,7 +122,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		h.o.Logger.Error("step task dead-lettered: bad payload", "err", store.Excerpt(err.Error()))
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
-	log := h.o.Logger.With("wf", logID(p.Workflow), "step", logID(p.Step))
+	log := stepLogger(h.o.Logger, p.Workflow, p.Step)
 	spec, err := h.specs.get(ctx, h.st, p.Workflow)
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)

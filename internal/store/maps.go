@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,6 +24,10 @@ type MapCounts = record.MapCounts
 
 // InstanceID is the step id of a map's n-th instance.
 func InstanceID(step string, n int) string { return step + "[" + strconv.Itoa(n) + "]" }
+
+// isInstance reports whether a step id names a map instance (a spec's step
+// ids cannot hold brackets).
+func isInstance(step string) bool { return strings.HasSuffix(step, "]") }
 
 // mapCountFields are the map counters Get and Begin read, in this order.
 var mapCountFields = []string{"nitems", "next", "ndone", "nmissing"}

@@ -58,18 +58,22 @@ return 1
 // again (a redelivery) and only re-releases its instances.
 // A task of another generation of the workflow (a rerun) gets {'gen',
 // current} and changes nothing.
+// The checkpoint (what a done step answered) is read only when the step is
+// done: its field names are built here, on that rare path, so a first
+// attempt reads and passes only what it needs.
 // KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
-// generation, the step's
-// fields state, owner, lease_until, attempts, started_at and the rest of
-// its checkpoint (Go's beginStepFields order), then state, output,
-// degraded of each input.
+// generation, the step's field prefix ("<step>."), the step's fields
+// state, owner, lease_until, attempts, started_at (and item, for a map
+// instance), then state, output, degraded and nitems of each input, then
+// deadline_at and gen.
 // Returns {} if the workflow is gone, {'layout'} if its record predates
 // this layout, else the workflow's state and settled count followed by the
-// values of the fields asked for, the step's as they are after the call.
+// values of the fields asked for, the step's as they are after the call,
+// and for a done step its checkpoint (Go's checkpointFields order).
 var beginScript = redis.NewScript(luaHelpers + `
 local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local q = {'state', 'nsettled'}
-for i = 5, #ARGV do q[#q + 1] = ARGV[i] end
+for i = 6, #ARGV do q[#q + 1] = ARGV[i] end
 local v = hmget(K, q)
 local state = v[1]
 if not state then return {} end
@@ -84,10 +88,10 @@ if state ~= 'canceled' and state ~= 'timed_out' then
   local w = {}
   if s ~= 'done' and s ~= 'mapped' then
     local attempts = tonumber(v[6] or '0') + 1
-    w = {ARGV[5], 'running', ARGV[6], owner, ARGV[7], tostring(now + tonumber(ARGV[3])), ARGV[8], attempts}
+    w = {ARGV[6], 'running', ARGV[7], owner, ARGV[8], tostring(now + tonumber(ARGV[3])), ARGV[9], attempts}
     v[3], v[4], v[6] = 'running', owner, tostring(attempts)
     if not v[7] then
-      w[#w + 1] = ARGV[9]; w[#w + 1] = ARGV[1]
+      w[#w + 1] = ARGV[10]; w[#w + 1] = ARGV[1]
       v[7] = ARGV[1]
     end
   end
@@ -96,6 +100,12 @@ if state ~= 'canceled' and state ~= 'timed_out' then
     v[1] = 'running'
   end
   if #w > 0 then redis.call('HSET', K, unpack(w)) end
+end
+if v[3] == 'done' then
+  local p = ARGV[5]
+  local c = redis.call('HMGET', K, p .. 'input_hash', p .. 'output', p .. 'tool_calls', p .. 'degraded', p .. 'target',
+    p .. 'prompt_tokens', p .. 'completion_tokens')
+  for i = 1, #c do v[#v + 1] = c[i] end
 end
 return v
 `)
@@ -165,7 +175,8 @@ end
 q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
 q[#q + 1] = 'gen'
-local iw, idl, ig = #q - 2, #q - 1, #q
+q[#q + 1] = 'touched'
+local iw, idl, ig, it = #q - 3, #q - 2, #q - 1, #q
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
@@ -191,6 +202,7 @@ if prev == 'waiting' and outcome ~= 'waiting' then
 end
 for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3]), tonumber(v[4] or '0')
+local nsettled0, nfailed0 = nsettled, nfailed
 local settled, flipped = v[8] == '1', false
 if outcome == 'done' or optional then
   if v[9] == '1' then
@@ -272,10 +284,18 @@ if wfstate ~= 'canceled' and wfstate ~= 'timed_out' then
   if ns ~= wfstate then w[#w + 1] = 'state'; w[#w + 1] = ns end
   wfstate = ns
 end
-w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled
-w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed
-hset(K, w, 1)
-redis.call('EXPIRE', K, ARGV[4])
+if nsettled ~= nsettled0 then w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled end
+if nfailed ~= nfailed0 then w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed end
+-- the record lives for the TTL after its last activity: refreshed when a
+-- quarter of it has passed since the last refresh ("touched", ms), not at
+-- every settle
+if tonumber(now) - tonumber(v[it] or '0') >= tonumber(ARGV[4]) * 250 then
+  w[#w + 1] = 'touched'; w[#w + 1] = now
+  hset(K, w, 1)
+  redis.call('EXPIRE', K, ARGV[4])
+else
+  hset(K, w, 1)
+end
 out[1] = wfstate
 return out
 `)

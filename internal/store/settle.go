@@ -79,13 +79,29 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	args := make([]any, 0, 38+3*len(dependents))
 	// args[11] is the number of field/value pairs that follow it, set below
 	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at",
-		p+"attempts", p+"abandoned", max(o.Attempt, 0), 0, p+"error", Excerpt(o.Error))
+		p+"attempts", p+"abandoned", max(o.Attempt, 0), 0)
+	// Fields are written only when they say something: an empty or zero
+	// one reads the same as one never written. The error is cleared only
+	// where an earlier attempt may have left one.
+	if o.Error != "" || o.Attempt != 1 {
+		args = append(args, p+"error", Excerpt(o.Error))
+	}
 	switch {
 	case o.Done:
-		args = append(args, p+"output", o.Output, p+"tool_calls", o.ToolCalls, p+"degraded", b2s(o.Degraded), p+"target", o.Target,
-			p+"prompt_tokens", o.Usage.PromptTokens, p+"completion_tokens", o.Usage.CompletionTokens, p+"input_hash", o.InputHash)
-		if o.CostMicros > 0 {
-			args = append(args, p+"cost_micros", o.CostMicros)
+		args = append(args, p+"output", o.Output, p+"target", o.Target, p+"input_hash", o.InputHash)
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"prompt_tokens", int64(o.Usage.PromptTokens)}, {"completion_tokens", int64(o.Usage.CompletionTokens)}, {"cost_micros", o.CostMicros}} {
+			if f.v > 0 {
+				args = append(args, p+f.name, f.v)
+			}
+		}
+		if o.ToolCalls != "" {
+			args = append(args, p+"tool_calls", o.ToolCalls)
+		}
+		if o.Degraded {
+			args = append(args, p+"degraded", "1")
 		}
 	case o.Output != "":
 		args = append(args, p+"output", o.Output) // the rejected answer, for review

@@ -126,7 +126,7 @@ func parseTS(v string) *time.Time {
 func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	stepsJSON, _ := json.Marshal(w.Steps)
 	now := s.now()
-	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
+	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now), "touched", ts(now),
 		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
 	if !w.DeadlineAt.IsZero() {
 		args = append(args, "deadline_at", ts(w.DeadlineAt))
@@ -172,27 +172,31 @@ func (e *BusyError) Error() string {
 	return "step is running under another task until " + e.Until.Format(time.RFC3339Nano)
 }
 
-// beginStepFields are the step's fields beginScript reads, in its order
-// (the first five it also writes).
-var beginStepFields = []string{"state", "owner", "lease_until", "attempts", "started_at",
-	"input_hash", "output", "tool_calls", "degraded", "target", "prompt_tokens", "completion_tokens", "item"}
+// beginStepFields are the step's fields beginScript reads (and the first
+// five it writes), in its order; a map instance's item follows them.
+var beginStepFields = []string{"state", "owner", "lease_until", "attempts", "started_at"}
 
 // beginInputFields are the fields of each input beginScript reads.
 var beginInputFields = []string{"state", "output", "degraded", "nitems"}
 
-// beginFields is how many values beginScript returns before the inputs':
-// the workflow's state and settled count, and the step's fields.
-var beginFields = 2 + len(beginStepFields)
+// checkpointFields are a done step's fields beginScript returns last, in
+// its order.
+var checkpointFields = []string{"input_hash", "output", "tool_calls", "degraded", "target", "prompt_tokens", "completion_tokens"}
 
 // Begin counts an attempt at a step by the asynq task owner, leasing the
 // step for lease, and loads what the handler needs in one round trip. It
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
-	args := make([]any, 0, 6+len(beginStepFields)+len(beginInputFields)*len(inputs))
-	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen))
+	p := step + "."
+	inst := isInstance(step)
+	args := make([]any, 0, 10+len(beginStepFields)+len(beginInputFields)*len(inputs))
+	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), p)
 	for _, f := range beginStepFields {
-		args = append(args, step+"."+f)
+		args = append(args, p+f)
+	}
+	if inst {
+		args = append(args, p+"item")
 	}
 	for _, d := range inputs {
 		for _, f := range beginInputFields {
@@ -213,23 +217,35 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, leas
 	if len(res) == 2 && str(res[0]) == "gen" {
 		return nil, fmt.Errorf("store: begin %s/%s of run %d (the workflow is at run %s): %w", wf, step, gen, str(res[1]), ErrOtherRun)
 	}
-	if len(res) != beginFields+len(beginInputFields)*len(inputs)+2 {
+	// the order of beginScript's query: the workflow's 2, the step's, the
+	// inputs', deadline_at and gen, then a done step's checkpoint
+	at := 2 + len(beginStepFields) // the inputs'
+	if inst {
+		at++
+	}
+	end := at + len(beginInputFields)*len(inputs) + 2
+	if len(res) != end && len(res) != end+len(checkpointFields) {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
 	}
-	// the order of beginScript's query
 	v := func(i int) string { return str(res[i]) }
-	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), Item: v(14), DeadlineAt: parseTS(v(len(res) - 2))}
-	a.Gen, _ = strconv.Atoi(v(len(res) - 1))
-	a.Step = StepRecord{ID: step, State: v(2), InputHash: v(7), Output: v(8), ToolCalls: v(9), Degraded: v(10) == "1", Target: v(11),
-		StartedAt: parseTS(v(6))}
+	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), DeadlineAt: parseTS(v(end - 2))}
+	if inst {
+		a.Item = v(at - 1)
+	}
+	a.Gen, _ = strconv.Atoi(v(end - 1))
+	a.Step = StepRecord{ID: step, State: v(2), StartedAt: parseTS(v(6))}
 	a.Step.Attempts, _ = strconv.Atoi(v(5))
-	a.Step.Usage.PromptTokens, _ = strconv.Atoi(v(12))
-	a.Step.Usage.CompletionTokens, _ = strconv.Atoi(v(13))
+	if len(res) > end { // the checkpoint, in checkpointFields' order
+		c := func(i int) string { return v(end + i) }
+		a.Step.InputHash, a.Step.Output, a.Step.ToolCalls, a.Step.Degraded, a.Step.Target = c(0), c(1), c(2), c(3) == "1", c(4)
+		a.Step.Usage.PromptTokens, _ = strconv.Atoi(c(5))
+		a.Step.Usage.CompletionTokens, _ = strconv.Atoi(c(6))
+	}
 	if a.Step.State == "" {
 		a.Step.State = StepPending
 	}
 	for i, d := range inputs {
-		at := beginFields + len(beginInputFields)*i
+		at := at + len(beginInputFields)*i
 		r := StepRecord{ID: d, State: v(at), Output: v(at + 1), Degraded: v(at+2) == "1"}
 		if n, err := strconv.Atoi(v(at + 3)); err == nil {
 			r.Map = &MapCounts{Items: n}

@@ -273,3 +273,33 @@ func settle(ctx context.Context, s *store.Store, wf, step string, o store.Outcom
 	}
 	return r.State, r.Ready, err
 }
+
+// A record lives for the retention after its last activity: a settle
+// refreshes its TTL once a quarter of the retention has passed since the
+// last refresh (not at every settle), so a workflow that runs longer than
+// the retention keeps its record.
+func TestSettleRefreshesTheTTLAfterAQuarterOfIt(t *testing.T) {
+	_, rdb := redistest.New(t)
+	ctx := context.Background()
+	now := time.Now()
+	s := store.New(rdb, time.Hour, func() time.Time { return now })
+	create(t, s, "wf")
+	key := store.Prefix + "{wf:wf}:wf"
+	if err := rdb.Expire(ctx, key, 10*time.Minute).Err(); err != nil { // as if most of the hour had gone by
+		t.Fatal(err)
+	}
+	now = now.Add(10 * time.Minute) // under a quarter of the hour since the create: no refresh
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true}, chordDeps); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl > 10*time.Minute {
+		t.Fatalf("TTL %s after a settle 10 minutes in: refreshed before a quarter of the retention passed", ttl)
+	}
+	now = now.Add(6 * time.Minute) // 16 minutes since the create
+	if _, _, err := settle(ctx, s, "wf", "b", store.Outcome{Done: true}, chordDeps); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute {
+		t.Fatalf("TTL %s after a settle 16 minutes in: want it refreshed to the hour", ttl)
+	}
+}

@@ -175,8 +175,7 @@ end
 q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
 q[#q + 1] = 'gen'
-q[#q + 1] = 'touched'
-local iw, idl, ig, it = #q - 3, #q - 2, #q - 1, #q
+local iw, idl, ig = #q - 2, #q - 1, #q
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
@@ -203,6 +202,7 @@ end
 for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3]), tonumber(v[4] or '0')
 local nsettled0, nfailed0 = nsettled, nfailed
+local refresh = false
 local settled, flipped = v[8] == '1', false
 if outcome == 'done' or optional then
   if v[9] == '1' then
@@ -281,21 +281,25 @@ if wfstate ~= 'canceled' and wfstate ~= 'timed_out' then
   elseif nwaiting > 0 then
     ns = 'waiting'
   end
-  if ns ~= wfstate then w[#w + 1] = 'state'; w[#w + 1] = ns end
+  if ns ~= wfstate then
+    w[#w + 1] = 'state'; w[#w + 1] = ns
+    refresh = true
+  end
   wfstate = ns
 end
 if nsettled ~= nsettled0 then w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled end
 if nfailed ~= nfailed0 then w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed end
--- the record lives for the TTL after its last activity: refreshed when a
--- quarter of it has passed since the last refresh ("touched", ms), not at
--- every settle
-if tonumber(now) - tonumber(v[it] or '0') >= tonumber(ARGV[4]) * 250 then
-  w[#w + 1] = 'touched'; w[#w + 1] = now
-  hset(K, w, 1)
-  redis.call('EXPIRE', K, ARGV[4])
-else
-  hset(K, w, 1)
+if prev == 'done' and outcome == 'done' then
+  -- settled done again (its inputs changed): the optional fields the new
+  -- outcome may leave out must not keep the old one's values
+  local p = string.sub(fstate, 1, #fstate - 5)
+  redis.call('HDEL', K, p .. 'tool_calls', p .. 'degraded', p .. 'prompt_tokens', p .. 'completion_tokens', p .. 'cost_micros', p .. 'error')
 end
+hset(K, w, 1)
+-- the record lives for the TTL after its last activity: refreshed when the
+-- workflow's state changes and whenever less than three quarters of the
+-- TTL is left, not at every settle
+if refresh or redis.call('PTTL', K) < tonumber(ARGV[4]) * 750 then redis.call('EXPIRE', K, ARGV[4]) end
 out[1] = wfstate
 return out
 `)

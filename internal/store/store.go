@@ -126,7 +126,7 @@ func parseTS(v string) *time.Time {
 func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	stepsJSON, _ := json.Marshal(w.Steps)
 	now := s.now()
-	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now), "touched", ts(now),
+	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
 		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
 	if !w.DeadlineAt.IsZero() {
 		args = append(args, "deadline_at", ts(w.DeadlineAt))

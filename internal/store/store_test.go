@@ -275,31 +275,61 @@ func settle(ctx context.Context, s *store.Store, wf, step string, o store.Outcom
 }
 
 // A record lives for the retention after its last activity: a settle
-// refreshes its TTL once a quarter of the retention has passed since the
-// last refresh (not at every settle), so a workflow that runs longer than
-// the retention keeps its record.
-func TestSettleRefreshesTheTTLAfterAQuarterOfIt(t *testing.T) {
+// refreshes its TTL when the workflow's state changes or less than three
+// quarters of the retention is left (not at every settle), so a workflow
+// that runs longer than the retention keeps its record.
+func TestSettleRefreshesTheTTL(t *testing.T) {
 	_, rdb := redistest.New(t)
 	ctx := context.Background()
-	now := time.Now()
-	s := store.New(rdb, time.Hour, func() time.Time { return now })
+	s := store.New(rdb, time.Hour, nil)
 	create(t, s, "wf")
 	key := store.Prefix + "{wf:wf}:wf"
-	if err := rdb.Expire(ctx, key, 10*time.Minute).Err(); err != nil { // as if most of the hour had gone by
-		t.Fatal(err)
-	}
-	now = now.Add(10 * time.Minute) // under a quarter of the hour since the create: no refresh
+	// a (running → running: no change of state) with 50 minutes left: kept
+	settle(ctx, s, "wf", "d", store.Outcome{Done: true}, nil) // the workflow: pending → running
+	rdb.Expire(ctx, key, 50*time.Minute)
 	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true}, chordDeps); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := rdb.TTL(ctx, key).Val(); ttl > 10*time.Minute {
-		t.Fatalf("TTL %s after a settle 10 minutes in: refreshed before a quarter of the retention passed", ttl)
+	if ttl := rdb.TTL(ctx, key).Val(); ttl > 50*time.Minute {
+		t.Fatalf("TTL %s: refreshed with more than three quarters of the hour left", ttl)
 	}
-	now = now.Add(6 * time.Minute) // 16 minutes since the create
+	rdb.Expire(ctx, key, 40*time.Minute)
 	if _, _, err := settle(ctx, s, "wf", "b", store.Outcome{Done: true}, chordDeps); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute {
-		t.Fatalf("TTL %s after a settle 16 minutes in: want it refreshed to the hour", ttl)
+		t.Fatalf("TTL %s with 40 minutes left: want it refreshed to the hour", ttl)
+	}
+	rdb.Expire(ctx, key, 50*time.Minute)
+	if st, _, err := settle(ctx, s, "wf", "c", store.Outcome{Done: false}, chordDeps); err != nil || st != store.StateBlocked {
+		t.Fatalf("settle dead: %q %v", st, err)
+	}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute {
+		t.Fatalf("TTL %s after the workflow blocked: want every change of state to refresh it", ttl)
+	}
+}
+
+// A step settled done again in the same attempt (its task came back and
+// its inputs had changed) keeps nothing of the first outcome that the
+// second leaves out.
+func TestSettledDoneAgainKeepsNoStaleFields(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	first := store.Outcome{Done: true, Output: "one", ToolCalls: `[{"id":"c1"}]`, Degraded: true, Error: "primary down", Target: "template",
+		Usage: store.Usage{PromptTokens: 5, CompletionTokens: 7}, CostMicros: 9, Attempt: 1}
+	if _, _, err := settle(ctx, s, "wf", "a", first, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "two", Target: "oa/m", Attempt: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := s.Get(ctx, "wf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := wf.Steps[0]
+	if a.Output != "two" || a.ToolCalls != "" || a.Degraded || a.Error != "" || a.Usage.PromptTokens != 0 || a.Usage.CompletionTokens != 0 || a.CostUSD != 0 {
+		t.Fatalf("after a second done outcome: %+v", a)
 	}
 }

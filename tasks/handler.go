@@ -207,33 +207,12 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return err
 }
 
-// workflowStopped reports whether a step whose context was canceled was
-// stopped by its workflow's cancel or deadline (then the attempt ends
-// there), not by the worker shutting down (then it comes back). It reads
-// the workflow's state with a context of its own: the step's is done.
-func (h *Handler) workflowStopped(ctx context.Context, wf string) bool {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	w, err := h.st.Summary(rctx, wf)
-	return err == nil && (w.State == store.StateCanceled || w.State == store.StateTimedOut)
-}
-
 // unknownWorkflow dead-letters a step task whose workflow does not exist
 // (it expired, was never written, or the payload names another
 // deployment's): archived with the reason, never silently completed.
 func (h *Handler) unknownWorkflow(log *slog.Logger, p Payload) error {
 	log.Error("step task dead-lettered: workflow not found (expired or never written)")
 	return fmt.Errorf("workflow %s not found (expired or never written): %w", logID(p.Workflow), asynq.SkipRetry)
-}
-
-// logID bounds an id read from a payload before it is logged or returned:
-// a hand-made payload may carry anything.
-func logID(id string) string {
-	const max = 128
-	if len(id) <= max {
-		return id
-	}
-	return strings.ToValidUTF8(id[:max], "") + fmt.Sprintf("… (%d bytes)", len(id))
 }
 
 // process runs one attempt of a step that Begin let through.

@@ -169,7 +169,7 @@ func TestEveryTargetInvalidDeadLettersTheStepWithTheOutput(t *testing.T) {
 	}
 
 	// the dashboard's dead-letter page shows the bad output
-	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestRedisRestartMidRun(t *testing.T) {
 	var logs testenv.Buffer
 	e := testenv.Start(t, testenv.Options{RedisAddr: srv.Addr(), LogTo: &logs, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Latency: chaosllm.Fixed(200 * time.Millisecond)}}}})
-	dash, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: srv.Addr()}})
+	dash, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: srv.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}

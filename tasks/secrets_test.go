@@ -152,7 +152,7 @@ func huntSecrets(t *testing.T, e *testenv.Env, logs *testenv.Buffer, ids, secret
 
 	// every dashboard page and API answer, asynqmon's included
 	token := dashboardToken
-	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)

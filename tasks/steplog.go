@@ -2,7 +2,9 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 )
 
 // stepLogger returns base with a step's wf and step attributes, attached
@@ -31,4 +33,14 @@ func (d deferredAttrs) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (d deferredAttrs) WithGroup(name string) slog.Handler {
 	return d.h.WithAttrs(d.attrs).WithGroup(name)
+}
+
+// logID bounds an id read from a payload before it is logged or returned:
+// a hand-made payload may carry anything.
+func logID(id string) string {
+	const max = 128
+	if len(id) <= max {
+		return id
+	}
+	return strings.ToValidUTF8(id[:max], "") + fmt.Sprintf("… (%d bytes)", len(id))
 }

@@ -24,7 +24,7 @@ import (
 // serveAPI serves a dashboard for e with token until the test ends.
 func serveAPI(t *testing.T, e *testenv.Env, token string) string {
 	t.Helper()
-	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)

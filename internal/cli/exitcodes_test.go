@@ -23,7 +23,7 @@ import (
 func TestExitCodesOfEveryCommand(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true}) // nothing runs: a submitted workflow stays pending
 	vars, cfg := envFor(t, e)
-	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: "right-token",
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, Token: "right-token",
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)

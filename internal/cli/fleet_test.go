@@ -145,7 +145,7 @@ func TestKeysAndTheCheckThroughTheServer(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	cfg := e.Config
 	cfg.Providers, cfg.Routes = nil, nil
-	srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: e.Redis, Token: "api-token",
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: cfg, Redis: e.Redis, Token: "api-token",
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)

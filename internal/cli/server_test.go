@@ -24,7 +24,7 @@ import (
 func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 400}}, {}}}})
-	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: "api-token",
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, Token: "api-token",
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)

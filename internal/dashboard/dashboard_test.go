@@ -38,7 +38,7 @@ func blocked(t *testing.T) (*testenv.Env, *httptest.Server, string) {
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 400, Message: "unsupported parameter"}}, {}}}})
 	id := e.Submit(t, e.Spec("name: page\nsteps:\n  - { id: s, route: solo, prompt: \"hello dashboard\" }\n"))
 	e.Wait(t, id, 10*time.Second, store.StateBlocked)
-	srv, err := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
 		t.Errorf("providers page lacks keys by fingerprint or targets:\n%s", body)
 	}
 	// read-only refuses even with the token
-	ro, _ := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token, ReadOnly: true,
+	ro, _ := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, Token: token, ReadOnly: true,
 		AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	defer ro.Close()
 	rec := httptest.NewRecorder()
@@ -231,7 +231,7 @@ steps:
   - { id: lone, prompt: "x" }
 `))
 	e.Wait(t, id, 10*time.Second, store.StateCompleted)
-	srv, _ := dashboard.New(dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	srv, _ := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	defer srv.Close()
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/workflows/"+id, nil)

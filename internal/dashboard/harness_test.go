@@ -57,7 +57,7 @@ func serveDash(t *testing.T, e *testenv.Env, o dashboard.Options) *dash {
 		o.AsynqOpt = asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}
 	}
 	o.Logger = slog.New(slog.NewTextHandler(d.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := dashboard.New(o)
+	srv, err := dashboard.New(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

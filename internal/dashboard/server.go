@@ -84,7 +84,7 @@ type Server struct {
 const pageCSP = "default-src 'self'; script-src 'unsafe-inline'; style-src 'self'; form-action 'self'; frame-ancestors 'none'"
 
 // New builds the dashboard.
-func New(o Options) (*Server, error) {
+func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +97,7 @@ func New(o Options) (*Server, error) {
 	}
 	// the one builder's producer client and readers of the workers' shared
 	// state, over the given Redis (it opens nothing and starts nothing)
-	built, err := app.Build(context.Background(), o.Config, app.Options{Logger: o.Logger, Redis: o.Redis}, app.Producer(), app.Monitor())
+	built, err := app.Build(ctx, o.Config, app.Options{Logger: o.Logger, Redis: o.Redis}, app.Producer(), app.Monitor())
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}

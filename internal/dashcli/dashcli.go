@@ -84,7 +84,7 @@ listen address, localhost with its port, or --allowed-hosts.`,
 		defer ln.Close()
 		host, _, _ := net.SplitHostPort(addr)
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		srv, err := dashboard.New(dashboard.Options{Config: cfg, Redis: built.Redis, Token: token, ReadOnly: readOnly, Logger: built.Logger, AsynqOpt: built.AsynqOpt,
+		srv, err := dashboard.New(cmd.Context(), dashboard.Options{Config: cfg, Redis: built.Redis, Token: token, ReadOnly: readOnly, Logger: built.Logger, AsynqOpt: built.AsynqOpt,
 			Addr: net.JoinHostPort(host, port), AllowedHosts: allowedHosts})
 		if err != nil {
 			return cli.UsageErr("%v", err)

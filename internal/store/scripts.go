@@ -44,71 +44,9 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 `)
 
-// Field names are built by the caller (Go), not by the scripts: Lua string
-// concatenation costs Redis about as much as a field write.
-
-// beginScript starts an attempt at a step: it counts the attempt and marks
-// the step running under a lease held by the asynq task (unless it is
-// already done: a redelivery), and returns all a handler needs in one round
-// trip. While another task holds an unexpired lease on the step, it returns
-// {'busy', lease_until} and changes nothing: concurrent duplicates never
-// call the LLM twice. The same task (a redelivery after a crash) may take
-// its own lease over.
-// A map step that has expanded ("mapped") is left as it is: its task ran
-// again (a redelivery) and only re-releases its instances.
-// A task of another generation of the workflow (a rerun) gets {'gen',
-// current} and changes nothing.
-// The checkpoint (what a done step answered) is read only when the step is
-// done: its field names are built here, on that rare path, so a first
-// attempt reads and passes only what it needs.
-// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
-// generation, the step's field prefix ("<step>."), the step's fields
-// state, owner, lease_until, attempts, started_at (and item, for a map
-// instance), then state, output, degraded and nitems of each input, then
-// deadline_at and gen.
-// Returns {} if the workflow is gone, {'layout'} if its record predates
-// this layout, else the workflow's state and settled count followed by the
-// values of the fields asked for, the step's as they are after the call,
-// and for a done step its checkpoint (Go's checkpointFields order).
-var beginScript = redis.NewScript(luaHelpers + `
-local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-local q = {'state', 'nsettled'}
-for i = 6, #ARGV do q[#q + 1] = ARGV[i] end
-local v = hmget(K, q)
-local state = v[1]
-if not state then return {} end
-if not v[2] then return {'layout'} end
-if (v[#v] or '0') ~= ARGV[4] then return {'gen', v[#v] or '0'} end -- a task of another run: touch nothing
-if state ~= 'canceled' and state ~= 'timed_out' then
-  local s = v[3]
-  if s == 'waiting' then return v end -- an approval step waits for a person, not for this task
-  if s == 'running' and v[4] and v[4] ~= owner and tonumber(v[5] or '0') > now then
-    return {'busy', v[5]}
-  end
-  local w = {}
-  if s ~= 'done' and s ~= 'mapped' then
-    local attempts = tonumber(v[6] or '0') + 1
-    w = {ARGV[6], 'running', ARGV[7], owner, ARGV[8], tostring(now + tonumber(ARGV[3])), ARGV[9], attempts}
-    v[3], v[4], v[6] = 'running', owner, tostring(attempts)
-    if not v[7] then
-      w[#w + 1] = ARGV[10]; w[#w + 1] = ARGV[1]
-      v[7] = ARGV[1]
-    end
-  end
-  if state == 'pending' then
-    w[#w + 1] = 'state'; w[#w + 1] = 'running'
-    v[1] = 'running'
-  end
-  if #w > 0 then redis.call('HSET', K, unpack(w)) end
-end
-if v[3] == 'done' then
-  local p = ARGV[5]
-  local c = redis.call('HMGET', K, p .. 'input_hash', p .. 'output', p .. 'tool_calls', p .. 'degraded', p .. 'target',
-    p .. 'prompt_tokens', p .. 'completion_tokens')
-  for i = 1, #c do v[#v + 1] = c[i] end
-end
-return v
-`)
+// Field names are built by the caller (Go), not by the scripts, on every
+// path a step takes each time: Lua string concatenation costs Redis about
+// as much as a field write.
 
 // settleScript records a step's final outcome, idempotently, and returns
 // the dependents that are now ready (none once the workflow is canceled).

@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// beginScript starts an attempt at a step: it counts the attempt and marks
+// the step running under a lease held by the asynq task (unless it is
+// already done: a redelivery), and returns all a handler needs in one round
+// trip. While another task holds an unexpired lease on the step, it returns
+// {'busy', lease_until} and changes nothing: concurrent duplicates never
+// call the LLM twice. The same task (a redelivery after a crash) may take
+// its own lease over.
+// A map step that has expanded ("mapped") is left as it is: its task ran
+// again (a redelivery) and only re-releases its instances.
+// A task of another generation of the workflow (a rerun) gets {'gen',
+// current} and changes nothing.
+// The checkpoint (what a done step answered) is read only when the step is
+// done: its field names are built here, on that rare path, so a first
+// attempt reads and passes only what it needs.
+// KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
+// generation, the step's field prefix ("<step>."), the step's fields
+// state, owner, lease_until, attempts, started_at (and item, for a map
+// instance), then state, output, degraded and nitems of each input, then
+// deadline_at and gen.
+// Returns {} if the workflow is gone, {'layout'} if its record predates
+// this layout, else the workflow's state and settled count followed by the
+// values of the fields asked for, the step's as they are after the call,
+// and for a done step its checkpoint (Go's checkpointFields order).
+var beginScript = redis.NewScript(luaHelpers + `
+local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local q = {'state', 'nsettled'}
+for i = 6, #ARGV do q[#q + 1] = ARGV[i] end
+local v = hmget(K, q)
+local state = v[1]
+if not state then return {} end
+if not v[2] then return {'layout'} end
+if (v[#v] or '0') ~= ARGV[4] then return {'gen', v[#v] or '0'} end -- a task of another run: touch nothing
+if state ~= 'canceled' and state ~= 'timed_out' then
+  local s = v[3]
+  if s == 'waiting' then return v end -- an approval step waits for a person, not for this task
+  if s == 'running' and v[4] and v[4] ~= owner and tonumber(v[5] or '0') > now then
+    return {'busy', v[5]}
+  end
+  local w = {}
+  if s ~= 'done' and s ~= 'mapped' then
+    local attempts = tonumber(v[6] or '0') + 1
+    w = {ARGV[6], 'running', ARGV[7], owner, ARGV[8], tostring(now + tonumber(ARGV[3])), ARGV[9], attempts}
+    v[3], v[4], v[6] = 'running', owner, tostring(attempts)
+    if not v[7] then
+      w[#w + 1] = ARGV[10]; w[#w + 1] = ARGV[1]
+      v[7] = ARGV[1]
+    end
+  end
+  if state == 'pending' then
+    w[#w + 1] = 'state'; w[#w + 1] = 'running'
+    v[1] = 'running'
+  end
+  if #w > 0 then redis.call('HSET', K, unpack(w)) end
+end
+if v[3] == 'done' then
+  local p = ARGV[5]
+  local c = redis.call('HMGET', K, p .. 'input_hash', p .. 'output', p .. 'tool_calls', p .. 'degraded', p .. 'target',
+    p .. 'prompt_tokens', p .. 'completion_tokens')
+  for i = 1, #c do v[#v + 1] = c[i] end
+end
+return v
+`)
+
+// Attempt is what Begin returns: the workflow's state, the step's record
+// (with its checkpoint) and its inputs' outputs.
+type Attempt struct {
+	WorkflowState string
+	Step          StepRecord
+	Deps          map[string]StepRecord // state, output, degraded and a map's counters only
+	// Item is, for a map instance, its item (JSON).
+	Item string
+	// DeadlineAt is the workflow's deadline, if it has one.
+	DeadlineAt *time.Time
+	// Gen is the workflow's generation (Rerun): a task of an earlier one
+	// is stale.
+	Gen int
+}
+
+// BusyError says another task holds the step's lease until Until.
+type BusyError struct{ Until time.Time }
+
+func (e *BusyError) Error() string {
+	return "step is running under another task until " + e.Until.Format(time.RFC3339Nano)
+}
+
+// beginStepFields are the step's fields beginScript reads (and the first
+// five it writes), in its order; a map instance's item follows them.
+var beginStepFields = []string{"state", "owner", "lease_until", "attempts", "started_at"}
+
+// beginInputFields are the fields of each input beginScript reads.
+var beginInputFields = []string{"state", "output", "degraded", "nitems"}
+
+// checkpointFields are a done step's fields beginScript returns last, in
+// its order.
+var checkpointFields = []string{"input_hash", "output", "tool_calls", "degraded", "target", "prompt_tokens", "completion_tokens"}
+
+// Begin counts an attempt at a step by the asynq task owner, leasing the
+// step for lease, and loads what the handler needs in one round trip. It
+// returns ErrNotFound if the workflow is gone and a *BusyError if another
+// task holds the step.
+func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
+	p := step + "."
+	inst := isInstance(step)
+	args := make([]any, 0, 10+len(beginStepFields)+len(beginInputFields)*len(inputs))
+	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), p)
+	for _, f := range beginStepFields {
+		args = append(args, p+f)
+	}
+	if inst {
+		args = append(args, p+"item")
+	}
+	for _, d := range inputs {
+		for _, f := range beginInputFields {
+			args = append(args, d+"."+f)
+		}
+	}
+	args = append(args, "deadline_at", "gen") // read last, after the inputs
+	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
+	}
+	if len(res) == 2 && str(res[0]) == "busy" {
+		return nil, &BusyError{Until: *parseTS(str(res[1]))}
+	}
+	if len(res) == 1 && str(res[0]) == "layout" {
+		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
+	}
+	if len(res) == 2 && str(res[0]) == "gen" {
+		return nil, fmt.Errorf("store: begin %s/%s of run %d (the workflow is at run %s): %w", wf, step, gen, str(res[1]), ErrOtherRun)
+	}
+	// the order of beginScript's query: the workflow's 2, the step's, the
+	// inputs', deadline_at and gen, then a done step's checkpoint
+	at := 2 + len(beginStepFields) // the inputs'
+	if inst {
+		at++
+	}
+	end := at + len(beginInputFields)*len(inputs) + 2
+	if len(res) != end && len(res) != end+len(checkpointFields) {
+		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrNotFound)
+	}
+	v := func(i int) string { return str(res[i]) }
+	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), DeadlineAt: parseTS(v(end - 2))}
+	if inst {
+		a.Item = v(at - 1)
+	}
+	a.Gen, _ = strconv.Atoi(v(end - 1))
+	a.Step = StepRecord{ID: step, State: v(2), StartedAt: parseTS(v(6))}
+	a.Step.Attempts, _ = strconv.Atoi(v(5))
+	if len(res) > end { // the checkpoint, in checkpointFields' order
+		c := func(i int) string { return v(end + i) }
+		a.Step.InputHash, a.Step.Output, a.Step.ToolCalls, a.Step.Degraded, a.Step.Target = c(0), c(1), c(2), c(3) == "1", c(4)
+		a.Step.Usage.PromptTokens, _ = strconv.Atoi(c(5))
+		a.Step.Usage.CompletionTokens, _ = strconv.Atoi(c(6))
+	}
+	if a.Step.State == "" {
+		a.Step.State = StepPending
+	}
+	for i, d := range inputs {
+		at := at + len(beginInputFields)*i
+		r := StepRecord{ID: d, State: v(at), Output: v(at + 1), Degraded: v(at+2) == "1"}
+		if n, err := strconv.Atoi(v(at + 3)); err == nil {
+			r.Map = &MapCounts{Items: n}
+		}
+		if r.State == "" {
+			r.State = StepPending
+		}
+		a.Deps[d] = r
+	}
+	return a, nil
+}

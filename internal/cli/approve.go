@@ -31,28 +31,21 @@ waiting (decided already, not reached yet, or its workflow ended) is refused
 	cmd.Flags().BoolVar(&reject, "reject", false, "reject instead of approving")
 	cmd.Flags().StringVar(&comment, "comment", "", "why: kept with the decision, read by the step's dependents")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := c.load(cmd)
-		if err != nil {
-			return err
-		}
-		cl, closeCl, err := c.openProducer(cmd, cfg)
-		if err != nil {
-			return err
-		}
-		defer closeCl()
-		state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
-		if errors.Is(err, tasks.ErrNotWaiting) {
-			return &ExitError{Code: ExitUsage, Err: err}
-		}
-		if err != nil {
-			return notFound(err, args[0])
-		}
-		verb := "approved"
-		if reject {
-			verb = "rejected"
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s %s: workflow %s is %s\n", args[1], verb, args[0], state)
-		return nil
+		return withClient(cmd, c, func(cl producer) error {
+			state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
+			if errors.Is(err, tasks.ErrNotWaiting) {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			if err != nil {
+				return notFound(err, args[0])
+			}
+			verb := "approved"
+			if reject {
+				verb = "rejected"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: workflow %s is %s\n", args[1], verb, args[0], state)
+			return nil
+		})
 	}
 	return cmd
 }
@@ -77,24 +70,17 @@ their ids). A workflow still running is refused (exit 2).`,
 		if from == "" {
 			return usageErr("rerun: --from STEP is required")
 		}
-		cfg, err := c.load(cmd)
-		if err != nil {
-			return err
-		}
-		cl, closeCl, err := c.openProducer(cmd, cfg)
-		if err != nil {
-			return err
-		}
-		defer closeCl()
-		gen, err := cl.Rerun(cmd.Context(), args[0], from)
-		if errors.Is(err, tasks.ErrNotFinished) || errors.Is(err, tasks.ErrInvalidSpec) {
-			return &ExitError{Code: ExitUsage, Err: err}
-		}
-		if err != nil {
-			return notFound(err, args[0])
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "workflow %s runs again from %s (run %d); follow it with 'enqueue status %s'\n", args[0], from, gen+1, args[0])
-		return nil
+		return withClient(cmd, c, func(cl producer) error {
+			gen, err := cl.Rerun(cmd.Context(), args[0], from)
+			if errors.Is(err, tasks.ErrNotFinished) || errors.Is(err, tasks.ErrInvalidSpec) {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			if err != nil {
+				return notFound(err, args[0])
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "workflow %s runs again from %s (run %d); follow it with 'enqueue status %s'\n", args[0], from, gen+1, args[0])
+			return nil
+		})
 	}
 	return cmd
 }

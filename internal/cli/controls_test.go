@@ -239,3 +239,49 @@ func lastSlot(t *testing.T, e *testenv.Env) *time.Time {
 	}
 	return ss[0].LastSlot
 }
+
+// enqueue approve and enqueue rerun: the approval lets the workflow go on
+// (a second decision is refused with exit 2), and a rerun from the last
+// step runs it again as the next generation; rerun without --from is bad
+// usage.
+func TestApproveAndRerunFromTheCLI(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "a.yaml", `name: approved
+steps:
+  - { id: review, approve: { message: "send it?" } }
+  - { id: greet, route: solo, depends_on: [review], prompt: "Say hello" }
+`)
+	id := decodeSubmitted(t, run(t, cli.Enqueue, vars, spec, "--config", cfg, "--no-check", "--json")).ID
+	e.Wait(t, id, 15*time.Second, store.StateWaiting)
+
+	r := run(t, cli.Enqueue, vars, "approve", id, "review", "--comment", "numbers checked", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.out, "review approved: workflow "+id) {
+		t.Fatalf("approve: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	if r = run(t, cli.Enqueue, vars, "approve", id, "review", "--reject", "--config", cfg); r.code != 2 {
+		t.Fatalf("a second decision: exit %d, err %q", r.code, r.err)
+	}
+	wf := e.Wait(t, id, 15*time.Second, store.StateCompleted)
+	if wf.State != store.StateCompleted || !strings.Contains(wf.Steps[0].Output, "numbers checked") {
+		t.Fatalf("after the approval: %s, review output %q", wf.State, wf.Steps[0].Output)
+	}
+
+	if r = run(t, cli.Enqueue, vars, "rerun", id, "--config", cfg); r.code != 2 || !strings.Contains(r.err, "--from") {
+		t.Fatalf("rerun without --from: exit %d, err %q", r.code, r.err)
+	}
+	calls := e.Chaos.Snapshot().Total
+	if r = run(t, cli.Enqueue, vars, "rerun", id, "--from", "greet", "--config", cfg); r.code != 0 || !strings.Contains(r.out, "runs again from greet (run 2)") {
+		t.Fatalf("rerun: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	poll.Until(t, 15*time.Second, func() (bool, string) {
+		w, err := e.Store.Get(t.Context(), id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return w.State == store.StateCompleted && w.Generation == 1, "workflow " + w.State
+	})
+	if n := e.Chaos.Snapshot().Total; n != calls+1 {
+		t.Fatalf("the rerun made %d calls, want 1 (greet again, the approval kept)", n-calls)
+	}
+}

@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -86,9 +88,15 @@ func TestDeadlineEndsAWorkflowNothingRuns(t *testing.T) {
 	if wf.DeadlineAt == nil || wf.DeadlineAt.Sub(wf.CreatedAt) > 2*time.Second {
 		t.Errorf("deadline %v for a workflow created %v: WithDeadline(1s) not applied", wf.DeadlineAt, wf.CreatedAt)
 	}
-	if _, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("nobody", tasks.TaskID(id, "s")); !errors.Is(err, asynq.ErrTaskNotFound) {
-		t.Errorf("the waiting step's task: %v, want deleted", err)
-	}
+	// the state is written first, then the tasks are stopped: wait for that
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		info, err := insp.GetTaskInfo("nobody", tasks.TaskID(id, "s"))
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("the waiting step's task: %v %v, want deleted", info, err)
+	})
 }
 
 func TestDeadlineUnderASecondIsRefused(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -207,6 +208,12 @@ var floorScript = redis.NewScript(`redis.call('HSET', KEYS[1], 'output', ARGV[1]
 func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosURL string, m *meter, writes int) (float64, error) {
 	ocfg := openai.DefaultConfig("bench-key")
 	ocfg.BaseURL = chaosURL + "/v1"
+	// a pool of idle connections as large as agentq's adapters keep, so
+	// that both sides reuse their connections and the comparison is of the
+	// bookkeeping (http.DefaultTransport keeps 2 per host)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(p.concurrency, 2)
+	ocfg.HTTPClient = &http.Client{Transport: tr}
 	oc := openai.NewClientWithConfig(ocfg)
 	n := sh.workflows * sh.steps
 	chain := sh.name == "chains"

@@ -20,7 +20,9 @@ type Options struct {
 	Name    string   // provider name, used in errors, fingerprints and metrics
 	BaseURL string   // empty: the provider's public endpoint
 	Keys    []string // primary first; at least one (a local model takes any string)
-	// Transport is the HTTP transport; nil means http.DefaultTransport.
+	// Transport is the HTTP transport; nil means one shared by the
+	// adapters built without one: http.DefaultTransport's settings with an
+	// idle pool of 256 connections per host.
 	Transport http.RoundTripper
 	// Now is the clock used for latency and HTTP-date Retry-After; nil means time.Now.
 	Now func() time.Time

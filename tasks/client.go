@@ -72,6 +72,7 @@ type Client struct {
 	asynq  *asynq.Client
 	insp   *asynq.Inspector
 	fleet  *store.Fleet
+	live   liveWorkers // the last read of the fleet (checkWorkers)
 	routes map[string]bool
 }
 

@@ -176,16 +176,6 @@ func checkServed(spec *Spec, ads []store.WorkerAd) error {
 	return errors.Join(errs...)
 }
 
-// checkWorkers reads the live workers' advertisements (two round trips)
-// and checks spec against them.
-func (c *Client) checkWorkers(ctx context.Context, spec *Spec) error {
-	ads, err := c.fleet.Live(ctx)
-	if err != nil {
-		return fmt.Errorf("check the spec against live workers: %w", err)
-	}
-	return checkServed(spec, ads)
-}
-
 // markUnserved fills in Unserved on each pending or queued step of an
 // unfinished workflow that no live worker serves. It reads the spec and
 // the advertisements only when there is such a step.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,9 @@ func refused(t *testing.T, c *tasks.Client, spec, want string) {
 func TestSubmitIsCheckedAgainstLiveWorkers(t *testing.T) {
 	noop := func(context.Context, *tasks.CodeStep) (any, error) { return map[string]int{"rows": 1}, nil }
 	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{"fetch": noop, "summarize": noop}})
-	c := tasks.NewClient(e.Redis, tasks.ClientOptions{})
+	var clock atomic.Int64 // the client's clock, in seconds: a submit reuses the fleet it read under a second ago
+	clock.Store(time.Now().Unix())
+	c := tasks.NewClient(e.Redis, tasks.ClientOptions{Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
 	ctx := context.Background()
 
 	refused(t, c, "name: r\nsteps:\n  - { id: a, route: main, prompt: hi }\n  - { id: b, route: nope, prompt: hi, depends_on: [a] }\n",
@@ -69,6 +72,12 @@ steps:
 	e.Wait(t, id, 10*time.Second, store.StateCompleted)
 
 	e.StopWorker(t)
+	// the client read the fleet for the submit above: under a second later
+	// it still counts the stopped worker, a second later it reads again
+	if _, err := c.Submit(ctx, ok); err != nil {
+		t.Fatalf("a submit under a second after the fleet was read: %v, want it checked against that read", err)
+	}
+	clock.Add(1)
 	if _, err := c.Submit(ctx, ok); !errors.Is(err, tasks.ErrNoWorkers) || errors.Is(err, tasks.ErrInvalidSpec) {
 		t.Fatalf("with no worker alive: %v, want ErrNoWorkers", err)
 	}
@@ -128,4 +137,32 @@ func mapValues(m map[string]string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// A client reuses the fleet it read only to accept: a spec the workers it
+// remembers do not serve is checked against a fresh read, so a worker that
+// started a moment ago is seen at once (the clock is frozen here).
+func TestSubmitSeesAWorkerThatJustStarted(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	frozen := time.Now()
+	c := tasks.NewClient(e.Redis, tasks.ClientOptions{Now: func() time.Time { return frozen }})
+	ctx := context.Background()
+	served, err := c.Parse("s.yaml", []byte("name: s\nsteps:\n  - { id: a, route: solo, prompt: hi }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctx, served); err != nil {
+		t.Fatal(err)
+	}
+	late, err := c.Parse("l.yaml", []byte("name: l\nsteps:\n  - { id: a, run: late_step }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := store.WorkerAd{ID: "late-worker", Queues: map[string]int{"default": 1}, Handlers: []string{"late_step"}, StartedAt: time.Now()}
+	if err := store.NewFleet(e.Redis, nil).Advertise(ctx, ad, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctx, late); err != nil {
+		t.Fatalf("a spec only the worker that just started serves: %v", err)
+	}
 }

@@ -94,7 +94,7 @@ local attempt = tonumber(ARGV[11])
 local nf = tonumber(ARGV[12])
 local j = 13 + 2 * nf
 local inst = ARGV[j] == '1'
-local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'finished_at', 'fanin', fstate, fsettled, ffailed, ARGV[9], ARGV[10]}
+local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'fanin', fstate, fsettled, ffailed, ARGV[9], ARGV[10]}
 local mf, ma
 if inst then
   mf, ma = j, #q + 1
@@ -117,11 +117,11 @@ local iw, idl, ig = #q - 2, #q - 1, #q
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
-if not v[3] or not v[6] then return {'layout'} end
+if not v[3] or not v[5] then return {'layout'} end
 local late = v[idl] and tonumber(v[idl]) <= tonumber(now)
-local current = tonumber(v[10] or '0')
-if attempt > 0 and (attempt < current or v[11] == ARGV[11]) then return {'stale', current} end
-local prev = v[7]
+local current = tonumber(v[9] or '0')
+if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
+local prev = v[6]
 local w = {fstate, outcome, ARGV[8], now}
 local nwaiting = tonumber(v[iw] or '0')
 if outcome == 'dead_if_open' then
@@ -141,9 +141,9 @@ for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3]), tonumber(v[4] or '0')
 local nsettled0, nfailed0 = nsettled, nfailed
 local refresh = false
-local settled, flipped = v[8] == '1', false
+local settled, flipped = v[7] == '1', false
 if outcome == 'done' or optional then
-  if v[9] == '1' then
+  if v[8] == '1' then
     nfailed = nfailed - 1
     w[#w + 1] = ffailed; w[#w + 1] = '0'
   end
@@ -151,7 +151,7 @@ if outcome == 'done' or optional then
     settled, flipped = true, true
     w[#w + 1] = fsettled; w[#w + 1] = '1'
   end
-elseif v[9] ~= '1' then
+elseif v[8] ~= '1' then
   nfailed = nfailed + 1
   w[#w + 1] = ffailed; w[#w + 1] = '1'
 end
@@ -170,7 +170,7 @@ if inst then
     end
   end
   if flipped and outcome == 'dead' then nmissing = nmissing + 1 end
-  if outcome == 'done' and prev == 'dead' and v[8] == '1' then nmissing = nmissing - 1 end
+  if outcome == 'done' and prev == 'dead' and v[7] == '1' then nmissing = nmissing - 1 end
   if nmissing ~= tonumber(v[ma + 6] or '0') then w[#w + 1] = ARGV[mf + 7]; w[#w + 1] = nmissing end
   released = v[ma + 7]
   if not released and (wfstate == 'canceled' or wfstate == 'timed_out' or late) then
@@ -213,7 +213,7 @@ if wfstate ~= 'canceled' and wfstate ~= 'timed_out' then
   local ns = 'running'
   if nsettled >= tonumber(v[2]) then
     ns = 'completed'
-    if not v[5] then w[#w + 1] = 'finished_at'; w[#w + 1] = now end
+    if wfstate ~= 'completed' then w[#w + 1] = 'finished_at'; w[#w + 1] = now end
   elseif nfailed > 0 then
     ns = 'blocked'
   elseif nwaiting > 0 then

@@ -333,3 +333,34 @@ func TestSettledDoneAgainKeepsNoStaleFields(t *testing.T) {
 		t.Fatalf("after a second done outcome: %+v", a)
 	}
 }
+
+// A workflow's finished_at is when it completed: written by the settle
+// that completes it, kept when that step is settled again later.
+func TestFinishedAtIsTheFirstCompletion(t *testing.T) {
+	_, rdb := redistest.New(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	s := store.New(rdb, time.Hour, func() time.Time { return now })
+	create(t, s, "wf")
+	for _, step := range []string{"a", "b", "c", "d"} {
+		deps := chordDeps
+		if step == "d" {
+			deps = nil
+		}
+		if _, _, err := settle(ctx, s, "wf", step, store.Outcome{Done: true}, deps); err != nil {
+			t.Fatal(err)
+		}
+		if wf, _ := s.Get(ctx, "wf"); step != "d" && wf.FinishedAt != nil {
+			t.Fatalf("finished at %v after %s, before the workflow completed", wf.FinishedAt, step)
+		}
+	}
+	done := now
+	now = now.Add(time.Minute)
+	if state, _, err := settle(ctx, s, "wf", "d", store.Outcome{Done: true}, nil); err != nil || state != store.StateCompleted {
+		t.Fatalf("d settled again: %q %v", state, err)
+	}
+	wf, err := s.Get(ctx, "wf")
+	if err != nil || wf.State != store.StateCompleted || wf.FinishedAt == nil || !wf.FinishedAt.Equal(done) {
+		t.Fatalf("workflow %+v (%v), want completed and finished at %v", wf, err, done)
+	}
+}

@@ -364,3 +364,29 @@ func TestFinishedAtIsTheFirstCompletion(t *testing.T) {
 		t.Fatalf("workflow %+v (%v), want completed and finished at %v", wf, err, done)
 	}
 }
+
+// A dead step says which class of error ended it; once it is retried from
+// the dead-letter queue and done, it says none.
+func TestClassIsADeadStepsOnly(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Error: "bad_request: no such model", Class: "bad_request", Attempt: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if wf, _ := s.Get(ctx, "wf"); wf.Steps[0].State != store.StepDead || wf.Steps[0].Class != "bad_request" {
+		t.Fatalf("dead step: %+v", wf.Steps[0])
+	}
+	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "ok", Attempt: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if wf, _ := s.Get(ctx, "wf"); wf.Steps[0].State != store.StepDone || wf.Steps[0].Class != "" || wf.Steps[0].Error != "" {
+		t.Fatalf("done after its retry: %+v", wf.Steps[0])
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/record"
 )
 
@@ -232,28 +231,4 @@ func Usage(wf *Workflow) record.Usage {
 		u.CompletionTokens += s.Usage.CompletionTokens
 	}
 	return u
-}
-
-// Price is what a target ("provider/model") charges per million tokens.
-type Price = llmclient.Price
-
-// Cost is a workflow's cost under prices; false if a step that used tokens
-// ran on a target without a price.
-func Cost(wf *Workflow, prices map[string]Price) (float64, bool) {
-	total := 0.0
-	for _, s := range wf.Steps {
-		if s.CostUSD > 0 { // priced by the worker when it was recorded
-			total += s.CostUSD
-			continue
-		}
-		if s.Usage.PromptTokens+s.Usage.CompletionTokens == 0 {
-			continue
-		}
-		p, ok := prices[s.Target]
-		if !ok {
-			return 0, false
-		}
-		total += (float64(s.Usage.PromptTokens)*p.PromptPerMTok + float64(s.Usage.CompletionTokens)*p.CompletionPerMTok) / 1e6
-	}
-	return total, true
 }

@@ -54,7 +54,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 	if err != nil {
 		return err
 	}
-	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls}
+	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls, prices: h.o.Prices}
 	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,
 		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}, inst: run.inst,
 		maps: map[string]mapSource{}}
@@ -73,7 +73,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 	out, err := callStep(callCtx, fn, cs)
 	cancel()
 	target := "code:" + st.Run
-	usage := store.Usage{PromptTokens: d.usage.PromptTokens, CompletionTokens: d.usage.CompletionTokens}
+	usage, cost := d.spent()
 	if d.replayed > 0 || d.made > 0 {
 		log.Info("code step's durable calls", "replayed", d.replayed, "made", d.made)
 	}
@@ -88,7 +88,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 		return h.deadLetter(ctx, run, retry.Handler, fmt.Errorf("the step's value is %d bytes of JSON, over the %d-byte output limit", len(b), h.o.MaxOutputBytes))
 	}
 	return h.settle(ctx, run, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Target: target,
-		InputHash: hash, Attempt: a.Step.Attempts, Usage: usage}, "")
+		InputHash: hash, Attempt: a.Step.Attempts, Usage: usage, CostMicros: cost}, "")
 }
 
 // callStep runs fn, turning a panic into a *PanicError (with its stack)

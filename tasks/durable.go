@@ -32,7 +32,30 @@ type durable struct {
 	stored map[int]store.Call
 	// counts, for the step's log line and tests
 	replayed, made int
-	usage          llmclient.Usage
+	// what the answers the step used cost (spend), made now or by an
+	// earlier attempt; prices, by target, price each (nil: none)
+	prices map[string]Price
+	usage  llmclient.Usage
+	cost   int64 // millionths of the prices' currency
+}
+
+// spend counts an answer the step uses toward its usage and cost, each
+// priced by its own target (a fallback may have answered), whether this
+// attempt made the call or an earlier one did: the record says what the
+// answers it holds cost.
+func (d *durable) spend(resp *llmclient.Response) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.usage.PromptTokens += resp.Usage.PromptTokens
+	d.usage.CompletionTokens += resp.Usage.CompletionTokens
+	d.cost += costMicros(d.prices, resp.Provider+"/"+resp.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
+}
+
+// spent is what spend counted: the usage and the cost.
+func (d *durable) spent() (store.Usage, int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return store.Usage{PromptTokens: d.usage.PromptTokens, CompletionTokens: d.usage.CompletionTokens}, d.cost
 }
 
 // next takes the next sequence number for a call of kind and name asking
@@ -105,6 +128,7 @@ func (l *LLM) Chat(ctx context.Context, route string, req llmclient.Request) (*l
 	if prev != nil {
 		var r llmclient.Response
 		if err := json.Unmarshal([]byte(prev.Value), &r); err == nil {
+			l.d.spend(&r)
 			return &r, nil
 		}
 	}
@@ -112,10 +136,7 @@ func (l *LLM) Chat(ctx context.Context, route string, req llmclient.Request) (*l
 	if err != nil {
 		return nil, err
 	}
-	l.d.mu.Lock()
-	l.d.usage.PromptTokens += resp.Usage.PromptTokens
-	l.d.usage.CompletionTokens += resp.Usage.CompletionTokens
-	l.d.mu.Unlock()
+	l.d.spend(resp)
 	b, _ := json.Marshal(resp)
 	if err := l.d.save(ctx, seq, hash, b); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"strings"
 	"time"
@@ -74,8 +73,8 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
 	}
-	if pr, ok := h.o.Prices[o.Target]; ok && o.Done && o.CostMicros == 0 {
-		o.CostMicros = int64(math.Round(float64(o.Usage.PromptTokens)*pr.PromptPerMTok + float64(o.Usage.CompletionTokens)*pr.CompletionPerMTok))
+	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
+		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
 	}
 	deps := dependentsOf(spec, st.ID)
 	var res *store.Settled

@@ -64,7 +64,6 @@ type toolLoop struct {
 
 	mu      sync.Mutex
 	records []ToolCallRecord
-	usage   llmclient.Usage
 	turns   int
 }
 
@@ -146,10 +145,9 @@ func (l *toolLoop) chat(ctx context.Context, turn int, msgs []llmclient.Message)
 			return nil, err
 		}
 	}
+	l.d.spend(resp)
 	l.mu.Lock()
 	l.turns = turn
-	l.usage.PromptTokens += resp.Usage.PromptTokens
-	l.usage.CompletionTokens += resp.Usage.CompletionTokens
 	l.mu.Unlock()
 	return resp, nil
 }

@@ -28,7 +28,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	if err != nil {
 		return err
 	}
-	d := &durable{wf: p.Workflow, step: p.Step, attempt: attempt, st: h.st, log: log, stored: calls}
+	d := &durable{wf: p.Workflow, step: p.Step, attempt: attempt, st: h.st, log: log, stored: calls, prices: h.o.Prices}
 	offered := make(map[string]*compiledTool)
 	for _, t := range st.Tools {
 		if c := h.tools[t.Name]; c != nil {
@@ -64,9 +64,9 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	if len(out) > h.o.MaxOutputBytes {
 		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "")
 	}
+	usage, cost := d.spent()
 	return h.recordAnswer(ctx, run, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: l.recordJSON(),
-		Target: resp.Provider + "/" + resp.Model, InputHash: key.hash, Attempt: attempt,
-		Usage: store.Usage{PromptTokens: l.usage.PromptTokens, CompletionTokens: l.usage.CompletionTokens}})
+		Target: resp.Provider + "/" + resp.Model, InputHash: key.hash, Attempt: attempt, Usage: usage, CostMicros: cost})
 }
 
 // toolsNotServed hands a step that names a tool this worker lacks back to

@@ -213,6 +213,7 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 	// bookkeeping (http.DefaultTransport keeps 2 per host)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = max(p.concurrency, 2)
+	tr.MaxIdleConns = max(tr.MaxIdleConns, p.concurrency)
 	ocfg.HTTPClient = &http.Client{Transport: tr}
 	oc := openai.NewClientWithConfig(ocfg)
 	n := sh.workflows * sh.steps

@@ -21,8 +21,10 @@ type Options struct {
 	BaseURL string   // empty: the provider's public endpoint
 	Keys    []string // primary first; at least one (a local model takes any string)
 	// Transport is the HTTP transport; nil means one shared by the
-	// adapters built without one: http.DefaultTransport's settings with an
-	// idle pool of 256 connections per host.
+	// adapters built without one: a copy of http.DefaultTransport (as the
+	// program left it before the first adapter) with an idle pool of 256
+	// connections per host, or the transport the program put in
+	// http.DefaultTransport's place, used as it is.
 	Transport http.RoundTripper
 	// Now is the clock used for latency and HTTP-date Retry-After; nil means time.Now.
 	Now func() time.Time

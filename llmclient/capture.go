@@ -178,7 +178,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // call's context carries its deadline) and the bounding, capturing transport.
 func newHTTPClient(base http.RoundTripper, maxAnswer int64) *http.Client {
 	if base == nil {
-		base = defaultTransport
+		base = defaultTransport()
 	}
 	return &http.Client{Transport: captureTransport{base: base, maxAnswer: maxAnswer}}
 }

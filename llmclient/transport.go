@@ -1,6 +1,9 @@
 package llmclient
 
-import "net/http"
+import (
+	"net/http"
+	"sync"
+)
 
 // idleConnsPerHost is how many idle connections to one provider an
 // adapter built without a transport keeps for its next calls: a worker's
@@ -8,21 +11,34 @@ import "net/http"
 // dialing (and, against a real provider, shaking hands over TLS) again.
 const idleConnsPerHost = 256
 
-// defaultTransport is the transport of every adapter built without one
-// (Options.Transport nil), shared so that adapters of one host share their
-// pool: http.DefaultTransport's settings (proxy from the environment,
-// dial, TLS and idle timeouts, HTTP/2) with an idle pool sized for a
-// worker. http.DefaultTransport itself keeps 2 idle connections per host,
-// so of 50 concurrent calls to one provider 48 dial again the next time.
-var defaultTransport = newDefaultTransport()
+// goDefaultTransport is net/http's own http.DefaultTransport, as it was
+// when this package was loaded.
+var goDefaultTransport = http.DefaultTransport
 
-func newDefaultTransport() http.RoundTripper {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok { // replaced by the program: its choice
-		return http.DefaultTransport
+// pooledTransport is a copy of http.DefaultTransport (proxy from the
+// environment, dial, TLS and idle timeouts, HTTP/2, and whatever the
+// program set on it before the first adapter was built) with an idle pool
+// sized for a worker: http.DefaultTransport keeps 2 idle connections per
+// host, so of 50 concurrent calls to one provider 48 would dial again the
+// next time. One, shared, so that adapters of one host share their pool.
+var pooledTransport = sync.OnceValue(func() http.RoundTripper {
+	t, ok := goDefaultTransport.(*http.Transport)
+	if !ok {
+		return goDefaultTransport
 	}
 	t = t.Clone()
 	t.MaxIdleConnsPerHost = idleConnsPerHost
 	t.MaxIdleConns = 4 * idleConnsPerHost
 	return t
+})
+
+// defaultTransport is the transport of an adapter built without one
+// (Options.Transport nil): the pooled copy of http.DefaultTransport, or
+// the transport the program put in http.DefaultTransport's place (a
+// tracing or proxying one), used as it is.
+func defaultTransport() http.RoundTripper {
+	if http.DefaultTransport != goDefaultTransport {
+		return http.DefaultTransport
+	}
+	return pooledTransport()
 }

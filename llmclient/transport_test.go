@@ -80,3 +80,33 @@ func countedChaos(t *testing.T) (string, *atomic.Int32) {
 	t.Cleanup(hs.Close)
 	return hs.URL, dialed
 }
+
+// countingTransport counts the requests it carries for the one under it.
+type countingTransport struct {
+	base http.RoundTripper
+	n    atomic.Int32
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.base.RoundTrip(r)
+}
+
+// A program that puts its own transport in http.DefaultTransport's place
+// (tracing, a proxy) has the adapters built without one use it as it is.
+func TestAReplacedDefaultTransportIsUsed(t *testing.T) {
+	url, _ := countedChaos(t)
+	own := &countingTransport{base: http.DefaultTransport}
+	http.DefaultTransport = own
+	defer func() { http.DefaultTransport = own.base }()
+	p, err := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if n := own.n.Load(); n != 1 {
+		t.Fatalf("the program's transport carried %d requests, want 1", n)
+	}
+}

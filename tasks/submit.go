@@ -29,7 +29,10 @@ func (c *Client) Submit(ctx context.Context, spec *Spec, opts ...SubmitOption) (
 // advertise (unless ClientOptions.SkipWorkerCheck or WithoutWorkerCheck):
 // a step whose route, handler, tool or queue no live worker serves is
 // refused (ErrInvalidSpec, one SpecError a step), and so is every spec
-// when no worker is alive (ErrNoWorkers).
+// when no worker is alive (ErrNoWorkers). The workers read for an earlier
+// submit under a second ago are reused when they serve the spec, so a
+// worker that stopped under a second ago may still count; a refusal is
+// always from a fresh read.
 //
 // With WithIdempotencyKey, a key already used within the retention with
 // the same spec and input returns that workflow (Existing, nothing

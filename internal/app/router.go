@@ -15,7 +15,8 @@ import (
 
 // RouterOptions tune the Router part. The zero value is production's.
 type RouterOptions struct {
-	// Transport carries LLM calls; nil: http.DefaultTransport.
+	// Transport carries LLM calls; nil: a copy of http.DefaultTransport
+	// that keeps 256 idle connections per host (llmclient.Options).
 	Transport http.RoundTripper
 	// Random feeds the breakers' jitter; nil: math/rand/v2.
 	Random func() float64

@@ -363,6 +363,17 @@ func TestFinishedAtIsTheFirstCompletion(t *testing.T) {
 	if err != nil || wf.State != store.StateCompleted || wf.FinishedAt == nil || !wf.FinishedAt.Equal(done) {
 		t.Fatalf("workflow %+v (%v), want completed and finished at %v", wf, err, done)
 	}
+	// run again from d: it finishes again, at the time of its new completion
+	if _, _, err := s.Rerun(ctx, "wf", []string{"d"}, map[string][]string{"d": {"a", "b", "c"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if state, _, err := settle(ctx, s, "wf", "d", store.Outcome{Done: true}, nil); err != nil || state != store.StateCompleted {
+		t.Fatalf("d settled in the rerun: %q %v", state, err)
+	}
+	if wf, _ := s.Get(ctx, "wf"); wf.FinishedAt == nil || !wf.FinishedAt.Equal(now) {
+		t.Fatalf("after the rerun: finished at %v, want %v", wf.FinishedAt, now)
+	}
 }
 
 // A dead step says which class of error ended it; once it is retried from

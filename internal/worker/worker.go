@@ -33,7 +33,8 @@ type Options struct {
 	// WaitForRedis, when positive, keeps trying to reach Config.Redis at
 	// start (with backoff) for up to this long; zero: one try.
 	WaitForRedis time.Duration
-	// Transport carries LLM calls; nil: http.DefaultTransport.
+	// Transport carries LLM calls; nil: a copy of http.DefaultTransport
+	// that keeps 256 idle connections per host (llmclient.Options).
 	Transport http.RoundTripper
 	// Events hears each settled step; may be nil.
 	Events func(tasks.StepEvent)

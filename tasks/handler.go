@@ -168,7 +168,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	if a.WorkflowState == store.StateCanceled || a.WorkflowState == store.StateTimedOut {
+	if a.WorkflowState == store.StateCanceled || a.WorkflowState == store.StateTimedOut || a.WorkflowState == store.StateFailed {
 		log.Info("step skipped: workflow " + a.WorkflowState)
 		return nil
 	}

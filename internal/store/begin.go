@@ -41,7 +41,7 @@ local state = v[1]
 if not state then return {} end
 if not v[2] then return {'layout'} end
 if (v[#v] or '0') ~= ARGV[4] then return {'gen', v[#v] or '0'} end -- a task of another run: touch nothing
-if state ~= 'canceled' and state ~= 'timed_out' then
+if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- ended: nothing more starts
   local s = v[3]
   if s == 'waiting' then return v end -- an approval step waits for a person, not for this task
   if s == 'running' and v[4] and v[4] ~= owner and tonumber(v[5] or '0') > now then

@@ -49,7 +49,8 @@ return 1
 // as much as a field write.
 
 // settleScript records a step's final outcome, idempotently, and returns
-// the dependents that are now ready (none once the workflow is canceled).
+// the dependents that are now ready (none once the workflow is canceled,
+// timed out or failed: those states are final, a settle leaves them).
 // A step that is done, or dead but optional, is settled; a dead step that
 // is not optional blocks the workflow. Outcome "dead_if_open" settles the
 // step dead only if it is not settled (or canceled) yet: the safety net
@@ -119,6 +120,7 @@ local wfstate = v[1]
 if not wfstate then return {'gone'} end
 if not v[3] or not v[5] then return {'layout'} end
 local late = v[idl] and tonumber(v[idl]) <= tonumber(now)
+local over = wfstate == 'canceled' or wfstate == 'timed_out' or wfstate == 'failed' -- ended: nothing more starts
 local current = tonumber(v[9] or '0')
 if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
 local prev = v[6]
@@ -129,7 +131,7 @@ if outcome == 'dead_if_open' then
   outcome = 'dead'
   w = {fstate, outcome, ARGV[8], now, ARGV[10], current}
 elseif outcome == 'decided' then -- a person's decision on an approval step, once
-  if prev ~= 'waiting' or wfstate == 'canceled' or wfstate == 'timed_out' then return {'settled', wfstate} end
+  if prev ~= 'waiting' or over then return {'settled', wfstate} end
   outcome = 'done'
   w = {fstate, outcome, ARGV[8], now}
 end
@@ -173,7 +175,7 @@ if inst then
   if outcome == 'done' and prev == 'dead' and v[7] == '1' then nmissing = nmissing - 1 end
   if nmissing ~= tonumber(v[ma + 6] or '0') then w[#w + 1] = ARGV[mf + 7]; w[#w + 1] = nmissing end
   released = v[ma + 7]
-  if not released and (wfstate == 'canceled' or wfstate == 'timed_out' or late) then
+  if not released and (over or late) then
     released = '-1' -- nothing more starts; not recorded, so nothing is lost
   elseif not released then
     local nx = tonumber(v[ma + 5] or '0')
@@ -204,12 +206,12 @@ for n, e in ipairs(deps) do
     w[#w + 1] = ARGV[from + 1]; w[#w + 1] = nin
   end
   local ds = v[at]
-  if up and nin >= nd and wfstate ~= 'canceled' and wfstate ~= 'timed_out' and not late and (not ds or ds == 'pending' or ds == 'queued') then
+  if up and nin >= nd and not over and not late and (not ds or ds == 'pending' or ds == 'queued') then
     if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
     out[#out + 1] = n
   end
 end
-if wfstate ~= 'canceled' and wfstate ~= 'timed_out' then
+if not over then
   local ns = 'running'
   if nsettled >= tonumber(v[2]) then
     ns = 'completed'

@@ -401,3 +401,31 @@ func TestClassIsADeadStepsOnly(t *testing.T) {
 		t.Fatalf("done after its retry: %+v", wf.Steps[0])
 	}
 }
+
+// A failed workflow (its dead step discarded) stays failed: a step still
+// running settles without turning it back to blocked or making its
+// dependents ready, and nothing begins after it.
+func TestFailedIsFinal(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	if state, _, err := settle(ctx, s, "wf", "a", store.Outcome{Error: "bad_request: no", Class: "bad_request"}, chordDeps); err != nil || state != store.StateBlocked {
+		t.Fatalf("a dead: %q %v", state, err)
+	}
+	if err := s.Fail(ctx, "wf"); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"b", "c"} {
+		state, ready, err := settle(ctx, s, "wf", step, store.Outcome{Done: true, Optional: true}, chordDeps)
+		if err != nil || state != store.StateFailed || len(ready) != 0 {
+			t.Fatalf("%s settled after the workflow failed: state %q, ready %v, %v", step, state, ready, err)
+		}
+	}
+	a, err := s.Begin(ctx, "wf", "d", "wf:d", 0, time.Minute, []string{"a", "b", "c"})
+	if err != nil || a.WorkflowState != store.StateFailed || a.Step.State == store.StepRunning {
+		t.Fatalf("begin after the workflow failed: %+v %v", a, err)
+	}
+	if wf, _ := s.Get(ctx, "wf"); wf.State != store.StateFailed {
+		t.Fatalf("workflow %s, want failed", wf.State)
+	}
+}

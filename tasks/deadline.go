@@ -106,7 +106,7 @@ func (h *Handler) timeOut(ctx context.Context, wf string, spec *Spec) error {
 	for i, st := range spec.Steps {
 		ids[i] = st.ID
 	}
-	state, err := h.st.TimeOut(ctx, wf, ids)
+	state, ended, err := h.st.TimeOut(ctx, wf, ids)
 	if err != nil || state != store.StateTimedOut {
 		return err
 	}
@@ -121,6 +121,9 @@ func (h *Handler) timeOut(ctx context.Context, wf string, spec *Spec) error {
 		}
 	}
 	h.o.Logger.Warn("workflow timed out: its deadline passed", "wf", wf)
+	if ended { // counted once, by the caller that ended it
+		h.o.Events(StepEvent{Workflow: wf, State: store.StateTimedOut, WorkflowState: store.StateTimedOut})
+	}
 	h.notifyEnded(ctx, wf, spec, store.StateTimedOut)
 	if len(errs) > 0 {
 		h.o.Logger.Warn("some tasks of a timed-out workflow could not be stopped (they stop at their next start)", "wf", wf, "err", errors.Join(errs...))

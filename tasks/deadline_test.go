@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -36,7 +38,7 @@ func TestDeadlineEndsTheWorkflowTimedOut(t *testing.T) {
 			return nil, ctx.Err()
 		},
 		"after": func(ctx context.Context, s *tasks.CodeStep) (any, error) { after.Add(1); return "late", nil },
-	}})
+	}, Metrics: true})
 	id := e.Submit(t, e.Spec(`name: bounded
 deadline: 2s
 steps:
@@ -72,13 +74,17 @@ steps:
 	if n := after.Load(); n != 0 {
 		t.Errorf("a step started after the deadline (%d times)", n)
 	}
+	// both the running step and the deadline's task end it; one counts it
+	if got := workflowsMetric(t, e); got != `agentq_workflows_total{status="timed_out"} 1` {
+		t.Errorf("the workflows metric: %s", got)
+	}
 }
 
 // A workflow whose steps never run (their queue has no worker) still ends
 // at its deadline: the scheduled deadline task ends it and deletes the
 // waiting task. WithDeadline overrides the spec.
 func TestDeadlineEndsAWorkflowNothingRuns(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{})
+	e := testenv.Start(t, testenv.Options{Metrics: true})
 	spec := e.Spec("name: idle\ndeadline: 1h\nsteps:\n  - { id: s, route: solo, prompt: hi, queue: nobody }\n")
 	id, err := e.Client.Submit(t.Context(), spec, tasks.WithDeadline(time.Second))
 	if err != nil {
@@ -97,6 +103,11 @@ func TestDeadlineEndsAWorkflowNothingRuns(t *testing.T) {
 		}
 		return false, fmt.Sprintf("the waiting step's task: %v %v, want deleted", info, err)
 	})
+	// the worker that ended it counts it, once
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		lines := workflowsMetric(t, e)
+		return lines == `agentq_workflows_total{status="timed_out"} 1`, "the workflows metric: " + lines
+	})
 }
 
 func TestDeadlineUnderASecondIsRefused(t *testing.T) {
@@ -105,4 +116,16 @@ func TestDeadlineUnderASecondIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "deadline: 500ms is under 1s") {
 		t.Fatalf("%v", err)
 	}
+}
+
+// workflowsMetric is what the worker's /metrics says of agentq_workflows_total.
+func workflowsMetric(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	resp, err := http.Get(e.MetricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return grepLines(string(body), "agentq_workflows_total{")
 }

@@ -61,6 +61,8 @@ type HandlerOptions struct {
 // recorded and is kept in memory for the step's next attempt, or (State
 // "queued", with Reconciled) a step the reconciler enqueued again.
 type StepEvent struct {
+	// Step is empty for an event of the workflow itself: one that its
+	// deadline ended (State and WorkflowState "timed_out"), sent once.
 	Workflow, Step, Route, State, WorkflowState string
 	Target                                      string // provider/model that answered, or "template"
 	Degraded                                    bool

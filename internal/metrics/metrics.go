@@ -69,7 +69,7 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_steps_total",
 		Help: "Settled steps and failed attempts by route and status (done, degraded, dead, retrying; unrecorded: an answer kept in memory because it could not be recorded)."}, []string{"route", "status"})
 	m.workflows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_workflows_total",
-		Help: "Workflows that completed or became blocked, by status."}, []string{"status"})
+		Help: "Workflows that completed, became blocked or timed out (their deadline), by status; a cancel or a discarded dead letter ends a workflow outside the workers and is not counted here."}, []string{"status"})
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_dead_letters_total",
 		Help: "Dead-lettered steps by error class."}, []string{"class"})
 	m.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_reconciled_steps_total",
@@ -125,8 +125,13 @@ func (m *Metrics) KeyEvent(provider, key, event string) {
 	m.keyEvents.WithLabelValues(provider, key, event).Inc()
 }
 
-// Step counts a step event from the handler.
+// Step counts a step event from the handler, or the end of a workflow by
+// its deadline (an event with no step).
 func (m *Metrics) Step(e tasks.StepEvent) {
+	if e.Step == "" {
+		m.workflows.WithLabelValues(e.WorkflowState).Inc()
+		return
+	}
 	if e.Reconciled != "" {
 		m.reconciled.WithLabelValues(e.Reconciled).Inc()
 	}

@@ -249,15 +249,16 @@ return out
 // of its unsettled steps canceled; for timed_out it records which steps
 // were left unfinished in the workflow's error.
 // KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
-// id and its state field. Returns the state after the call (empty if gone).
+// id and its state field. Returns {the state after the call, 1 if this
+// call ended the workflow else 0}, or {} if it is gone.
 var endScript = redis.NewScript(luaHelpers + `
 local q = {'state', 'deadline_at'}
 for i = 5, #ARGV, 2 do q[#q + 1] = ARGV[i] end
 local v = hmget(KEYS[1], q)
 local s = v[1]
-if not s then return '' end
-if s == 'completed' or s == 'failed' or s == 'canceled' or s == 'timed_out' then return s end
-if ARGV[2] == 'timed_out' and (not v[2] or tonumber(v[2]) > tonumber(ARGV[1])) then return s end
+if not s then return {} end
+if s == 'completed' or s == 'failed' or s == 'canceled' or s == 'timed_out' then return {s, 0} end
+if ARGV[2] == 'timed_out' and (not v[2] or tonumber(v[2]) > tonumber(ARGV[1])) then return {s, 0} end
 local w = {'state', ARGV[2], 'finished_at', ARGV[1]}
 local open = {}
 for i = 3, #v do
@@ -272,7 +273,7 @@ if ARGV[3] ~= '' then
   w[#w + 1] = 'error'; w[#w + 1] = why
 end
 hset(KEYS[1], w, 1)
-return ARGV[2]
+return {ARGV[2], 1}
 `)
 
 // failScript ends a blocked workflow as failed (its dead step was

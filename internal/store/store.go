@@ -171,32 +171,35 @@ func (s *Store) RecordError(ctx context.Context, wf, step string, attempt int, m
 // Cancel marks a workflow and its unsettled steps canceled; steps stop at
 // their next start. It returns the workflow's state after the call.
 func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, error) {
-	return s.end(ctx, wf, StateCanceled, steps, "")
+	state, _, err := s.end(ctx, wf, StateCanceled, steps, "")
+	return state, err
 }
 
 // TimeOut ends a workflow whose deadline has passed as timed_out, its
 // unsettled steps canceled, and records which they were; a workflow that
 // ended already, or whose deadline has not passed, keeps its state. It
-// returns the state after the call.
-func (s *Store) TimeOut(ctx context.Context, wf string, steps []string) (string, error) {
+// returns the state after the call and whether this call ended it (of
+// several callers at the deadline, one).
+func (s *Store) TimeOut(ctx context.Context, wf string, steps []string) (string, bool, error) {
 	return s.end(ctx, wf, StateTimedOut, steps, "the workflow's deadline passed")
 }
 
 // end runs endScript.
-func (s *Store) end(ctx context.Context, wf, state string, steps []string, reason string) (string, error) {
+func (s *Store) end(ctx context.Context, wf, state string, steps []string, reason string) (string, bool, error) {
 	args := make([]any, 0, 3+2*len(steps))
 	args = append(args, ts(s.now()), state, reason)
 	for _, st := range steps {
 		args = append(args, st, st+".state")
 	}
-	st, err := endScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Text()
+	res, err := endScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
-		return "", fmt.Errorf("store: %s %s: %w", state, wf, err)
+		return "", false, fmt.Errorf("store: %s %s: %w", state, wf, err)
 	}
-	if st == "" {
-		return "", fmt.Errorf("store: %s %s: %w", state, wf, ErrNotFound)
+	if len(res) != 2 {
+		return "", false, fmt.Errorf("store: %s %s: %w", state, wf, ErrNotFound)
 	}
-	return st, nil
+	ended, _ := res[1].(int64)
+	return str(res[0]), ended == 1, nil
 }
 
 // Fail ends a blocked workflow as failed; other states are left alone.

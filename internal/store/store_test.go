@@ -429,3 +429,22 @@ func TestFailedIsFinal(t *testing.T) {
 		t.Fatalf("workflow %s, want failed", wf.State)
 	}
 }
+
+// Of two callers ending a workflow at its deadline (a running step and
+// the deadline's own task), one ends it: TimeOut says which.
+func TestTimeOutSaysWhichCallEndedIt(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.Create(ctx, store.NewWorkflow{ID: "wf", Name: "d", Spec: []byte(`{}`), Steps: []string{"a"}, DeadlineAt: time.Now().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		state, ended, err := s.TimeOut(ctx, "wf", []string{"a"})
+		if err != nil || state != store.StateTimedOut || ended != want {
+			t.Fatalf("call %d: %q ended %v %v, want timed_out and ended %v", i+1, state, ended, err, want)
+		}
+	}
+	if _, _, err := s.TimeOut(ctx, "nope", nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a workflow that is gone: %v", err)
+	}
+}

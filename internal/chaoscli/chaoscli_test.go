@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaoscli"
+	"github.com/agentq/agentq/internal/chaosllm"
 )
 
 func TestServesScenarioUntilCanceled(t *testing.T) {
@@ -60,5 +62,27 @@ func TestBadScenarioIsUsageError(t *testing.T) {
 	err := cmd.ExecuteContext(context.Background())
 	if !errors.Is(err, chaoscli.ErrUsage) || !strings.Contains(err.Error(), `phases[0].endpoint: "nope"`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The scenario files --help names exist and load.
+func TestHelpExamplesNameRealScenarios(t *testing.T) {
+	cmd := chaoscli.Command(io.Discard, io.Discard, nil)
+	n := 0
+	for _, f := range strings.Fields(cmd.Example) {
+		if !strings.HasSuffix(f, ".yaml") {
+			continue
+		}
+		n++
+		data, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err == nil {
+			_, err = chaosllm.ParseScenario(data)
+		}
+		if err != nil {
+			t.Errorf("chaosllm --help names %s: %v", f, err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("chaosllm --help names no scenario file")
 	}
 }

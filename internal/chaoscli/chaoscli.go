@@ -32,7 +32,7 @@ phases with latency and faults. GET /stats counts calls per endpoint, key
 and outcome; PUT /admin/scenario replaces the scenario; POST /admin/reset
 restarts the timeline and the counters. See docs/chaosllm.md.`,
 		Example: `  chaosllm --addr 127.0.0.1:8081
-  chaosllm --addr 127.0.0.1:8081 --scenario bench/scenarios/three-providers-fail.yaml`,
+  chaosllm --addr 127.0.0.1:8081 --scenario examples/analyst/outage.yaml`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -285,3 +285,25 @@ steps:
 		t.Fatalf("the rerun made %d calls, want 1 (greet again, the approval kept)", n-calls)
 	}
 }
+
+// enqueue --wait: a workflow parked for a person's decision keeps the wait
+// going and says what it waits for (then --wait-timeout gives up: exit 4,
+// still running); one that --deadline ends is timed_out, exit 1.
+func TestWaitThroughAnApprovalAndADeadline(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	approval := writeFile(t, "a.yaml", `name: approved
+steps:
+  - { id: review, approve: { message: "send it?" } }
+  - { id: greet, route: solo, depends_on: [review], prompt: "Say hello" }
+`)
+	r := run(t, cli.Enqueue, vars, approval, "--config", cfg, "--no-check", "--wait", "--wait-timeout", "3s")
+	if r.code != 4 || !strings.Contains(r.out+r.err, "review: waiting for a decision (enqueue approve wf_") {
+		t.Fatalf("--wait on an approval: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	idle := writeFile(t, "d.yaml", "name: idle\nsteps:\n  - { id: s, route: solo, prompt: hi, queue: nobody }\n")
+	r = run(t, cli.Enqueue, vars, idle, "--config", cfg, "--no-check", "--deadline", "1s", "--wait", "--wait-timeout", "30s")
+	if r.code != 1 || !strings.Contains(r.out+r.err, "timed_out") {
+		t.Fatalf("--wait past --deadline: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+}

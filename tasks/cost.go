@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"math"
+	"strings"
 
 	"github.com/agentq/agentq/llmclient"
 )
@@ -39,4 +40,23 @@ func costMicros(prices map[string]Price, target string, prompt, completion int) 
 		return 0
 	}
 	return int64(math.Round(float64(prompt)*pr.PromptPerMTok + float64(completion)*pr.CompletionPerMTok))
+}
+
+// CostByProvider is a workflow's priced cost by who answered: the
+// provider of each step's target ("map" for a map step, whose instances'
+// targets its record does not keep; "code:NAME" for a code step, whose
+// calls may go to several). Steps without a cost are left out.
+func CostByProvider(wf *Workflow) map[string]float64 {
+	by := map[string]float64{}
+	for _, s := range wf.Steps {
+		if s.CostUSD <= 0 {
+			continue
+		}
+		p, _, _ := strings.Cut(s.Target, "/")
+		if s.Map != nil {
+			p = "map"
+		}
+		by[p] += s.CostUSD
+	}
+	return by
 }

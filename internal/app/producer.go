@@ -2,6 +2,9 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -57,4 +60,24 @@ func Prices(cfg config.Config) map[string]tasks.Price {
 		out[t] = tasks.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
 	}
 	return out
+}
+
+// CostByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost by
+// who answered (tasks.CostByProvider), for status and the workflow page;
+// empty when one paid all.
+func CostByProvider(wf *tasks.Workflow) string {
+	by := tasks.CostByProvider(wf)
+	if len(by) < 2 {
+		return ""
+	}
+	names := make([]string, 0, len(by))
+	for p := range by {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, p := range names {
+		parts[i] = fmt.Sprintf("%s %.4f", p, by[p])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

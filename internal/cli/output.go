@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -29,7 +29,7 @@ func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Pric
 	u := tasks.Usage(wf)
 	cost := ""
 	if c, ok := tasks.Cost(wf, prices); ok && (len(prices) > 0 || c > 0) {
-		cost = fmt.Sprintf(", cost %.4f%s", c, costByProvider(wf))
+		cost = fmt.Sprintf(", cost %.4f%s", c, app.CostByProvider(wf))
 	}
 	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -72,34 +72,4 @@ func oneLine(s string, n int) string {
 		s = s[:n] + "…"
 	}
 	return s
-}
-
-// costByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost by
-// the provider that answered ("map" for map steps, whose instances'
-// targets their record does not keep); empty when one provider paid all.
-func costByProvider(wf *tasks.Workflow) string {
-	by := map[string]float64{}
-	for _, s := range wf.Steps {
-		if s.CostUSD <= 0 {
-			continue
-		}
-		p, _, _ := strings.Cut(s.Target, "/")
-		if s.Map != nil {
-			p = "map"
-		}
-		by[p] += s.CostUSD
-	}
-	if len(by) < 2 {
-		return ""
-	}
-	names := make([]string, 0, len(by))
-	for p := range by {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, p := range names {
-		parts[i] = fmt.Sprintf("%s %.4f", p, by[p])
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -46,7 +46,7 @@ func (s *Server) api(mux *http.ServeMux) {
 			apiError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, wf)
+		writeJSON(w, http.StatusOK, s.withCost(wf))
 	})
 	mux.HandleFunc("GET /api/v1/workflows/{id}/result", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.client.Result(r.Context(), r.PathValue("id"))

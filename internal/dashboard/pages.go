@@ -55,7 +55,7 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 	ended := store.Terminal(wf.State)
 	cost := ""
 	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && (len(s.o.Config.Prices) > 0 || c > 0) {
-		cost = fmt.Sprintf("%.4f", c)
+		cost = fmt.Sprintf("%.4f", c) + app.CostByProvider(wf)
 	}
 	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps})
 }

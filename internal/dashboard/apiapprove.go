@@ -78,3 +78,22 @@ func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int{"generation": gen})
 	}
 }
+
+// rerunForm is the workflow page's "run again from": the workflow runs
+// again from the chosen step (as apiRerun), and the page shows it.
+func (s *Server) rerunForm(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	_, err := s.client.Rerun(r.Context(), id, r.FormValue("from"))
+	switch {
+	case errors.Is(err, tasks.ErrNotFinished):
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	case errors.Is(err, tasks.ErrInvalidSpec):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
+		s.fail(w, err)
+		return
+	}
+	http.Redirect(w, r, "/workflows/"+url.PathEscape(id), http.StatusSeeOther)
+}

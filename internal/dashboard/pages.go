@@ -57,7 +57,8 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && (len(s.o.Config.Prices) > 0 || c > 0) {
 		cost = fmt.Sprintf("%.4f", c) + app.CostByProvider(wf)
 	}
-	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps})
+	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
+		"Rerunnable": ended || wf.State == store.StateBlocked})
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {

@@ -110,6 +110,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
 	}
 	funcs := template.FuncMap{
+		"inc": func(n int) int { return n + 1 },
 		"took": func(a time.Time, b *time.Time) string {
 			if b == nil {
 				return "–"
@@ -155,6 +156,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	mux.HandleFunc("GET /workflows/{id}", s.workflowPage)
 	mux.HandleFunc("POST /workflows/{id}/cancel", s.mutating(s.cancelForm))
 	mux.HandleFunc("POST /workflows/{id}/steps/{step}/decision", s.mutating(s.decisionForm))
+	mux.HandleFunc("POST /workflows/{id}/rerun", s.mutating(s.rerunForm))
 	mux.HandleFunc("GET /providers", s.providersPage)
 	mux.HandleFunc("GET /dlq", s.dlqPage)
 	mux.HandleFunc("GET /dlq/{task}", s.deadLetterPage)

@@ -134,7 +134,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return "bad"
 		},
 	}
-	for _, page := range []string{"workflows", "workflow", "dlq", "deadletter", "providers", "signin", "webhooks"} {
+	for _, page := range []string{"workflows", "workflow", "dlq", "deadletter", "providers", "signin", "webhooks", "queues"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard template %s: %w", page, err)
@@ -158,6 +158,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	mux.HandleFunc("POST /workflows/{id}/steps/{step}/decision", s.mutating(s.decisionForm))
 	mux.HandleFunc("POST /workflows/{id}/rerun", s.mutating(s.rerunForm))
 	mux.HandleFunc("GET /providers", s.providersPage)
+	mux.HandleFunc("GET /queues", s.queuesPage)
+	mux.HandleFunc("POST /queues/{name}/{action}", s.mutating(s.queueForm))
 	mux.HandleFunc("GET /dlq", s.dlqPage)
 	mux.HandleFunc("GET /dlq/{task}", s.deadLetterPage)
 	mux.HandleFunc("POST /dlq/{task}/{action}", s.mutating(s.dlqForm))

@@ -3,8 +3,10 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +307,38 @@ steps:
 	r = run(t, cli.Enqueue, vars, idle, "--config", cfg, "--no-check", "--deadline", "1s", "--wait", "--wait-timeout", "30s")
 	if r.code != 1 || !strings.Contains(r.out+r.err, "timed_out") {
 		t.Fatalf("--wait past --deadline: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+}
+
+// A worker counts the runs its schedules submit (agentq_schedule_runs_total)
+// and every one it counts is a workflow in Redis.
+func TestScheduleRunsAreCounted(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Metrics: true})
+	spec := writeFile(t, "greet.yaml", hello)
+	e.Config.Schedules = []config.Schedule{{Name: "greet", Cron: "@every 1s", Spec: spec, Input: map[string]any{"who": "Ada"}}}
+	e.StartWorker(t)
+	runs := func() int {
+		resp, err := http.Get(e.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, `agentq_schedule_runs_total{result="submitted",schedule="greet"} `); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return 0
+	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		n := runs()
+		return n >= 2, fmt.Sprintf("%d runs counted", n)
+	})
+	n := runs()
+	wfs, err := e.Client.List(t.Context(), "", 100)
+	if err != nil || len(wfs) < n {
+		t.Fatalf("%d runs counted, %d workflows in Redis (%v)", n, len(wfs), err)
 	}
 }

@@ -23,21 +23,22 @@ import (
 
 // Metrics holds the collectors; it is an llmclient.Observer.
 type Metrics struct {
-	reg         *prometheus.Registry
-	llmRequests *prometheus.CounterVec
-	llmDuration *prometheus.HistogramVec
-	llmTokens   *prometheus.CounterVec
-	fallbacks   *prometheus.CounterVec
-	keyEvents   *prometheus.CounterVec
-	steps       *prometheus.CounterVec
-	workflows   *prometheus.CounterVec
-	deadLetters *prometheus.CounterVec
-	reconciled  *prometheus.CounterVec
-	webhooks    *prometheus.CounterVec
-	budgetSpent *prometheus.CounterVec
-	budgetNo    *prometheus.CounterVec
-	llmCost     *prometheus.CounterVec
-	prices      map[string]llmclient.Price // by "provider/model"; set before calls are made (SetPrices)
+	reg          *prometheus.Registry
+	llmRequests  *prometheus.CounterVec
+	llmDuration  *prometheus.HistogramVec
+	llmTokens    *prometheus.CounterVec
+	fallbacks    *prometheus.CounterVec
+	keyEvents    *prometheus.CounterVec
+	steps        *prometheus.CounterVec
+	workflows    *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
+	reconciled   *prometheus.CounterVec
+	webhooks     *prometheus.CounterVec
+	budgetSpent  *prometheus.CounterVec
+	budgetNo     *prometheus.CounterVec
+	llmCost      *prometheus.CounterVec
+	scheduleRuns *prometheus.CounterVec
+	prices       map[string]llmclient.Price // by "provider/model"; set before calls are made (SetPrices)
 }
 
 // SetPrices makes Call count what each answered call cost
@@ -82,8 +83,10 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 		Help: "Calls not sent because a budget could not take them (class budget_exceeded)."}, []string{"budget"})
 	m.llmCost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_llm_cost_total",
 		Help: "What answered calls cost at the configured prices (their currency), by provider and model."}, []string{"provider", "model"})
+	m.scheduleRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_schedule_runs_total",
+		Help: "Workflows schedules submitted, by schedule and result: submitted, or existing (the slot's run was submitted already, e.g. by a replica that held the lease before)."}, []string{"schedule", "result"})
 	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.llmCost, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
-		m.budgetSpent, m.budgetNo,
+		m.budgetSpent, m.budgetNo, m.scheduleRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if targets != nil {
 		m.reg.MustRegister(&targetCollector{targets: targets})
@@ -163,6 +166,16 @@ func (m *Metrics) BudgetSpent(budget, unit string, amount float64) {
 // BudgetRefused implements llmclient.BudgetObserver.
 func (m *Metrics) BudgetRefused(budget string) {
 	m.budgetNo.WithLabelValues(budget).Inc()
+}
+
+// ScheduleFired counts one slot a schedule submitted (schedule.Options.Fired):
+// existing when its workflow had been submitted already.
+func (m *Metrics) ScheduleFired(schedule string, existing bool) {
+	result := "submitted"
+	if existing {
+		result = "existing"
+	}
+	m.scheduleRuns.WithLabelValues(schedule, result).Inc()
 }
 
 // Webhook counts one webhook delivery attempt (webhook.Options.Observe).

@@ -36,7 +36,11 @@ func (s schedules) start(ctx context.Context, holder string) func() {
 	if len(s.entries) == 0 {
 		return func() {}
 	}
-	sch, err := schedule.New(schedule.Options{Entries: s.entries, Client: s.a.Client, Redis: s.a.Redis, Holder: holder, Logger: s.a.Logger})
+	var fired func(schedule.Fire)
+	if m := s.a.Metrics; m != nil {
+		fired = func(f schedule.Fire) { m.ScheduleFired(f.Schedule, f.Existing) }
+	}
+	sch, err := schedule.New(schedule.Options{Entries: s.entries, Client: s.a.Client, Redis: s.a.Redis, Holder: holder, Logger: s.a.Logger, Fired: fired})
 	if err != nil { // the entries come from FromConfig: not reached
 		s.a.Logger.Error("schedules not started", "err", err)
 		return func() {}

@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,18 +28,8 @@ steps:
 `))
 	e.Wait(t, id, 20*time.Second, store.StateWaiting)
 	post := func(body, bearer string) (int, string) {
-		req, _ := http.NewRequestWithContext(t.Context(), "POST", d.URL+"/api/v1/workflows/"+id+"/steps/gate/decision", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		r := d.do(t, call{Method: "POST", Path: "/api/v1/workflows/" + id + "/steps/gate/decision", JSON: body, Bearer: bearer})
+		return r.Code, r.Body
 	}
 	if code, _ := post(`{"approve": true}`, ""); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", code)

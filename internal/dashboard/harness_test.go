@@ -67,11 +67,13 @@ func serveDash(t *testing.T, e *testenv.Env, o dashboard.Options) *dash {
 	return d
 }
 
-// call is one request: Host, when set, replaces the address's own.
+// call is one request: Host, when set, replaces the address's own; a
+// Form or a JSON text is its body.
 type call struct {
 	Method, Path, Host, Bearer string
 	Header                     map[string]string
 	Form                       url.Values
+	JSON                       string
 	Cookie                     *http.Cookie
 }
 
@@ -92,15 +94,21 @@ func (d *dash) do(t *testing.T, c call) reply {
 		c.Method = http.MethodGet
 	}
 	var body io.Reader
-	if c.Form != nil {
+	switch {
+	case c.Form != nil:
 		body = strings.NewReader(c.Form.Encode())
+	case c.JSON != "":
+		body = strings.NewReader(c.JSON)
 	}
 	req, err := http.NewRequestWithContext(t.Context(), c.Method, d.URL+c.Path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Form != nil {
+	switch {
+	case c.Form != nil:
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	case c.JSON != "":
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Host != "" {
 		req.Host = c.Host

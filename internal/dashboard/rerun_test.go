@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -32,15 +31,8 @@ func TestRerunFromTheAPIAndThePage(t *testing.T) {
 		t.Fatalf("the first run's page shows no deadline, or a run number:\n%s", page.Body)
 	}
 	api := func(body string) (int, string) {
-		req, _ := http.NewRequestWithContext(t.Context(), "POST", d.URL+"/api/v1/workflows/"+id+"/rerun", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		r := d.do(t, call{Method: "POST", Path: "/api/v1/workflows/" + id + "/rerun", JSON: body})
+		return r.Code, r.Body
 	}
 	if code, body := api(`{"from": "nope"}`); code != http.StatusBadRequest {
 		t.Fatalf("an unknown step: %d %s", code, body)

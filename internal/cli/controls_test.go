@@ -242,6 +242,13 @@ func lastSlot(t *testing.T, e *testenv.Env) *time.Time {
 	return ss[0].LastSlot
 }
 
+// approved waits for a person's decision on review, then greets.
+const approved = `name: approved
+steps:
+  - { id: review, approve: { message: "send it?" } }
+  - { id: greet, route: solo, depends_on: [review], prompt: "Say hello" }
+`
+
 // enqueue approve and enqueue rerun: the approval lets the workflow go on
 // (a second decision is refused with exit 2), and a rerun from the last
 // step runs it again as the next generation; rerun without --from is bad
@@ -249,11 +256,7 @@ func lastSlot(t *testing.T, e *testenv.Env) *time.Time {
 func TestApproveAndRerunFromTheCLI(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	vars, cfg := envFor(t, e)
-	spec := writeFile(t, "a.yaml", `name: approved
-steps:
-  - { id: review, approve: { message: "send it?" } }
-  - { id: greet, route: solo, depends_on: [review], prompt: "Say hello" }
-`)
+	spec := writeFile(t, "a.yaml", approved)
 	id := decodeSubmitted(t, run(t, cli.Enqueue, vars, spec, "--config", cfg, "--no-check", "--json")).ID
 	e.Wait(t, id, 15*time.Second, store.StateWaiting)
 
@@ -294,11 +297,7 @@ steps:
 func TestWaitThroughAnApprovalAndADeadline(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	vars, cfg := envFor(t, e)
-	approval := writeFile(t, "a.yaml", `name: approved
-steps:
-  - { id: review, approve: { message: "send it?" } }
-  - { id: greet, route: solo, depends_on: [review], prompt: "Say hello" }
-`)
+	approval := writeFile(t, "a.yaml", approved)
 	r := run(t, cli.Enqueue, vars, approval, "--config", cfg, "--no-check", "--wait", "--wait-timeout", "3s")
 	if r.code != 4 || !strings.Contains(r.out+r.err, "review: waiting for a decision (enqueue approve wf_") {
 		t.Fatalf("--wait on an approval: exit %d, out %q, err %q", r.code, r.out, r.err)

@@ -132,6 +132,7 @@ func main() {
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	memprofile := flag.String("memprofile", "", "write a heap profile (allocations of the whole run: -sample_index alloc_objects) here at the end")
 	flag.Parse()
 	var err error
 	if p.resources, err = parseInts(*resources); err != nil {
@@ -149,6 +150,9 @@ func main() {
 			os.Exit(2)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		defer writeHeapProfile(*memprofile)
 	}
 	if err := run(context.Background(), p, os.Stdout); err != nil {
 		pprof.StopCPUProfile()
@@ -380,4 +384,19 @@ func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), func() { hs.Close() }, nil
+}
+
+// writeHeapProfile writes the heap profile to path (its allocation
+// samples cover the whole run).
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: heap profile:", err)
+	}
 }

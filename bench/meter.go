@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +19,10 @@ import (
 // Against a server without these statistics (miniredis) it stays zero.
 type Cost struct {
 	ProcCPUMicros, RedisCPUMicros float64
-	CallsPerStep, MicrosPerStep   float64
+	// AllocsPerStep and AllocKiBPerStep are this process's heap
+	// allocations (what its garbage collector then pays for).
+	AllocsPerStep, AllocKiBPerStep float64
+	CallsPerStep, MicrosPerStep    float64
 	// Top lists the commands that cost the most, "name calls µs".
 	Top []string `json:",omitempty"`
 }
@@ -42,9 +46,13 @@ func (m *meter) stop(ctx context.Context) {
 	if !m.stats || m.steps == 0 {
 		return
 	}
-	proc, rcpu := m.from.perStep(ctx, m.rdb, m.steps)
+	to := markCPU(ctx, m.rdb)
 	m.cost = commandCost(ctx, m.rdb, m.steps)
-	m.cost.ProcCPUMicros, m.cost.RedisCPUMicros = proc, rcpu
+	n := float64(m.steps)
+	m.cost.ProcCPUMicros = float64((to.proc - m.from.proc).Microseconds()) / n
+	m.cost.RedisCPUMicros = float64((to.redis - m.from.redis).Microseconds()) / n
+	m.cost.AllocsPerStep = float64(to.mallocs-m.from.mallocs) / n
+	m.cost.AllocKiBPerStep = float64(to.allocd-m.from.allocd) / 1024 / n
 }
 
 // commandCost reads Redis's command statistics after a run of steps steps.
@@ -92,11 +100,18 @@ func commandCost(ctx context.Context, rdb *redis.Client, steps int) Cost {
 	return c
 }
 
-// cpuMark is a reading of this process's and Redis's CPU time.
-type cpuMark struct{ proc, redis time.Duration }
+// cpuMark is a reading of this process's and Redis's CPU time and of this
+// process's heap allocations.
+type cpuMark struct {
+	proc, redis     time.Duration
+	mallocs, allocd uint64
+}
 
 func markCPU(ctx context.Context, rdb *redis.Client) cpuMark {
 	var m cpuMark
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.mallocs, m.allocd = ms.Mallocs, ms.TotalAlloc
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		m.proc = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -111,10 +126,4 @@ func markCPU(ctx context.Context, rdb *redis.Client) cpuMark {
 		}
 	}
 	return m
-}
-
-// perStep is the CPU spent since m, in microseconds per step.
-func (m cpuMark) perStep(ctx context.Context, rdb *redis.Client, steps int) (proc, redis float64) {
-	n := markCPU(ctx, rdb)
-	return float64((n.proc - m.proc).Microseconds()) / float64(steps), float64((n.redis - m.redis).Microseconds()) / float64(steps)
 }

@@ -57,9 +57,10 @@ func printCosts(out io.Writer, r *Report) {
 	if r.Chords.Agentq.Cost.CallsPerStep == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\n| run | CPU µs per step: this process | redis-server | Redis commands per step | Redis µs executing them | most costly |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
+	fmt.Fprintf(out, "\n| run | CPU µs per step: this process | redis-server | heap allocations per step (KiB) | Redis commands per step | Redis µs executing them | most costly |\n| --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	cost := func(name string, c Cost) {
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.1f | %.1f | %s |\n", name, c.ProcCPUMicros, c.RedisCPUMicros, c.CallsPerStep, c.MicrosPerStep, strings.Join(c.Top, "; "))
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f (%.1f) | %.1f | %.1f | %s |\n", name, c.ProcCPUMicros, c.RedisCPUMicros, c.AllocsPerStep, c.AllocKiBPerStep,
+			c.CallsPerStep, c.MicrosPerStep, strings.Join(c.Top, "; "))
 	}
 	cost("agentq chords", r.Chords.Agentq.Cost)
 	cost("bare chords", r.Chords.Bare.Cost)

@@ -76,7 +76,7 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
 		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
 	}
-	deps := dependentsOf(spec, st.ID)
+	deps := h.withTasks(dependentsOf(spec, st.ID), p.Workflow, p.Gen, spec)
 	var res *store.Settled
 	// both writes are idempotent, so a Redis that is restarting is waited
 	// for (within settleTimeout) rather than losing an answer already paid for
@@ -108,7 +108,10 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 			return err // retried by asynq: the settle is idempotent and releases the same instance again
 		}
 	}
-	for _, d := range res.Ready {
+	for i, d := range res.Ready {
+		if res.Enqueued[i] {
+			continue
+		}
 		if err := untilStored(ctx, func() error {
 			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, res.Gen, h.st.Retention())
 		}); err != nil {
@@ -176,6 +179,21 @@ func dependentsOf(spec *Spec, id string) []store.Dependent {
 		out = append(out, store.Dependent{ID: d, Inputs: len(st.DependsOn)})
 	}
 	return out
+}
+
+// withTasks gives each dependent its task of generation gen, for the
+// store to enqueue in the settle that makes it ready (when it can: see
+// store.Task).
+func (h *Handler) withTasks(deps []store.Dependent, wf string, gen int, spec *Spec) []store.Dependent {
+	if !h.st.EnqueuesTasks() {
+		return deps
+	}
+	for i := range deps {
+		st, _ := spec.Step(deps[i].ID)
+		t := queuedTask(wf, deps[i].ID, gen, spec, st, h.st.Retention())
+		deps[i].Task, deps[i].Gen = &t, gen
+	}
+	return deps
 }
 
 // inputCounts is each step's depends_on, for a record an earlier agentq

@@ -77,7 +77,18 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 		}
 	}
 	deadline := c.deadlineAt(spec, set)
-	if err := c.store.Create(ctx, store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids, DeadlineAt: deadline}); err != nil {
+	w := store.NewWorkflow{ID: id, Name: spec.Name, Spec: data, Steps: ids, DeadlineAt: deadline}
+	// The record's script enqueues the roots too, in the same round trip,
+	// where the store can (store.Task) and no deadline task has to be
+	// scheduled first (without its deadline task a workflow must not run).
+	fused := c.store.EnqueuesTasks() && deadline.IsZero()
+	if fused {
+		for _, root := range spec.Roots() {
+			st, _ := spec.Step(root)
+			w.Roots = append(w.Roots, queuedTask(id, root, 0, spec, st, c.o.Retention))
+		}
+	}
+	if err := c.store.Create(ctx, w); err != nil {
 		if idem == nil {
 			return Submission{}, err
 		}
@@ -89,6 +100,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 		return Submission{}, err
 	}
 	workflowSpan(ctx, id, spec.Name, len(ids))
+	if fused {
+		return Submission{ID: id}, nil
+	}
 	if err := c.scheduleDeadline(ctx, id, spec, deadline); err != nil {
 		return Submission{ID: id}, err
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
 )
 
 // TypeStep is the asynq task type of a workflow step.
@@ -81,18 +83,23 @@ func newStepTask(wf string, s *Spec, st *Step, gen int, retention time.Duration)
 // newTask builds the task that runs step id (st, or an instance of map
 // step st) with st's settings.
 func newTask(wf, id string, gen int, s *Spec, st *Step, retention time.Duration) (*asynq.Task, error) {
-	payload, err := json.Marshal(Payload{Workflow: wf, Step: id, Gen: gen})
-	if err != nil {
-		return nil, err
-	}
-	r := s.resolve(st)
-	return asynq.NewTask(TypeStep, payload,
-		asynq.TaskID(genTaskID(wf, id, gen)),
-		asynq.Queue(r.Queue),
-		asynq.Timeout(r.Timeout),
-		asynq.MaxRetry(r.MaxRetries),
-		asynq.Retention(retention),
+	t := queuedTask(wf, id, gen, s, st, retention)
+	return asynq.NewTask(t.Type, t.Payload,
+		asynq.TaskID(t.ID),
+		asynq.Queue(t.Queue),
+		asynq.Timeout(t.Timeout),
+		asynq.MaxRetry(t.MaxRetry),
+		asynq.Retention(t.Retention),
 	), nil
+}
+
+// queuedTask is newTask's task as the store enqueues it itself
+// (store.Task): the one description of a step's task both use.
+func queuedTask(wf, id string, gen int, s *Spec, st *Step, retention time.Duration) store.Task {
+	payload, _ := json.Marshal(Payload{Workflow: wf, Step: id, Gen: gen}) // strings and an int: cannot fail
+	r := s.resolve(st)
+	return store.Task{ID: genTaskID(wf, id, gen), Queue: r.Queue, Type: TypeStep, Payload: payload,
+		MaxRetry: r.MaxRetries, Timeout: r.Timeout, Retention: retention}
 }
 
 func decodePayload(b []byte) (Payload, error) {

@@ -35,12 +35,21 @@ local function hset(k, f, from)
 end
 `
 
-// createScript writes a workflow record, or nothing if the id is taken.
-// KEYS: wf. ARGV: ttl, field/value pairs... Returns 1, or 0 if taken.
-var createScript = redis.NewScript(luaHelpers + `
+// createScript writes a workflow record, or nothing if the id is taken,
+// and enqueues its root tasks (Task) when it is given them.
+// KEYS: wf, then per root task its task key and pending key. ARGV: ttl,
+// n, n field/value arguments, then per root task its id and message, then
+// now in nanoseconds. Returns 1, or 0 if taken.
+var createScript = redis.NewScript(luaEnqueue + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-hset(KEYS[1], ARGV, 2)
+local n = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], unpack(ARGV, 3, 2 + n))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
+local nowns = ARGV[#ARGV]
+for i = 2, #KEYS, 2 do
+  local a = 3 + n + (i - 2)
+  enqueue(KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1], nowns)
+end
 return 1
 `)
 
@@ -83,12 +92,17 @@ return 1
 // the map's prompt_tokens field and the outcome's prompt tokens, its
 // completion_tokens field and the outcome's, its cost_micros field and the
 // outcome's (the map's count its instances');
-// then per dependent: its state field, its nin field, its number of inputs.
+// then now in nanoseconds and the generation the tasks were built for,
+// then per dependent: its state field, its nin field, its number of
+// inputs, and the index in KEYS of its task's key (0: the caller enqueues
+// it; else the task's pending key follows it), the task's id and its
+// message (Task): a dependent made ready is enqueued here if the workflow
+// is at that generation (its index is returned negated).
 // Returns: {workflow state, released index (-1: none), the workflow's
 // generation (reruns, see Rerun), ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
 // {'stale', current attempt} or {'settled', workflow state} (dead_if_open
 // on a settled step).
-var settleScript = redis.NewScript(luaHelpers + `
+var settleScript = redis.NewScript(luaHelpers + luaEnqueue + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
 local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
 local attempt = tonumber(ARGV[11])
@@ -105,11 +119,13 @@ if inst then
 else
   j = j + 1
 end
+local nowns, tgen = ARGV[j], ARGV[j + 1]
+j = j + 2
 local deps = {}
-while j + 2 <= #ARGV do
-  deps[#deps + 1] = {j, tonumber(ARGV[j + 2]), #q + 1}
+while j + 5 <= #ARGV do
+  deps[#deps + 1] = {j, tonumber(ARGV[j + 2]), #q + 1, tonumber(ARGV[j + 3])}
   q[#q + 1] = ARGV[j]; q[#q + 1] = ARGV[j + 1]
-  j = j + 3
+  j = j + 6
 end
 q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
@@ -208,7 +224,12 @@ for n, e in ipairs(deps) do
   local ds = v[at]
   if up and nin >= nd and not over and not late and (not ds or ds == 'pending' or ds == 'queued') then
     if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
-    out[#out + 1] = n
+    if e[4] > 0 and tgen == (v[ig] or '0') then
+      enqueue(KEYS[e[4]], KEYS[e[4] + 1], ARGV[from + 4], ARGV[from + 5], nowns)
+      out[#out + 1] = -n
+    else
+      out[#out + 1] = n
+    end
   end
 end
 if not over then

@@ -46,12 +46,21 @@ type Outcome struct {
 type Dependent struct {
 	ID     string
 	Inputs int
+	// Task, when set, is the dependent's task for generation Gen of the
+	// workflow: Settle enqueues it when the settle makes the dependent
+	// ready, if the store EnqueuesTasks and the workflow is at Gen (a rerun
+	// may have moved it on).
+	Task *Task
+	Gen  int
 }
 
 // Settled is what Settle did.
 type Settled struct {
 	State string   // the workflow's state after the settle
 	Ready []string // dependents now ready to run
+	// Enqueued says, for each of Ready, whether Settle enqueued its Task
+	// (else the caller enqueues it).
+	Enqueued []bool
 	// Release is the map instance to enqueue next (max_parallel's window),
 	// -1 if none; only an instance's settle releases one.
 	Release int
@@ -117,10 +126,27 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	} else {
 		args = append(args, "0")
 	}
+	gen := 0
 	for _, d := range dependents {
-		args = append(args, d.ID+".state", d.ID+".nin", d.Inputs)
+		if d.Task != nil {
+			gen = d.Gen
+		}
 	}
-	res, err := settleScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	args = append(args, s.nowNanos(), gen)
+	keys := []string{wfKey(wf)}
+	for _, d := range dependents {
+		if s.fused && d.Task != nil {
+			if err := s.registerQueues(ctx, d.Task); err != nil {
+				return nil, err
+			}
+			var at int
+			keys, at = taskKeys(keys, d.Task)
+			args = append(args, d.ID+".state", d.ID+".nin", d.Inputs, at, d.Task.ID, d.Task.message())
+			continue
+		}
+		args = append(args, d.ID+".state", d.ID+".nin", d.Inputs, 0, "", "")
+	}
+	res, err := settleScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
 	}
@@ -141,8 +167,13 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	}
 	out.Gen, _ = strconv.Atoi(str(res[2]))
 	for _, v := range res[3:] {
-		if i, ok := v.(int64); ok && i >= 1 && int(i) <= len(dependents) {
-			out.Ready = append(out.Ready, dependents[i-1].ID)
+		i, ok := v.(int64)
+		if !ok {
+			continue
+		}
+		if n := int(max(i, -i)); n >= 1 && n <= len(dependents) {
+			out.Ready = append(out.Ready, dependents[n-1].ID)
+			out.Enqueued = append(out.Enqueued, i < 0)
 		}
 	}
 	return out, nil

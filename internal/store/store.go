@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -79,6 +80,8 @@ type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
 	now       func() time.Time
+	fused     bool     // Create and Settle enqueue the Tasks they are given (asynqtask.go)
+	queues    sync.Map // queue names added to asynq's set of queues
 }
 
 // New returns a store. retention is the TTL of every record (at least a
@@ -90,7 +93,7 @@ func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Tim
 	if retention < time.Minute {
 		retention = 24 * time.Hour
 	}
-	return &Store{rdb: rdb, retention: retention, now: now}
+	return &Store{rdb: rdb, retention: retention, now: now, fused: fusable(rdb)}
 }
 
 // Retention is the TTL of records.
@@ -104,6 +107,9 @@ type NewWorkflow struct {
 	Steps []string // step ids in spec order
 	// DeadlineAt, when not zero, is when the workflow times out.
 	DeadlineAt time.Time
+	// Roots are the tasks of the steps that depend on nothing, enqueued
+	// with the record when the store EnqueuesTasks (else ignored).
+	Roots []Task
 }
 
 func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
@@ -126,18 +132,31 @@ func parseTS(v string) *time.Time {
 func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	stepsJSON, _ := json.Marshal(w.Steps)
 	now := s.now()
-	args := []any{s.ttl(), "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
+	args := []any{s.ttl(), 0, "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
 		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
 	if !w.DeadlineAt.IsZero() {
 		args = append(args, "deadline_at", ts(w.DeadlineAt))
 	}
-	// One round trip: the record script and the index entry (another slot,
-	// so a separate command; a cluster client splits the pipeline by slot).
-	// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and Redis
-	// caches the compiled script either way. An index entry for an id that
-	// turns out to be taken points at the existing workflow: harmless.
+	args[1] = len(args) - 2
+	keys := []string{wfKey(w.ID)}
+	if s.fused && len(w.Roots) > 0 {
+		for i := range w.Roots {
+			if err := s.registerQueues(ctx, &w.Roots[i]); err != nil {
+				return err
+			}
+			keys, _ = taskKeys(keys, &w.Roots[i])
+			args = append(args, w.Roots[i].ID, w.Roots[i].message())
+		}
+		args = append(args, s.nowNanos())
+	}
+	// One round trip: the record script (with the root tasks) and the
+	// index entry (another slot, so a separate command; a cluster client
+	// splits the pipeline by slot). EVAL, not EVALSHA: a pipeline cannot
+	// fall back on NOSCRIPT, and Redis caches the compiled script either
+	// way. An index entry for an id that turns out to be taken points at
+	// the existing workflow: harmless.
 	pipe := s.rdb.Pipeline()
-	created := createScript.Eval(ctx, pipe, []string{wfKey(w.ID)}, args...)
+	created := createScript.Eval(ctx, pipe, keys, args...)
 	pipe.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
 	pipe.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
 	pipe.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))

@@ -1,0 +1,186 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// asynqTaskOf is the asynq client's task for t.
+func asynqTaskOf(t store.Task) *asynq.Task {
+	opts := []asynq.Option{asynq.TaskID(t.ID), asynq.Queue(t.Queue), asynq.MaxRetry(t.MaxRetry), asynq.Retention(t.Retention)}
+	if t.Timeout != 0 {
+		opts = append(opts, asynq.Timeout(t.Timeout))
+	}
+	return asynq.NewTask(t.Type, t.Payload, opts...)
+}
+
+// asynqState is what asynq keeps of a queue's pending tasks: the pending
+// list, and each task's hash without pending_since (a time).
+func asynqState(t *testing.T, rdb *redis.Client, queues ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	var b bytes.Buffer
+	qs, _ := rdb.SMembers(ctx, "asynq:queues").Result()
+	slices.Sort(qs)
+	fmt.Fprintf(&b, "queues %q\n", qs)
+	for _, q := range queues {
+		ids, _ := rdb.LRange(ctx, "asynq:{"+q+"}:pending", 0, -1).Result()
+		fmt.Fprintf(&b, "%s pending %q\n", q, ids)
+		for _, id := range ids {
+			h, _ := rdb.HGetAll(ctx, "asynq:{"+q+"}:t:"+id).Result()
+			if h["pending_since"] == "" {
+				t.Errorf("task %s has no pending_since", id)
+			}
+			delete(h, "pending_since")
+			fmt.Fprintf(&b, "  %s %q\n", id, h)
+		}
+	}
+	return b.String()
+}
+
+var queuedTasks = []store.Task{
+	{ID: "wf1:a", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"a"}`), MaxRetry: 8, Timeout: 5 * time.Minute, Retention: 24 * time.Hour},
+	{ID: "wf1:b@2", Queue: "critical", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"b","gen":2}`), MaxRetry: 0, Timeout: 90 * time.Second},
+	{ID: "wf1:c", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"c – é"}`), MaxRetry: 25},
+	{ID: "wf1:d", Queue: "default", Type: "agentq:step", Payload: bytes.Repeat([]byte("x"), 300), MaxRetry: -1, Timeout: 1500 * time.Millisecond, Retention: time.Hour},
+}
+
+// The store writes a task exactly as asynq v0.26's client does: the same
+// message bytes, hash fields, pending list and set of queues, an existing
+// id left alone; asynq's Inspector reads it back and a server runs it.
+func TestStoreEnqueuesTasksAsAsynqDoes(t *testing.T) {
+	ctx := context.Background()
+	dbA, viaAsynq := redistest.New(t)
+	dbB, viaStore := redistest.New(t)
+	if dbA.Kind == "miniredis" {
+		t.Skip("asynq's scripts need a real redis-server")
+	}
+	client := asynq.NewClientFromRedisClient(viaAsynq)
+	for _, qt := range queuedTasks {
+		if _, err := client.EnqueueContext(ctx, asynqTaskOf(qt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := store.New(viaStore, time.Hour, nil)
+	if !s.EnqueuesTasks() {
+		t.Fatal("a store on a standalone Redis does not enqueue tasks itself")
+	}
+	if err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "w", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"}, Roots: queuedTasks}); err != nil {
+		t.Fatal(err)
+	}
+	want, got := asynqState(t, viaAsynq, "default", "critical"), asynqState(t, viaStore, "default", "critical")
+	if got != want {
+		t.Fatalf("the store's tasks:\n%s\nasynq's:\n%s", got, want)
+	}
+
+	// an id that exists is left alone, as asynq's client leaves it
+	if err := s.Create(ctx, store.NewWorkflow{ID: "wf2", Name: "w", Spec: []byte(`{}`), Steps: []string{"a"},
+		Roots: []store.Task{{ID: "wf1:a", Queue: "default", Type: "other", Payload: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := asynqState(t, viaStore, "default", "critical"); got != want {
+		t.Fatalf("after enqueueing an existing id again:\n%s\nwant:\n%s", got, want)
+	}
+
+	info, err := asynq.NewInspectorFromRedisClient(viaStore).GetTaskInfo("critical", "wf1:b@2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != asynq.TaskStatePending || info.MaxRetry != 0 || info.Timeout != 90*time.Second || string(info.Payload) != string(queuedTasks[1].Payload) {
+		t.Fatalf("asynq reads the store's task as %+v", info)
+	}
+
+	// a server runs them
+	var mu sync.Mutex
+	var ran []string
+	srv := asynq.NewServerFromRedisClient(viaStore, asynq.Config{Concurrency: 2, Queues: map[string]int{"default": 1, "critical": 1},
+		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.FatalLevel})
+	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		id, _ := asynq.GetTaskID(ctx)
+		mu.Lock()
+		ran = append(ran, id)
+		mu.Unlock()
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) == len(queuedTasks), fmt.Sprintf("asynq ran %q", ran)
+	})
+	_ = dbB
+}
+
+// Settle enqueues the dependent it makes ready in the same script, once
+// however often the settle is delivered; a dependent's task built for
+// another generation than the workflow's is left to the caller.
+func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
+	ctx := context.Background()
+	db, rdb := redistest.New(t)
+	if db.Kind == "miniredis" {
+		t.Skip("needs a real redis-server")
+	}
+	s := store.New(rdb, time.Hour, nil)
+	create(t, s, "wf1")
+	body := store.Task{ID: "wf1:d", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"d"}`), MaxRetry: 3, Timeout: time.Minute}
+	deps := []store.Dependent{{ID: "d", Inputs: 3, Task: &body}}
+	pending := func() []string {
+		ids, err := rdb.LRange(ctx, "asynq:{default}:pending", 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	for _, step := range []string{"a", "b"} {
+		res, err := s.Settle(ctx, "wf1", step, store.Outcome{Done: true, Output: step}, deps)
+		if err != nil || len(res.Ready) != 0 {
+			t.Fatalf("settle %s: %+v, %v", step, res, err)
+		}
+	}
+	if p := pending(); len(p) != 0 {
+		t.Fatalf("pending before the last input settled: %q", p)
+	}
+	for range 2 { // the last input, delivered twice
+		res, err := s.Settle(ctx, "wf1", "c", store.Outcome{Done: true, Output: "c"}, deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Ready, []string{"d"}) || !slices.Equal(res.Enqueued, []bool{true}) {
+			t.Fatalf("settle c: ready %q enqueued %v", res.Ready, res.Enqueued)
+		}
+		if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
+			t.Fatalf("pending after settling c: %q", p)
+		}
+	}
+
+	// built for generation 1 while the workflow is at 0: not enqueued
+	create(t, s, "wf2")
+	other := body
+	other.ID = "wf2:d@1"
+	for _, step := range []string{"a", "b", "c"} {
+		res, err := s.Settle(ctx, "wf2", step, store.Outcome{Done: true}, []store.Dependent{{ID: "d", Inputs: 3, Task: &other, Gen: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if step == "c" && (!slices.Equal(res.Ready, []string{"d"}) || !slices.Equal(res.Enqueued, []bool{false})) {
+			t.Fatalf("settle c of another generation: ready %q enqueued %v", res.Ready, res.Enqueued)
+		}
+	}
+	if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
+		t.Fatalf("pending after another generation's settle: %q", p)
+	}
+}

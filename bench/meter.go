@@ -93,7 +93,7 @@ func commandCost(ctx context.Context, rdb *redis.Client, steps int) Cost {
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].usecs > rows[j].usecs })
-	for i := 0; i < len(rows) && i < 6; i++ {
+	for i := 0; i < len(rows) && i < 12; i++ {
 		c.Top = append(c.Top, rows[i].name+" "+strconv.FormatFloat(rows[i].calls/float64(steps), 'f', 2, 64)+"/step "+
 			strconv.FormatFloat(rows[i].usecs/float64(steps), 'f', 1, 64)+"µs/step")
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentq/agentq/internal/tracegate"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -55,10 +56,13 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	if timeout > 0 {
 		cctx, cancel = context.WithTimeout(ctx, timeout)
 	}
-	cctx, span := tracer.Start(cctx, "agentq.llm_call", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("agentq.route", route), attribute.String("agentq.provider", t.Provider.Name()),
-			attribute.String("agentq.model", t.Model), attribute.Int("agentq.input_len", inputLen(req))))
-	defer span.End()
+	var span trace.Span
+	if tracegate.On() { // else every span is a no-op: not started at all
+		cctx, span = tracer.Start(cctx, "agentq.llm_call", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("agentq.route", route), attribute.String("agentq.provider", t.Provider.Name()),
+				attribute.String("agentq.model", t.Model), attribute.Int("agentq.input_len", inputLen(req))))
+		defer span.End()
+	}
 	start := r.now()
 	var (
 		resp *Response
@@ -84,10 +88,12 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 			key = e.Key
 		}
 	}
-	span.SetAttributes(attribute.String("agentq.key", key), attribute.String("agentq.class", string(class)),
-		attribute.Int("agentq.tokens.prompt", usage.PromptTokens), attribute.Int("agentq.tokens.completion", usage.CompletionTokens))
-	if err != nil {
-		span.SetStatus(codes.Error, string(class))
+	if span != nil {
+		span.SetAttributes(attribute.String("agentq.key", key), attribute.String("agentq.class", string(class)),
+			attribute.Int("agentq.tokens.prompt", usage.PromptTokens), attribute.Int("agentq.tokens.completion", usage.CompletionTokens))
+		if err != nil {
+			span.SetStatus(codes.Error, string(class))
+		}
 	}
 	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.health.observe(t.Provider.Name(), t.Model, class, dur)

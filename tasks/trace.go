@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentq/agentq/internal/tracegate"
 )
 
 var tracer = otel.Tracer("github.com/agentq/agentq/tasks")
@@ -51,6 +53,9 @@ func (idGen) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
 
 // workflowSpan records a workflow's submission as its trace's root span.
 func workflowSpan(ctx context.Context, wf, name string, steps int) {
+	if !tracegate.On() {
+		return
+	}
 	_, span := tracer.Start(context.WithValue(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), rootIDsKey{}, wf),
 		"agentq.workflow", trace.WithNewRoot(),
 		trace.WithAttributes(attribute.String("agentq.workflow", wf), attribute.String("agentq.workflow.name", name), attribute.Int("agentq.steps", steps)))
@@ -60,6 +65,9 @@ func workflowSpan(ctx context.Context, wf, name string, steps int) {
 // stepContext starts a step attempt's span as a child of its workflow's
 // root span, whichever worker runs it.
 func stepContext(ctx context.Context, p Payload, route string, attempt int) (context.Context, trace.Span) {
+	if !tracegate.On() { // every span would be a no-op: none is started
+		return ctx, trace.SpanFromContext(context.Background()) // a no-op span
+	}
 	t, s := workflowIDs(p.Workflow)
 	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: t, SpanID: s, TraceFlags: trace.FlagsSampled, Remote: true})
 	return tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parent), "agentq.step",

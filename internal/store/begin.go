@@ -96,10 +96,10 @@ func (e *BusyError) Error() string {
 
 // beginStepFields are the step's fields beginScript reads (and the first
 // five it writes), in its order; a map instance's item follows them.
-var beginStepFields = []string{"state", "owner", "lease_until", "attempts", "started_at"}
+var beginStepFields = []field{fState, fOwner, fLeaseUntil, fAttempts, fStartedAt}
 
 // beginInputFields are the fields of each input beginScript reads.
-var beginInputFields = []string{"state", "output", "degraded", "nitems"}
+var beginInputFields = []field{fState, fOutput, fDegraded, fNitems}
 
 // checkpointFields are a done step's fields beginScript returns last, in
 // its order.
@@ -110,19 +110,20 @@ var checkpointFields = []string{"input_hash", "output", "tool_calls", "degraded"
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
-	p := step + "."
+	f := s.fields.of(step)
 	inst := isInstance(step)
 	args := make([]any, 0, 10+len(beginStepFields)+len(beginInputFields)*len(inputs))
-	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), p)
-	for _, f := range beginStepFields {
-		args = append(args, p+f)
+	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), f.name(fPrefix))
+	for _, x := range beginStepFields {
+		args = append(args, f.name(x))
 	}
 	if inst {
-		args = append(args, p+"item")
+		args = append(args, f.name(fItem))
 	}
 	for _, d := range inputs {
-		for _, f := range beginInputFields {
-			args = append(args, d+"."+f)
+		df := s.fields.of(d)
+		for _, x := range beginInputFields {
+			args = append(args, df.name(x))
 		}
 	}
 	args = append(args, "deadline_at", "gen") // read last, after the inputs

@@ -84,45 +84,46 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	case !o.Done:
 		outcome = StepDead
 	}
-	p := step + "."
-	args := make([]any, 0, 38+3*len(dependents))
+	f := s.fields.of(step)
+	args := make([]any, 0, 38+6*len(dependents))
 	// args[11] is the number of field/value pairs that follow it, set below
-	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), p+"state", p+"settled", p+"failed", p+"finished_at",
-		p+"attempts", p+"abandoned", max(o.Attempt, 0), 0)
+	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), f.name(fState), f.name(fSettled), f.name(fFailed),
+		f.name(fFinishedAt), f.name(fAttempts), f.name(fAbandoned), max(o.Attempt, 0), 0)
 	// Fields are written only when they say something: an empty or zero
 	// one reads the same as one never written. The error is cleared only
 	// where an earlier attempt may have left one.
 	if o.Error != "" || o.Attempt != 1 {
-		args = append(args, p+"error", Excerpt(o.Error))
+		args = append(args, f.name(fError), Excerpt(o.Error))
 	}
 	switch {
 	case o.Done:
-		args = append(args, p+"output", o.Output, p+"target", o.Target, p+"input_hash", o.InputHash)
-		for _, f := range []struct {
-			name string
+		args = append(args, f.name(fOutput), o.Output, f.name(fTarget), o.Target, f.name(fInputHash), o.InputHash)
+		for _, n := range []struct {
+			name field
 			v    int64
-		}{{"prompt_tokens", int64(o.Usage.PromptTokens)}, {"completion_tokens", int64(o.Usage.CompletionTokens)}, {"cost_micros", o.CostMicros}} {
-			if f.v > 0 {
-				args = append(args, p+f.name, f.v)
+		}{{fPromptTokens, int64(o.Usage.PromptTokens)}, {fCompletionTokens, int64(o.Usage.CompletionTokens)}, {fCostMicros, o.CostMicros}} {
+			if n.v > 0 {
+				args = append(args, f.name(n.name), n.v)
 			}
 		}
 		if o.ToolCalls != "" {
-			args = append(args, p+"tool_calls", o.ToolCalls)
+			args = append(args, f.name(fToolCalls), o.ToolCalls)
 		}
 		if o.Degraded {
-			args = append(args, p+"degraded", "1")
+			args = append(args, f.name(fDegraded), "1")
 		}
 	case o.Output != "":
-		args = append(args, p+"output", o.Output) // the rejected answer, for review
+		args = append(args, f.name(fOutput), o.Output) // the rejected answer, for review
 	}
 	if !o.Done && o.Class != "" {
-		args = append(args, p+"class", o.Class)
+		args = append(args, f.name(fClass), o.Class)
 	}
 	args[11] = (len(args) - 12) / 2
 	if o.Map != "" {
-		m := o.Map + "."
-		args = append(args, "1", m+"state", m+"settled", m+"finished_at", m+"nitems", m+"ndone", m+"next", m+"nmissing", p+"released",
-			m+"prompt_tokens", o.Usage.PromptTokens, m+"completion_tokens", o.Usage.CompletionTokens, m+"cost_micros", o.CostMicros)
+		m := s.fields.of(o.Map)
+		args = append(args, "1", m.name(fState), m.name(fSettled), m.name(fFinishedAt), m.name(fNitems), m.name(fNdone), m.name(fNext),
+			m.name(fNmissing), f.name(fReleased), m.name(fPromptTokens), o.Usage.PromptTokens, m.name(fCompletionTokens),
+			o.Usage.CompletionTokens, m.name(fCostMicros), o.CostMicros)
 	} else {
 		args = append(args, "0")
 	}
@@ -135,16 +136,17 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	args = append(args, s.nowNanos(), gen)
 	keys := []string{wfKey(wf)}
 	for _, d := range dependents {
+		df := s.fields.of(d.ID)
 		if s.fused && d.Task != nil {
 			if err := s.registerQueues(ctx, d.Task); err != nil {
 				return nil, err
 			}
 			var at int
 			keys, at = taskKeys(keys, d.Task)
-			args = append(args, d.ID+".state", d.ID+".nin", d.Inputs, at, d.Task.ID, d.Task.message())
+			args = append(args, df.name(fState), df.name(fNin), d.Inputs, at, d.Task.ID, d.Task.message())
 			continue
 		}
-		args = append(args, d.ID+".state", d.ID+".nin", d.Inputs, 0, "", "")
+		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
 	}
 	res, err := settleScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {

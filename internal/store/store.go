@@ -82,6 +82,7 @@ type Store struct {
 	now       func() time.Time
 	fused     bool     // Create and Settle enqueue the Tasks they are given (asynqtask.go)
 	queues    sync.Map // queue names added to asynq's set of queues
+	fields    fieldCache
 }
 
 // New returns a store. retention is the TTL of every record (at least a

@@ -15,19 +15,20 @@ const module = "github.com/agentq/agentq"
 // module's packages it may import (its non-test files). A package missing
 // from the table may import anything but must be added when it is written.
 var importRules = map[string][]string{
-	"retry":             {},
-	"redact":            {},
-	"record":            {},
-	"llmclient":         {"retry", "redact"},
-	"internal/store":    {"record", "retry"},
-	"tasks":             {"internal/problem", "internal/store", "internal/webhook", "llmclient", "record", "retry"},
-	"internal/webhook":  {"redact", "retry"},
-	".":                 {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
-	"internal/chaosllm": {}, // shares no code with the clients it tests
-	"internal/schedule": {"internal/config", "internal/problem", "internal/store", "tasks"},
-	"agentqtest":        {".", "llmclient", "tasks"},
-	"embedded":          {".", "internal/chaosllm"},
-	"examples/analyst":  {".", "embedded"},
+	"retry":              {},
+	"redact":             {},
+	"record":             {},
+	"llmclient":          {"internal/tracegate", "retry", "redact"},
+	"internal/store":     {"record", "retry"},
+	"tasks":              {"internal/problem", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "record", "retry"},
+	"internal/webhook":   {"redact", "retry"},
+	"internal/tracegate": {},
+	".":                  {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
+	"internal/chaosllm":  {}, // shares no code with the clients it tests
+	"internal/schedule":  {"internal/config", "internal/problem", "internal/store", "tasks"},
+	"agentqtest":         {".", "llmclient", "tasks"},
+	"embedded":           {".", "internal/chaosllm"},
+	"examples/analyst":   {".", "embedded"},
 }
 
 // imports lists the imports of the non-test Go files in dir, by file.

@@ -39,8 +39,9 @@ type HandlerOptions struct {
 	// Events, when set, hears each settled step (metrics, demo output).
 	Events func(StepEvent)
 	// BeforeEnqueue, when set, is called after a step settled and before
-	// the dependents it made ready are enqueued. Crash drills use it to
-	// stop a worker at the worst moment.
+	// the worker enqueues the dependents it made ready (the settle itself
+	// enqueued them already where the store can: store.Task). Crash drills
+	// use it to stop a worker at the worst moment.
 	BeforeEnqueue func(wf, step string, ready []string)
 	// Steps are the code steps this worker serves, by the name a spec's
 	// run: gives.

@@ -49,7 +49,8 @@ type Dependent struct {
 	// Task, when set, is the dependent's task for generation Gen of the
 	// workflow: Settle enqueues it when the settle makes the dependent
 	// ready, if the store EnqueuesTasks and the workflow is at Gen (a rerun
-	// may have moved it on).
+	// may have moved it on). The dependents of one settle share one Gen
+	// (the settling task's).
 	Task *Task
 	Gen  int
 }

@@ -31,9 +31,12 @@ type HandlerOptions struct {
 	// (at least a minute).
 	Redis     redis.UniversalClient
 	Retention time.Duration
-	Client    *asynq.Client // enqueues dependents
-	Router    Caller
-	Logger    *slog.Logger // nil: discard
+	// Client enqueues dependents the store does not enqueue itself
+	// (store.Task); it must write to the same Redis as Redis, where the
+	// store enqueues the others.
+	Client *asynq.Client
+	Router Caller
+	Logger *slog.Logger // nil: discard
 	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
 	MaxOutputBytes int
 	// Events, when set, hears each settled step (metrics, demo output).

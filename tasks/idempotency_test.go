@@ -125,7 +125,7 @@ func TestIdempotencyKeyFinishesAnInterruptedSubmit(t *testing.T) {
 	if err := e.Store.ClaimIdempotency(t.Context(), id, hash); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Store.Create(t.Context(), store.NewWorkflow{ID: id, Name: "keyed", Spec: specJSON, Steps: []string{"greet"}}); err != nil {
+	if _, err := e.Store.Create(t.Context(), store.NewWorkflow{ID: id, Name: "keyed", Spec: specJSON, Steps: []string{"greet"}}); err != nil {
 		t.Fatal(err)
 	}
 	e.StartWorker(t)

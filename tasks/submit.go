@@ -81,14 +81,14 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 	// The record's script enqueues the roots too, in the same round trip,
 	// where the store can (store.Task) and no deadline task has to be
 	// scheduled first (without its deadline task a workflow must not run).
-	fused := c.store.EnqueuesTasks() && deadline.IsZero()
-	if fused {
+	if c.store.EnqueuesTasks() && deadline.IsZero() {
 		for _, root := range spec.Roots() {
 			st, _ := spec.Step(root)
 			w.Roots = append(w.Roots, queuedTask(id, root, 0, spec, st, c.o.Retention))
 		}
 	}
-	if err := c.store.Create(ctx, w); err != nil {
+	enqueued, err := c.store.Create(ctx, w)
+	if err != nil {
 		if idem == nil {
 			return Submission{}, err
 		}
@@ -100,7 +100,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 		return Submission{}, err
 	}
 	workflowSpan(ctx, id, spec.Name, len(ids))
-	if fused {
+	if enqueued {
 		return Submission{ID: id}, nil
 	}
 	if err := c.scheduleDeadline(ctx, id, spec, deadline); err != nil {

@@ -66,6 +66,43 @@ func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 	}
 }
 
+// ClusterNode starts a throwaway one-node Redis in cluster mode holding
+// every slot (as a one-shard managed cluster is) and returns a plain
+// client on it: scripts with keys of several slots are refused with
+// CROSSSLOT. Stopped at the end of the test; skipped as Cluster is.
+func ClusterNode(tb testing.TB) *redis.Client {
+	tb.Helper()
+	bin := need(tb, "a cluster-mode Redis", "redis-server")[0]
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	waitPing(tb, addr)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	tb.Cleanup(func() { c.Close() })
+	if err := c.Do(tb.Context(), "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if info, err := c.ClusterInfo(tb.Context()).Result(); err == nil && strings.Contains(info, "cluster_state:ok") {
+			return c
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the one-node cluster was not ok within 10s")
+		}
+		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
+	}
+}
+
 // need finds the binaries a drill needs on the PATH; without them it skips
 // the test, or fails it under CI=true (where they must be installed).
 func need(tb testing.TB, what string, names ...string) []string {

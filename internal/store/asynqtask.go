@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +24,11 @@ import (
 //
 // Against a Redis Cluster the queue's keys live in another slot than the
 // workflow's, so there the store enqueues nothing itself (EnqueuesTasks
-// is false) and the caller enqueues with the asynq client.
+// is false) and the caller enqueues with the asynq client. A server in
+// cluster mode reached through a plain client (a one-shard managed
+// cluster, say) refuses the first such script with CROSSSLOT: the store
+// then stops enqueueing for good and runs the script again without the
+// tasks.
 type Task struct {
 	ID, Queue, Type string
 	Payload         []byte
@@ -79,7 +84,18 @@ const asynqQueues = "asynq:queues"
 
 // EnqueuesTasks reports whether Create and Settle enqueue the Tasks they
 // are given (see Task); when false the caller enqueues them.
-func (s *Store) EnqueuesTasks() bool { return s.fused }
+func (s *Store) EnqueuesTasks() bool { return s.fused.Load() }
+
+// crossSlot reports whether err is Redis refusing keys of several slots in
+// one script (a server in cluster mode), and if so stops the store
+// enqueueing tasks itself.
+func (s *Store) crossSlot(err error) bool {
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		return false
+	}
+	s.fused.Store(false)
+	return true
+}
 
 // luaEnqueue is asynq's enqueue script as a function of the scripts that
 // enqueue ready steps (tk: task key, pk: pending key).

@@ -77,7 +77,7 @@ func TestStoreEnqueuesTasksAsAsynqDoes(t *testing.T) {
 	if !s.EnqueuesTasks() {
 		t.Fatal("a store on a standalone Redis does not enqueue tasks itself")
 	}
-	if err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "w", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"}, Roots: queuedTasks}); err != nil {
+	if _, err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "w", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"}, Roots: queuedTasks}); err != nil {
 		t.Fatal(err)
 	}
 	want, got := asynqState(t, viaAsynq, "default", "critical"), asynqState(t, viaStore, "default", "critical")
@@ -86,7 +86,7 @@ func TestStoreEnqueuesTasksAsAsynqDoes(t *testing.T) {
 	}
 
 	// an id that exists is left alone, as asynq's client leaves it
-	if err := s.Create(ctx, store.NewWorkflow{ID: "wf2", Name: "w", Spec: []byte(`{}`), Steps: []string{"a"},
+	if _, err := s.Create(ctx, store.NewWorkflow{ID: "wf2", Name: "w", Spec: []byte(`{}`), Steps: []string{"a"},
 		Roots: []store.Task{{ID: "wf1:a", Queue: "default", Type: "other", Payload: []byte("x")}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +182,45 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 	}
 	if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
 		t.Fatalf("pending after another generation's settle: %q", p)
+	}
+}
+
+// A server in cluster mode reached through a plain client (a one-shard
+// managed cluster) refuses scripts whose keys span slots: the store
+// finds out at the first one, writes without the tasks and leaves them
+// to the caller from then on.
+func TestClusterModeThroughAPlainClientLeavesTasksToTheCaller(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.ClusterNode(t)
+	s := store.New(rdb, time.Hour, nil)
+	if !s.EnqueuesTasks() {
+		t.Fatal("a plain client looks like a standalone Redis until the server says otherwise")
+	}
+	enqueued, err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "chord", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"},
+		Roots: []store.Task{{ID: "wf1:a", Queue: "default", Type: "agentq:step", Payload: []byte(`{}`)}}})
+	if err != nil || enqueued {
+		t.Fatalf("create: enqueued %v, %v; want the record written and the roots left to the caller", enqueued, err)
+	}
+	if s.EnqueuesTasks() {
+		t.Fatal("still enqueueing tasks after CROSSSLOT")
+	}
+	if wf, err := s.Get(ctx, "wf1"); err != nil || wf.State != store.StatePending {
+		t.Fatalf("record: %+v, %v", wf, err)
+	}
+
+	// a store that has not met the refusal yet finds it out at a settle
+	s2 := store.New(rdb, time.Hour, nil)
+	body := store.Task{ID: "wf1:d", Queue: "default", Type: "agentq:step", Payload: []byte(`{}`)}
+	var res *store.Settled
+	for _, step := range []string{"a", "b", "c"} {
+		if res, err = s2.Settle(ctx, "wf1", step, store.Outcome{Done: true}, []store.Dependent{{ID: "d", Inputs: 3, Task: &body}}); err != nil {
+			t.Fatalf("settle %s: %v", step, err)
+		}
+	}
+	if !slices.Equal(res.Ready, []string{"d"}) || !slices.Equal(res.Enqueued, []bool{false}) || s2.EnqueuesTasks() {
+		t.Fatalf("last settle: ready %q enqueued %v, store enqueues %v", res.Ready, res.Enqueued, s2.EnqueuesTasks())
+	}
+	if n, _ := rdb.Exists(ctx, "asynq:{default}:t:wf1:a", "asynq:{default}:t:wf1:d").Result(); n != 0 {
+		t.Fatalf("%d task(s) written by the store", n)
 	}
 }

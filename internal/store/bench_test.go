@@ -36,7 +36,7 @@ func BenchmarkChordBookkeeping(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		wf := "bench" + strconv.Itoa(i)
-		if err := s.Create(ctx, store.NewWorkflow{ID: wf, Name: "chord", Spec: spec, Steps: steps}); err != nil {
+		if _, err := s.Create(ctx, store.NewWorkflow{ID: wf, Name: "chord", Spec: spec, Steps: steps}); err != nil {
 			b.Fatal(err)
 		}
 		for _, m := range members {

@@ -14,7 +14,7 @@ import (
 // newMapWorkflow writes a workflow plan → m (a map) → reduce.
 func newMapWorkflow(t *testing.T, s *store.Store, id string) {
 	t.Helper()
-	if err := s.Create(context.Background(), store.NewWorkflow{ID: id, Name: "map", Steps: []string{"plan", "m", "reduce"}}); err != nil {
+	if _, err := s.Create(context.Background(), store.NewWorkflow{ID: id, Name: "map", Steps: []string{"plan", "m", "reduce"}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -152,7 +152,7 @@ func TestEarlierLayoutIsMigratedToCounters(t *testing.T) {
 	_, rdb := redistest.New(t)
 	s := store.New(rdb, time.Hour, nil)
 	ctx := context.Background()
-	if err := s.Create(ctx, store.NewWorkflow{ID: "wf", Steps: []string{"a", "b", "c", "d"}}); err != nil {
+	if _, err := s.Create(ctx, store.NewWorkflow{ID: "wf", Steps: []string{"a", "b", "c", "d"}}); err != nil {
 		t.Fatal(err)
 	}
 	key := store.Prefix + "{wf:wf}:wf"

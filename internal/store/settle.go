@@ -128,28 +128,11 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	} else {
 		args = append(args, "0")
 	}
-	gen := 0
-	for _, d := range dependents {
-		if d.Task != nil {
-			gen = d.Gen
-		}
+	fused := s.fused.Load()
+	res, err := s.runSettle(ctx, wf, args, dependents, fused)
+	if fused && s.crossSlot(err) {
+		res, err = s.runSettle(ctx, wf, args, dependents, false)
 	}
-	args = append(args, s.nowNanos(), gen)
-	keys := []string{wfKey(wf)}
-	for _, d := range dependents {
-		df := s.fields.of(d.ID)
-		if s.fused && d.Task != nil {
-			if err := s.registerQueues(ctx, d.Task); err != nil {
-				return nil, err
-			}
-			var at int
-			keys, at = taskKeys(keys, d.Task)
-			args = append(args, df.name(fState), df.name(fNin), d.Inputs, at, d.Task.ID, d.Task.message())
-			continue
-		}
-		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
-	}
-	res, err := settleScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
 	}
@@ -180,4 +163,31 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		}
 	}
 	return out, nil
+}
+
+// runSettle runs settleScript with args (up to the dependents) and, per
+// dependent, its fields and, when fused, its task.
+func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents []Dependent, fused bool) ([]any, error) {
+	gen := 0
+	for _, d := range dependents {
+		if d.Task != nil {
+			gen = d.Gen
+		}
+	}
+	args = append(args[:len(args):len(args)], s.nowNanos(), gen)
+	keys := []string{wfKey(wf)}
+	for _, d := range dependents {
+		df := s.fields.of(d.ID)
+		if fused && d.Task != nil {
+			if err := s.registerQueues(ctx, d.Task); err != nil {
+				return nil, err
+			}
+			var at int
+			keys, at = taskKeys(keys, d.Task)
+			args = append(args, df.name(fState), df.name(fNin), d.Inputs, at, d.Task.ID, d.Task.message())
+			continue
+		}
+		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
+	}
+	return settleScript.Run(ctx, s.rdb, keys, args...).Slice()
 }

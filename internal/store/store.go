@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,8 +81,8 @@ type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
 	now       func() time.Time
-	fused     bool     // Create and Settle enqueue the Tasks they are given (asynqtask.go)
-	queues    sync.Map // queue names added to asynq's set of queues
+	fused     atomic.Bool // Create and Settle enqueue the Tasks they are given (asynqtask.go)
+	queues    sync.Map    // queue names added to asynq's set of queues
 	fields    fieldCache
 }
 
@@ -94,7 +95,9 @@ func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Tim
 	if retention < time.Minute {
 		retention = 24 * time.Hour
 	}
-	return &Store{rdb: rdb, retention: retention, now: now, fused: fusable(rdb)}
+	s := &Store{rdb: rdb, retention: retention, now: now}
+	s.fused.Store(fusable(rdb))
+	return s
 }
 
 // Retention is the TTL of records.
@@ -129,8 +132,20 @@ func parseTS(v string) *time.Time {
 	return &t
 }
 
-// Create writes the workflow record in one script.
-func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
+// Create writes the workflow record in one script, with w.Roots enqueued
+// by the same script when the store EnqueuesTasks; it reports whether it
+// enqueued them (if not, the caller does).
+func (s *Store) Create(ctx context.Context, w NewWorkflow) (rootsEnqueued bool, err error) {
+	fused := s.fused.Load() && len(w.Roots) > 0
+	err = s.create(ctx, w, fused)
+	if fused && s.crossSlot(err) {
+		fused = false
+		err = s.create(ctx, w, false)
+	}
+	return fused && err == nil, err
+}
+
+func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error {
 	stepsJSON, _ := json.Marshal(w.Steps)
 	now := s.now()
 	args := []any{s.ttl(), 0, "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
@@ -140,7 +155,7 @@ func (s *Store) Create(ctx context.Context, w NewWorkflow) error {
 	}
 	args[1] = len(args) - 2
 	keys := []string{wfKey(w.ID)}
-	if s.fused && len(w.Roots) > 0 {
+	if withRoots {
 		for i := range w.Roots {
 			if err := s.registerQueues(ctx, &w.Roots[i]); err != nil {
 				return err

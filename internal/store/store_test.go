@@ -28,7 +28,7 @@ var chordDeps = []store.Dependent{{ID: "d", Inputs: 3}}
 
 func create(t *testing.T, s *store.Store, id string) {
 	t.Helper()
-	if err := s.Create(context.Background(), store.NewWorkflow{ID: id, Name: "chord", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"}}); err != nil {
+	if _, err := s.Create(context.Background(), store.NewWorkflow{ID: id, Name: "chord", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -37,7 +37,7 @@ func TestCreateIsAtomicAndUnique(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, "wf1")
-	err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "again", Spec: []byte(`{}`), Steps: []string{"x"}})
+	_, err := s.Create(ctx, store.NewWorkflow{ID: "wf1", Name: "again", Spec: []byte(`{}`), Steps: []string{"x"}})
 	if !errors.Is(err, store.ErrExists) {
 		t.Fatalf("second create: %v, want ErrExists", err)
 	}
@@ -435,7 +435,7 @@ func TestFailedIsFinal(t *testing.T) {
 func TestTimeOutSaysWhichCallEndedIt(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.Create(ctx, store.NewWorkflow{ID: "wf", Name: "d", Spec: []byte(`{}`), Steps: []string{"a"}, DeadlineAt: time.Now().Add(-time.Second)}); err != nil {
+	if _, err := s.Create(ctx, store.NewWorkflow{ID: "wf", Name: "d", Spec: []byte(`{}`), Steps: []string{"a"}, DeadlineAt: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{true, false} {

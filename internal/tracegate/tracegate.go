@@ -8,7 +8,10 @@ package tracegate
 import "go.opentelemetry.io/otel"
 
 // unset is OpenTelemetry's global provider before any is installed (a
-// delegate that otel.SetTracerProvider replaces).
+// delegate that otel.SetTracerProvider replaces), read when this package
+// is initialized: a provider installed by the init function of a package
+// initialized earlier would count as none (install it in main, or after
+// imports are initialized, as agentq's own tracing does).
 var unset = otel.GetTracerProvider()
 
 // On reports whether a tracer provider has been installed.

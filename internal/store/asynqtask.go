@@ -107,7 +107,7 @@ local function enqueue(tk, pk, id, msg, nowns)
 end
 `
 
-// taskArgs appends t's keys to keys and returns them with the index (in
+// taskKeys appends t's keys to keys and returns them with the index (in
 // KEYS, 1-based) of its task key; its pending key follows it.
 func taskKeys(keys []string, t *Task) ([]string, int) {
 	keys = append(keys, asynqTaskKey(t.Queue, t.ID), asynqPendingKey(t.Queue))

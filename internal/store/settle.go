@@ -174,7 +174,7 @@ func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents
 			gen = d.Gen
 		}
 	}
-	args = append(args[:len(args):len(args)], s.nowNanos(), gen)
+	args = append(args, s.nowNanos(), gen) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
 	for _, d := range dependents {
 		df := s.fields.of(d.ID)

@@ -140,12 +140,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(2)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := startCPUProfile(*cpuprofile); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(2)
 		}
@@ -384,19 +379,4 @@ func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), func() { hs.Close() }, nil
-}
-
-// writeHeapProfile writes the heap profile to path (its allocation
-// samples cover the whole run).
-func writeHeapProfile(path string) {
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.WriteHeapProfile(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench: heap profile:", err)
-	}
 }

@@ -24,20 +24,7 @@ func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 	bin, cli := bins[0], bins[1]
 	var addrs []string
 	for i := 0; i < 3; i++ {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		dir := tb.TempDir()
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
-		if err := cmd.Start(); err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		waitPing(tb, addr)
-		addrs = append(addrs, addr)
+		addrs = append(addrs, clusterNode(tb, bin))
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
@@ -72,21 +59,7 @@ func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 // CROSSSLOT. Stopped at the end of the test; skipped as Cluster is.
 func ClusterNode(tb testing.TB) *redis.Client {
 	tb.Helper()
-	bin := need(tb, "a cluster-mode Redis", "redis-server")[0]
-	port, err := freePort()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dir := tb.TempDir()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	waitPing(tb, addr)
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: clusterNode(tb, need(tb, "a cluster-mode Redis", "redis-server")[0])})
 	tb.Cleanup(func() { c.Close() })
 	if err := c.Do(tb.Context(), "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		tb.Fatal(err)
@@ -101,6 +74,26 @@ func ClusterNode(tb testing.TB) *redis.Client {
 		}
 		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
 	}
+}
+
+// clusterNode starts a redis-server in cluster mode (no slots yet), stopped
+// at the end of the test, and returns its address once it answers.
+func clusterNode(tb testing.TB, bin string) string {
+	tb.Helper()
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	waitPing(tb, addr)
+	return addr
 }
 
 // need finds the binaries a drill needs on the PATH; without them it skips

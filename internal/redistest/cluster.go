@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/poll"
 )
 
 // Cluster starts a throwaway three-master Redis Cluster for the test and
@@ -64,29 +67,36 @@ func ClusterNode(tb testing.TB) *redis.Client {
 	if err := c.Do(tb.Context(), "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		tb.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if info, err := c.ClusterInfo(tb.Context()).Result(); err == nil && strings.Contains(info, "cluster_state:ok") {
-			return c
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the one-node cluster was not ok within 10s")
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(tb, 10*time.Second, func() (bool, string) {
+		info, err := c.ClusterInfo(tb.Context()).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok"), fmt.Sprintf("the one-node cluster: %v %q", err, info)
+	})
+	return c
 }
 
 // clusterNode starts a redis-server in cluster mode (no slots yet), stopped
 // at the end of the test, and returns its address once it answers.
 func clusterNode(tb testing.TB, bin string) string {
 	tb.Helper()
+	dir := tb.TempDir()
+	return startTestServer(tb, bin, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--save", "", "--appendonly", "no", "--dir", dir)
+}
+
+// startTestServer runs redis-server with args (a config file first, if any) on
+// a free loopback port, stopped at the end of the test, and returns its
+// address once it answers.
+func startTestServer(tb testing.TB, bin string, args ...string) string {
+	tb.Helper()
 	port, err := freePort()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dir := tb.TempDir()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
+	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--logfile", "")
+	if !slices.Contains(args, "--dir") {
+		args = append(args, "--dir", tb.TempDir())
+	}
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -132,28 +142,13 @@ func waitPing(tb testing.TB, addr string) {
 func Sentinel(tb testing.TB) (master, sentinel string) {
 	tb.Helper()
 	bin := need(tb, "Sentinel", "redis-server")[0]
-	// start runs redis-server with args (a config file first, if any)
-	start := func(args ...string) string {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		cmd := exec.Command(bin, append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", tb.TempDir(), "--logfile", "")...)
-		if err := cmd.Start(); err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		waitPing(tb, addr)
-		return addr
-	}
-	master = start("--save", "", "--appendonly", "no")
+	master = startTestServer(tb, bin, "--save", "", "--appendonly", "no")
 	host, port, _ := net.SplitHostPort(master)
 	conf := filepath.Join(tb.TempDir(), "sentinel.conf")
 	if err := os.WriteFile(conf, []byte("sentinel monitor agentq "+host+" "+port+" 1\nsentinel down-after-milliseconds agentq 5000\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	sentinel = start(conf, "--sentinel")
+	sentinel = startTestServer(tb, bin, conf, "--sentinel")
 	// wait until the sentinel reports the master
 	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel})
 	defer c.Close()

@@ -114,21 +114,16 @@ func taskKeys(keys []string, t *Task) ([]string, int) {
 	return keys, len(keys) - 1
 }
 
-// registerQueues adds the tasks' queues to asynq's set of queues, once per
-// queue for the store's life (as asynq's client does).
-func (s *Store) registerQueues(ctx context.Context, tasks ...*Task) error {
-	for _, t := range tasks {
-		if t == nil {
-			continue
-		}
-		if _, ok := s.queues.Load(t.Queue); ok {
-			continue
-		}
-		if err := s.rdb.SAdd(ctx, asynqQueues, t.Queue).Err(); err != nil {
-			return fmt.Errorf("store: register queue %q: %w", t.Queue, err)
-		}
-		s.queues.Store(t.Queue, true)
+// registerQueue adds a queue to asynq's set of queues, once per queue for
+// the store's life (as asynq's client does).
+func (s *Store) registerQueue(ctx context.Context, queue string) error {
+	if _, ok := s.queues.Load(queue); ok {
+		return nil
 	}
+	if err := s.rdb.SAdd(ctx, asynqQueues, queue).Err(); err != nil {
+		return fmt.Errorf("store: register queue %q: %w", queue, err)
+	}
+	s.queues.Store(queue, true)
 	return nil
 }
 

@@ -179,7 +179,7 @@ func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents
 	for _, d := range dependents {
 		df := s.fields.of(d.ID)
 		if fused && d.Task != nil {
-			if err := s.registerQueues(ctx, d.Task); err != nil {
+			if err := s.registerQueue(ctx, d.Task.Queue); err != nil {
 				return nil, err
 			}
 			var at int

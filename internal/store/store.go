@@ -157,7 +157,7 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 	keys := []string{wfKey(w.ID)}
 	if withRoots {
 		for i := range w.Roots {
-			if err := s.registerQueues(ctx, &w.Roots[i]); err != nil {
+			if err := s.registerQueue(ctx, w.Roots[i].Queue); err != nil {
 				return err
 			}
 			keys, _ = taskKeys(keys, &w.Roots[i])

@@ -98,17 +98,12 @@ func (s *Store) crossSlot(err error) bool {
 }
 
 // luaEnqueue is asynq's enqueue script as a function of the scripts that
-// enqueue ready steps (tk: task key, pk: pending key). head puts the id
-// at the head of the pending list, the end asynq's workers take tasks
-// from (as asynq's own requeue does with RPUSH), instead of at its tail
-// (asynq's client: LPUSH). Create enqueues a new workflow's roots at the
-// tail; Settle enqueues a fan-in step it makes ready at the head (see
-// Settle), any other at the tail.
+// enqueue ready steps (tk: task key, pk: pending key).
 const luaEnqueue = `
-local function enqueue(tk, pk, id, msg, nowns, head)
+local function enqueue(tk, pk, id, msg, nowns)
   if redis.call('EXISTS', tk) == 1 then return end
   redis.call('HSET', tk, 'msg', msg, 'state', 'pending', 'pending_since', nowns)
-  if head then redis.call('RPUSH', pk, id) else redis.call('LPUSH', pk, id) end
+  redis.call('LPUSH', pk, id)
 end
 `
 

@@ -154,11 +154,6 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 	if p := pending(); len(p) != 0 {
 		t.Fatalf("pending before the last input settled: %q", p)
 	}
-	// a task submitted earlier waits in the queue: the body goes ahead of
-	// it, at the end asynq's workers take from (RPOPLPUSH: the right)
-	if _, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx, asynq.NewTask("other", nil), asynq.TaskID("older")); err != nil {
-		t.Fatal(err)
-	}
 	for range 2 { // the last input, delivered twice
 		res, err := s.Settle(ctx, "wf1", "c", store.Outcome{Done: true, Output: "c"}, deps)
 		if err != nil {
@@ -167,8 +162,8 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 		if !slices.Equal(res.Ready, []string{"d"}) || !slices.Equal(res.Enqueued, []bool{true}) {
 			t.Fatalf("settle c: ready %q enqueued %v", res.Ready, res.Enqueued)
 		}
-		if p := pending(); !slices.Equal(p, []string{"older", "wf1:d"}) {
-			t.Fatalf("pending after settling c: %q, want the body at the head (right)", p)
+		if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
+			t.Fatalf("pending after settling c: %q", p)
 		}
 	}
 
@@ -185,7 +180,7 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 			t.Fatalf("settle c of another generation: ready %q enqueued %v", res.Ready, res.Enqueued)
 		}
 	}
-	if p := pending(); !slices.Equal(p, []string{"older", "wf1:d"}) {
+	if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
 		t.Fatalf("pending after another generation's settle: %q", p)
 	}
 }
@@ -227,33 +222,5 @@ func TestClusterModeThroughAPlainClientLeavesTasksToTheCaller(t *testing.T) {
 	}
 	if n, _ := rdb.Exists(ctx, "asynq:{default}:t:wf1:a", "asynq:{default}:t:wf1:d").Result(); n != 0 {
 		t.Fatalf("%d task(s) written by the store", n)
-	}
-}
-
-// A map's reduce depends on one step, the map, but waits for all its
-// instances: the settle of the last one enqueues it at the head of the
-// queue, like any fan-in's.
-func TestAMapsReduceGoesToTheHeadOfItsQueue(t *testing.T) {
-	ctx := context.Background()
-	db, rdb := redistest.New(t)
-	if db.Kind == "miniredis" {
-		t.Skip("needs a real redis-server")
-	}
-	s := store.New(rdb, time.Hour, nil)
-	newMapWorkflow(t, s, "wf")
-	if _, err := s.Expand(ctx, "wf", "m", items(1), 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx, asynq.NewTask("other", nil), asynq.TaskID("older")); err != nil {
-		t.Fatal(err)
-	}
-	reduce := store.Task{ID: "wf:reduce", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf","step":"reduce"}`), MaxRetry: 3, Timeout: time.Minute}
-	res, err := s.Settle(ctx, "wf", store.InstanceID("m", 0), store.Outcome{Done: true, Output: "0", Map: "m"},
-		[]store.Dependent{{ID: "reduce", Inputs: 1, Task: &reduce}})
-	if err != nil || !slices.Equal(res.Enqueued, []bool{true}) {
-		t.Fatalf("settle the last instance: %+v, %v", res, err)
-	}
-	if p, err := rdb.LRange(ctx, "asynq:{default}:pending", 0, -1).Result(); err != nil || !slices.Equal(p, []string{"older", "wf:reduce"}) {
-		t.Fatalf("pending %q (%v), want the reduce at the head (right)", p, err)
 	}
 }

@@ -48,7 +48,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 local nowns = ARGV[#ARGV]
 for i = 2, #KEYS, 2 do
   local a = 3 + n + (i - 2)
-  enqueue(KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1], nowns, false)
+  enqueue(KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1], nowns)
 end
 return 1
 `)
@@ -225,7 +225,7 @@ for n, e in ipairs(deps) do
   if up and nin >= nd and not over and not late and (not ds or ds == 'pending' or ds == 'queued') then
     if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
     if e[4] > 0 and tgen == (v[ig] or '0') then
-      enqueue(KEYS[e[4]], KEYS[e[4] + 1], ARGV[from + 4], ARGV[from + 5], nowns, nd > 1 or inst)
+      enqueue(KEYS[e[4]], KEYS[e[4] + 1], ARGV[from + 4], ARGV[from + 5], nowns)
       out[#out + 1] = -n
     else
       out[#out + 1] = n

@@ -74,12 +74,7 @@ type Settled struct {
 // dependents that are now ready to run. It is idempotent: settling the same
 // step again returns the same dependents (if they have not started), so the
 // caller can always enqueue them (with deterministic task ids). For a map
-// instance (o.Map set), dependents are the map's. A fan-in step's Task it
-// enqueues itself (a dependent with more than one input, or a map's
-// dependent) goes to the head of its queue, so a chord's body or a map's
-// reduce runs as soon as its inputs are in, not behind the members of
-// every chord submitted after its own; any other goes to the tail, as
-// asynq's client puts it.
+// instance (o.Map set), dependents are the map's.
 func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (*Settled, error) {
 	outcome := StepDone
 	switch {

@@ -259,7 +259,7 @@ func (h *hold) settleAfter(ctx context.Context, resp *Response, err error) {
 	switch class := ClassOf(err); {
 	case err == nil:
 		h.settleUsage(ctx, resp.Usage)
-	case class == retry.InvalidOutput || class == retry.Timeout || class == retry.Canceled:
+	case class.Rule().MayBeBilled:
 		h.settle(ctx, &h.est)
 	default:
 		h.settle(ctx, nil)

@@ -57,6 +57,7 @@ func (o *budgetObserver) BudgetRefused(budget string) {
 
 type budgetFixture struct {
 	srv    *chaosllm.Server
+	url    string // chaosllm's
 	oa, an llmclient.Provider
 	ledger *store.Budgets
 	obs    *budgetObserver
@@ -72,7 +73,7 @@ func newBudgetFixture(t *testing.T, transport http.RoundTripper) *budgetFixture 
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	f := &budgetFixture{srv: srv, obs: &budgetObserver{spent: map[string]float64{}, refused: map[string]int{}}, now: time.Now()}
+	f := &budgetFixture{srv: srv, url: hs.URL, obs: &budgetObserver{spent: map[string]float64{}, refused: map[string]int{}}, now: time.Now()}
 	if f.oa, err = llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: []string{goodKey}, Transport: transport}); err != nil {
 		t.Fatal(err)
 	}
@@ -251,5 +252,37 @@ func TestBudgetOnTheContextTwiceReservesOnce(t *testing.T) {
 	ctx := llmclient.WithBudget(llmclient.WithBudget(context.Background(), b, "wf:w"), b, "wf:w")
 	if _, err := r.Chat(ctx, "r", ask100(0)); err != nil {
 		t.Fatalf("a 100-token call against 150 tokens, the budget attached twice: %v", err)
+	}
+}
+
+// A call that reached the provider and ended without an answer (here the
+// attempt's deadline) may have been billed: the budget keeps what it
+// reserved for it. A call the provider refused (a key it does not accept)
+// gives its reservation back.
+func TestBudgetKeepsTheReservationOfATimedOutCallOnly(t *testing.T) {
+	g := &gate{open: make(chan struct{})} // never opened: every call waits for its deadline
+	f := newBudgetFixture(t, g)
+	ctx := context.Background()
+	r := f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, f.oa)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := r.Chat(cctx, "r", ask100(0))
+	cancel()
+	if c := llmclient.ClassOf(err); !c.Rule().MayBeBilled {
+		t.Fatalf("a call past its deadline: class %s (%v), want one that may be billed", c, err)
+	}
+	if used, held, err := f.ledger.Spent(ctx, "cfg:b:tokens", time.Hour); err != nil || used != 100 || held != 0 {
+		t.Fatalf("after the timed-out call: used %d held %d (%v), want the 100 reserved kept as spent", used, held, err)
+	}
+
+	refused, err := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: f.url + "/v1", Keys: []string{"sk-not-accepted-here"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, refused).Chat(ctx, "r", ask100(1))
+	if c := llmclient.ClassOf(err); c != retry.Auth {
+		t.Fatalf("a call with a key the provider refuses: class %s (%v), want auth", c, err)
+	}
+	if used, held, err := f.ledger.Spent(ctx, "cfg:b:tokens", time.Hour); err != nil || used != 100 || held != 0 {
+		t.Fatalf("after the refused call: used %d held %d (%v), want its reservation given back (100 used, as before)", used, held, err)
 	}
 }

@@ -81,8 +81,8 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req Reque
 		}
 		err = r.probeEmpty500(kctx, t, err)
 		rerr.Attempts = append(rerr.Attempts, err)
-		switch class := ClassOf(err); class {
-		case retry.RateLimited:
+		switch class := ClassOf(err); class.Rule().Key {
+		case retry.KeyCool:
 			wait := r.defCool
 			if e, ok := AsError(err); ok && e.RetryAfter > 0 {
 				wait = e.RetryAfter
@@ -93,7 +93,7 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req Reque
 			if earliest.IsZero() || until.Before(earliest) {
 				earliest = until
 			}
-		case retry.Quota, retry.Auth:
+		case retry.KeyDisabled:
 			r.keys.Disable(ctx, name, id, string(class)+": "+oneLine(err.Error(), 200))
 			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "disabled")
 			r.log.Error("API key disabled for every worker until re-enabled", "provider", name,

@@ -3,7 +3,11 @@ package llmclient
 // Routes: the targets a step may use, in order, and the fallbacks for
 // failures that are the request's own.
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentq/agentq/retry"
+)
 
 // Target is one provider and model a route may use.
 type Target struct {
@@ -38,6 +42,19 @@ type Route struct {
 	// wins and the other call is canceled. Zero for both: no hedging.
 	HedgeAfter    time.Duration
 	HedgeQuantile float64
+}
+
+// fallbackFor is the route's fallback for a request at fault with class c
+// (context_length: ContextWindowFallback; content_filter:
+// ContentFallback); nil when it has none (bad_request never has one).
+func (rt Route) fallbackFor(c retry.Class) *Target {
+	switch c {
+	case retry.ContextLength:
+		return rt.ContextWindowFallback
+	case retry.ContentFilter:
+		return rt.ContentFallback
+	}
+	return nil
 }
 
 func fallbacks(rt Route) []Target {

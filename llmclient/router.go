@@ -153,17 +153,13 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 				return resp, nil
 			}
 		}
-		switch class := ClassOf(err); class {
-		case retry.Canceled, retry.BadRequest:
+		switch class := ClassOf(err); {
+		case class == retry.Canceled:
 			return nil, rerr
-		case retry.ContextLength, retry.ContentFilter:
+		case class.RequestFault():
 			// the request, not the target, is the problem: only the route's
 			// fallback for this class can help
-			fb := rt.ContextWindowFallback
-			if class == retry.ContentFilter {
-				fb = rt.ContentFallback
-			}
-			if fb != nil {
+			if fb := rt.fallbackFor(class); fb != nil {
 				if resp, err := r.callTarget(ctx, route, *fb, req, rerr); err == nil {
 					r.obs.Fallback(route, t.String(), fb.String())
 					return resp, nil

@@ -21,7 +21,23 @@ type Rule struct {
 	// LowersHealth: counts as a failure in the target's health score
 	// (its own faults, and answers of bad quality).
 	LowersHealth bool
+	// Key is what the failure says about the API key the call used.
+	Key KeyVerdict
+	// MayBeBilled: the call reached the provider and may have been billed
+	// without an answer saying how much (a timeout, a call canceled in
+	// flight, an answer that was not usable), so a budget keeps what it
+	// reserved for the call; after any other failure it releases it.
+	MayBeBilled bool
 }
+
+// KeyVerdict is what a failure says about the API key a call used.
+type KeyVerdict int
+
+const (
+	KeyFine     KeyVerdict = iota // not the key's fault
+	KeyCool                       // rate-limited: rest the key, try the next at once
+	KeyDisabled                   // quota spent or key refused: disable it until re-enabled
+)
 
 // rules is the table. A class missing from it (a new one, or "busy" and
 // other internal markers) gets the zero Rule's opposite of caution:
@@ -40,17 +56,17 @@ type Rule struct {
 var rules = map[Class]Rule{
 	OK:            {Answered: true},
 	Network:       {Retryable: true, ProviderFault: true, LowersHealth: true},
-	Timeout:       {Retryable: true, ProviderFault: true, LowersHealth: true},
+	Timeout:       {Retryable: true, ProviderFault: true, LowersHealth: true, MayBeBilled: true},
 	Server:        {Retryable: true, ProviderFault: true, LowersHealth: true},
-	RateLimited:   {Retryable: true},
-	Quota:         {Retryable: true},
-	Auth:          {Retryable: true},
+	RateLimited:   {Retryable: true, Key: KeyCool},
+	Quota:         {Retryable: true, Key: KeyDisabled},
+	Auth:          {Retryable: true, Key: KeyDisabled},
 	NotFound:      {Retryable: true},
-	Canceled:      {Retryable: true},
+	Canceled:      {Retryable: true, MayBeBilled: true},
 	BadRequest:    {RequestFault: true, Answered: true},
 	ContextLength: {RequestFault: true, Answered: true},
 	ContentFilter: {RequestFault: true, Answered: true},
-	InvalidOutput: {Answered: true, LowersHealth: true},
+	InvalidOutput: {Answered: true, LowersHealth: true, MayBeBilled: true},
 	Handler:       {Retryable: true},
 	// see the comment above: a limit that resets, nobody's fault
 	BudgetExceeded: {},

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
@@ -187,5 +189,54 @@ func TestKilledWorkersAdvertisementLapses(t *testing.T) {
 	<-exited
 	poll.Until(t, 5*time.Second, func() (bool, string) {
 		return !mine(), "a killed worker's advertisement is still live after the kill (TTL 300ms)"
+	})
+}
+
+// cancelOnAdvertise cancels a context when the worker's advertisement is
+// about to be written: the stop that arrives while a worker starts.
+type cancelOnAdvertise struct{ cancel context.CancelFunc }
+
+func (cancelOnAdvertise) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c cancelOnAdvertise) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == "agentq:{workers}" }) {
+			c.cancel()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (cancelOnAdvertise) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A worker told to stop while it starts (here: as it writes its
+// advertisement, after its asynq server has started) stops cleanly: no
+// error, no advertisement left behind, its asynq server gone.
+func TestStopWhileStartingIsACleanStop(t *testing.T) {
+	db, rdb := redistest.New(t)
+	cfg, err := testenv.Config("http://127.0.0.1:1", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hooked := redis.NewClient(&redis.Options{Addr: db.Addr, DB: db.DB})
+	defer hooked.Close()
+	hooked.AddHook(cancelOnAdvertise{cancel})
+	ready := false
+	err = worker.Run(ctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: hooked, ReconcileInterval: -1,
+		Ready: func() { ready = true }})
+	if err != nil {
+		t.Fatalf("a worker stopped while it started: %v, want a clean stop", err)
+	}
+	if ctx.Err() == nil || ready {
+		t.Fatalf("the stop did not come while starting (canceled %v, ready %v)", ctx.Err(), ready)
+	}
+	if ads := live(t, store.NewFleet(rdb, nil)); len(ads) != 0 {
+		t.Fatalf("advertisements left by a worker stopped while starting: %+v", ads)
+	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		n := rdb.ZCard(context.Background(), "asynq:servers").Val()
+		return n == 0, fmt.Sprintf("%d asynq servers still registered", n)
 	})
 }

@@ -163,6 +163,12 @@ func Run(ctx context.Context, o Options) error {
 	ad, err := advertise(ctx, rdb, o, o.AdvertiseInterval)
 	if err != nil {
 		srv.Shutdown()
+		if ctx.Err() != nil {
+			// stopped while starting (a SIGTERM during a rollout): the
+			// server took no step yet that a drain would wait for
+			o.Logger.Info("worker stopped while starting")
+			return nil
+		}
 		return err
 	}
 	defer ad.stop(ctx)

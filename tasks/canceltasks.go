@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hibiken/asynq"
 
@@ -16,10 +17,6 @@ type stepTask struct{ step, queue, id string }
 // tasksOf lists the tasks a workflow may have in asynq: one per step, and
 // one per released instance of each map step (the rest were never
 // enqueued).
-func (c *Client) tasksOf(ctx context.Context, id string, spec *Spec) []stepTask {
-	return tasksOf(ctx, c.store, id, spec)
-}
-
 func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []stepTask {
 	out := make([]stepTask, 0, len(spec.Steps))
 	wf, err := rec.Get(ctx, id)
@@ -43,36 +40,61 @@ func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []ste
 	return out
 }
 
-// stopTask stops one task of a canceled workflow: deleted if it waits,
-// its context canceled if it runs; gone already is fine.
-func (c *Client) stopTask(queue, tid string) error { return stopTask(c.insp, queue, tid) }
+// stopTasks stops the tasks of a canceled or timed-out workflow (but
+// skip, the calling task's own): every waiting one is deleted first, and
+// only then are the running ones' contexts canceled. The other order
+// would free a worker slot at each cancel and let the worker take the
+// next waiting instance of a map before its delete (harmless, Begin
+// refuses it, but a wide map's waiting tasks would each be dequeued and
+// kept as completed instead of deleted). Gone already is fine.
+func stopTasks(insp *asynq.Inspector, ts []stepTask, skip string) []error {
+	var errs []error
+	var running []stepTask
+	for _, t := range ts {
+		if t.id == skip {
+			continue
+		}
+		if active, err := deleteWaiting(insp, t.queue, t.id); err != nil {
+			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
+		} else if active {
+			running = append(running, t)
+		}
+	}
+	for _, t := range running {
+		if err := insp.CancelProcessing(t.id); err != nil {
+			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
+		}
+	}
+	return errs
+}
 
-func stopTask(insp *asynq.Inspector, queue, tid string) error {
+// deleteWaiting deletes the task if it waits (pending, scheduled or due
+// for a retry) and reports whether it runs instead.
+func deleteWaiting(insp *asynq.Inspector, queue, tid string) (active bool, err error) {
 	// A waiting task can start between the look and the delete (asynq then
-	// refuses the delete: it is active); look again and cancel it instead.
-	var err error
+	// refuses the delete: it is active); look again.
 	for range 3 {
 		var info *asynq.TaskInfo
 		info, err = insp.GetTaskInfo(queue, tid)
 		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		switch info.State {
 		case asynq.TaskStateActive:
-			return insp.CancelProcessing(tid)
+			return true, nil
 		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
 			err = insp.DeleteTask(queue, tid)
 			if err == nil || errors.Is(err, asynq.ErrTaskNotFound) {
-				return nil // deleted, or it finished meanwhile; the canceled state stops it
+				return false, nil // deleted, or it finished meanwhile; the canceled state stops it
 			}
 		default:
-			return nil // completed or archived: nothing runs
+			return false, nil // completed or archived: nothing runs
 		}
 	}
-	return err
+	return false, err
 }
 
 // workflowStopped reports whether a step whose context was canceled was

@@ -203,12 +203,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 	if err != nil || state != StateCanceled {
 		return state, err
 	}
-	var errs []error
-	for _, t := range c.tasksOf(ctx, id, spec) {
-		if err := c.stopTask(t.queue, t.id); err != nil {
-			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
-		}
-	}
+	errs := stopTasks(c.insp, tasksOf(ctx, c.store, id, spec), "")
 	if err := notifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, spec, StateCanceled); err != nil {
 		errs = append(errs, fmt.Errorf("webhook: %w", err))
 	}

@@ -112,14 +112,7 @@ func (h *Handler) timeOut(ctx context.Context, wf string, spec *Spec) error {
 	}
 	self, _ := asynq.GetTaskID(ctx)
 	insp := asynq.NewInspectorFromRedisClient(h.o.Redis)
-	var errs []error
-	for _, t := range tasksOf(ctx, h.st, wf, spec) {
-		if t.id != self {
-			if err := stopTask(insp, t.queue, t.id); err != nil {
-				errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
-			}
-		}
-	}
+	errs := stopTasks(insp, tasksOf(ctx, h.st, wf, spec), self)
 	h.o.Logger.Warn("workflow timed out: its deadline passed", "wf", wf)
 	if ended { // counted once, by the caller that ended it
 		h.o.Events(StepEvent{Workflow: wf, State: store.StateTimedOut, WorkflowState: store.StateTimedOut})

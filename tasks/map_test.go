@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -296,19 +297,24 @@ steps:
 }
 
 // Canceling in the middle of a map deletes the instances waiting in the
-// queue and starts no other one.
+// queue (each one's task is gone, not run as a no-op and kept as
+// completed) and starts no other one.
 func TestCancelMidMapDeletesPendingInstances(t *testing.T) {
 	release := make(chan struct{})
-	var started atomic.Int32
+	var mu sync.Mutex
+	started := map[int]bool{}
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]tasks.StepFunc{
 		"hold": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
-			started.Add(1)
+			mu.Lock()
+			started[s.Index()] = true
+			mu.Unlock()
 			select {
 			case <-release:
 			case <-ctx.Done():
 			}
 			return nil, ctx.Err()
 		}}})
+	nStarted := func() int { mu.Lock(); defer mu.Unlock(); return len(started) }
 	id := e.Submit(t, e.Spec(`name: cancel
 input: { items: [`+strings.TrimSuffix(strings.Repeat(`1, `, 50), ", ")+`] }
 steps:
@@ -318,11 +324,37 @@ steps:
 	e.StartWorker(t)
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
 	poll.Until(t, 20*time.Second, func() (bool, string) {
-		n := started.Load()
+		n := nStarted()
 		return n >= 4, fmt.Sprintf("%d instances started", n)
 	})
 	if _, err := e.Client.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
+	}
+	// before the held instances may return: every released instance that
+	// did not start has no task left in asynq
+	w, err := e.Store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := w.Steps[0].Map
+	if m == nil || m.Started != 30 {
+		t.Fatalf("map counts at the cancel %+v, want the window of 30 released", m)
+	}
+	mu.Lock()
+	ran := maps.Clone(started)
+	mu.Unlock()
+	if len(ran) != 4 {
+		t.Fatalf("%d instances started by the cancel, want the worker's 4", len(ran))
+	}
+	for n := range m.Started {
+		if ran[n] {
+			continue
+		}
+		if info, err := insp.GetTaskInfo("default", tasks.TaskID(id, fmt.Sprintf("m[%d]", n))); err == nil {
+			t.Errorf("instance %d never started, but its task is still there after the cancel, %s", n, info.State)
+		} else if !errors.Is(err, asynq.ErrTaskNotFound) {
+			t.Errorf("instance %d: %v", n, err)
+		}
 	}
 	close(release)
 	wf := e.Wait(t, id, 10*time.Second, store.StateCanceled)
@@ -336,12 +368,11 @@ steps:
 	if len(pending) != 0 {
 		t.Errorf("%d tasks still pending after the cancel", len(pending))
 	}
-	if n := started.Load(); n > 4 {
+	if n := nStarted(); n != 4 {
 		t.Errorf("%d instances started: only the 4 running at the cancel should have", n)
 	}
-	w, _ := e.Store.Get(t.Context(), id)
-	if c := w.Steps[0].Map; c == nil || c.Started > 30 {
-		t.Errorf("map counts after cancel %+v", c)
+	if w, _ := e.Store.Get(t.Context(), id); w.Steps[0].Map.Started != 30 {
+		t.Errorf("map counts after cancel %+v: the cancel released more", w.Steps[0].Map)
 	}
 }
 

@@ -3,9 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
@@ -171,5 +175,112 @@ func TestEarlierLayoutIsMigratedToCounters(t *testing.T) {
 	state, ready, err := settle(ctx, s, "wf", "c", store.Outcome{Done: true}, chordDeps)
 	if err != nil || len(ready) != 1 || state != store.StateRunning {
 		t.Fatalf("settle after migrating: %s %v %v, want d ready", state, ready, err)
+	}
+}
+
+// commandCalls is how often the server ran each command since its
+// statistics were last reset (a script's inner commands counted too),
+// without the INFO that reads them.
+func commandCalls(t *testing.T, rdb *redis.Client) map[string]int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_config|resetstat" {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "calls" {
+				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(v)
+			}
+		}
+	}
+	return out
+}
+
+// A map instance's settle costs the same Redis commands whatever the
+// map's width: the settle that releases the next instance of the window
+// and the last one, which makes the reduce ready, run exactly the same
+// commands (by name and count) in a 10,000-item map as in a 10-item one,
+// and none that reads a whole hash, set or list. The 10,000-item map
+// settles completely, its reduce made ready once, its outputs in order.
+func TestMapSettleCostsTheSameAtAnyWidth(t *testing.T) {
+	srv := redistest.NewServer(t, "--save", "", "--appendonly", "no")
+	srv.Start() // a server of its own: nothing else moves its statistics
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	const window = 5
+	// settleAll settles the instances of a map of width n in item order
+	// and returns the commands of the first settle and of the last
+	settleAll := func(id string, n int) (first, last map[string]int) {
+		newMapWorkflow(t, s, id)
+		if e, err := s.Expand(ctx, id, "m", items(n), window); err != nil || e.Items != n || e.Next != window {
+			t.Fatalf("%s: expand %+v %v", id, e, err)
+		}
+		ready := 0
+		for i := range n {
+			measured := i == 0 || i == n-1
+			if measured {
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := s.Settle(ctx, id, store.InstanceID("m", i), store.Outcome{Done: true, Output: "out" + strconv.Itoa(i), Map: "m"}, reduceDeps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := i + window; (want < n) != (r.Release == want) {
+				t.Fatalf("%s: instance %d's settle released %d, want %d", id, i, r.Release, want)
+			}
+			ready += len(r.Ready)
+			if measured {
+				if i == 0 {
+					first = commandCalls(t, rdb)
+				} else {
+					last = commandCalls(t, rdb)
+				}
+			}
+		}
+		if ready != 1 {
+			t.Fatalf("%s: the reduce was made ready %d times, want once", id, ready)
+		}
+		w, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := w.Steps[1].Map; m == nil || *m != (store.MapCounts{Items: n, Started: n, Settled: n}) || w.Steps[1].State != store.StepDone {
+			t.Fatalf("%s: map step %+v counts %+v", id, w.Steps[1], m)
+		}
+		outs, err := s.InstanceOutputs(ctx, id, "m", n-2, 2)
+		if err != nil || len(outs) != 2 || outs[0].Output != "out"+strconv.Itoa(n-2) || outs[1].Output != "out"+strconv.Itoa(n-1) {
+			t.Fatalf("%s: the last outputs %+v %v", id, outs, err)
+		}
+		return first, last
+	}
+	settleAll("warm", window+1) // the scripts loaded: no EVAL after a NOSCRIPT in what is measured
+	narrowFirst, narrowLast := settleAll("narrow", 10)
+	wideFirst, wideLast := settleAll("wide", 10_000)
+	for _, c := range []struct {
+		which        string
+		narrow, wide map[string]int
+	}{{"first (releases the next instance)", narrowFirst, wideFirst}, {"last (makes the reduce ready)", narrowLast, wideLast}} {
+		if !maps.Equal(c.narrow, c.wide) {
+			t.Errorf("the %s settle: %v in a 10-item map, %v in a 10,000-item one", c.which, c.narrow, c.wide)
+		}
+		for name := range c.wide {
+			switch name {
+			case "hgetall", "hkeys", "hvals", "hscan", "smembers", "sscan", "lrange", "zrange", "zrangebyscore", "keys", "scan":
+				t.Errorf("the %s settle reads a whole collection (%s): %v", c.which, name, c.wide)
+			}
+		}
+		if len(c.wide) == 0 {
+			t.Fatalf("the %s settle ran no command: the statistics measure nothing", c.which)
+		}
 	}
 }

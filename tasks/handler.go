@@ -211,10 +211,13 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
 	if err := h.loadMapViews(ctx, run, a, views); err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
+		case errors.Is(err, errMapViewTooLarge):
+			return h.deadLetter(ctx, run, retry.BadRequest, err)
 		}
-		return h.deadLetter(ctx, run, retry.BadRequest, err)
+		return err // Redis did not answer: retried
 	}
 	if st.IsMap() && run.inst == nil {
 		return h.expand(ctx, run, a, views)

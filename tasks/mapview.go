@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -38,6 +39,11 @@ const outputsPage = 500
 // maxMapViewBytes bounds the outputs one render loads of all the maps it
 // reads: past it, reduce in a code step, which reads them a page at a time.
 const maxMapViewBytes = 32 << 20
+
+// errMapViewTooLarge marks a render whose map outputs are over
+// maxMapViewBytes: the step is dead-lettered (the same outputs would be
+// too large again), unlike a failed read, which is retried.
+var errMapViewTooLarge = errors.New("more than a template may read")
 
 // mapPages reads a map's instances in item order, a page at a time, as
 // views; it stops at the first error or when yield returns false.
@@ -81,10 +87,10 @@ func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attemp
 		i := 0
 		for v, err := range mapPages(ctx, h.st, run.p.Workflow, run.spec, id, d.Map.Items) {
 			if err != nil {
-				return err
+				return fmt.Errorf("read the outputs of map step %s: %w", id, err)
 			}
 			if budget -= len(v.Output); budget < 0 {
-				return fmt.Errorf("the outputs of map step %s are over %d MiB, more than a template may read: reduce them in a code step (run:), which reads them a page at a time", id, maxMapViewBytes>>20)
+				return fmt.Errorf("the outputs of map step %s are over %d MiB, %w: reduce them in a code step (run:), which reads them a page at a time", id, maxMapViewBytes>>20, errMapViewTooLarge)
 			}
 			switch {
 			case v.Missing:

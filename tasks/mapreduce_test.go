@@ -1,0 +1,134 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+// A reduce over a map wider than one page of outputs (500) reads every
+// output once, in item order, across the pages' boundaries: the code
+// step's iterator and the prompt's .Outputs alike.
+func TestReduceReadsAWideMapAcrossPages(t *testing.T) {
+	const n = 1001 // three pages: 500, 500, 1
+	ms := newMapSteps()
+	e := testenv.Start(t, testenv.Options{Steps: ms.funcs()})
+	id := e.Submit(t, e.Spec(mapSpec(n, fmt.Sprintf("    max_items: %d", n))))
+	wf := e.Wait(t, id, 120*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	if wf.State != store.StateCompleted {
+		t.Fatalf("workflow %s: %+v", wf.State, wf.Steps)
+	}
+	got := <-ms.seen
+	if len(got) != n {
+		t.Fatalf("the reduce read %d outputs, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != 2*(100+i) {
+			t.Fatalf("output %d is %d, want %d (item order across pages)", i, v, 2*(100+i))
+		}
+	}
+	if r := ms.reduces.Load(); r != 1 {
+		t.Errorf("the reduce ran %d times, want once", r)
+	}
+	res, err := e.Client.Result(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompt strings.Builder
+	fmt.Fprintf(&prompt, "%d outputs, missing []: ", n)
+	for i := range n {
+		fmt.Fprintf(&prompt, "%d,", 2*(100+i))
+	}
+	prompt.WriteString("\n") // chaosllm hashes each message with a newline after it
+	// chaosllm's answer names a hash of the whole prompt it was sent
+	if s := res.Workflow.Steps[3].Output; s != chaosllm.Reply(prompt.String()) {
+		t.Errorf("the summary prompt was not every output in item order: answered %q", s)
+	}
+}
+
+// A prompt whose map outputs are over what a template may read (32 MiB)
+// is dead-lettered with the reason, and no provider is called for it.
+func TestAPromptOverTheMapViewLimitIsDeadLettered(t *testing.T) {
+	const width, size = 34, 1_000_000 // 34 outputs of ~1 MB each: over 32 MiB, each under max_output_bytes
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"big": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			return strings.Repeat("x", size), nil
+		}}})
+	id := e.Submit(t, e.Spec(fmt.Sprintf(`name: big
+input: { items: [%s] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", run: big }
+  - { id: sum, depends_on: [m], route: solo, prompt: "{{ len .Steps.m.Outputs }} outputs" }
+`, strings.TrimSuffix(strings.Repeat("1, ", width), ", "))))
+	wf := e.Wait(t, id, 60*time.Second, store.StateBlocked, store.StateCompleted, store.StateFailed)
+	sum := wf.Steps[1]
+	if wf.State != store.StateBlocked || sum.State != store.StepDead || !strings.Contains(sum.Error, "over 32 MiB") || !strings.Contains(sum.Error, "code step") {
+		t.Fatalf("workflow %s, sum %s: %q; want it dead-lettered saying the outputs are over 32 MiB", wf.State, sum.State, sum.Error)
+	}
+	if c := e.Calls.Count("oa/m-solo", ""); c != 0 {
+		t.Errorf("%d calls for a prompt that could not be rendered", c)
+	}
+}
+
+// failOutputsRead fails the first read of a map's outputs, as a Redis that
+// stops answering for a moment does.
+type failOutputsRead struct{ done atomic.Bool }
+
+func (*failOutputsRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failOutputsRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hmget" && slices.Contains(cmd.Args(), any("m[0].output")) && f.done.CompareAndSwap(false, true) {
+			err := errors.New("i/o timeout (injected)")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*failOutputsRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A read of the outputs that fails (Redis, not the outputs) is retried,
+// not dead-lettered: the reduce then runs with every output.
+func TestAFailedReadOfMapOutputsIsRetried(t *testing.T) {
+	ms := newMapSteps()
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: ms.funcs()})
+	hook := &failOutputsRead{}
+	e.Redis.AddHook(hook)
+	id := e.Submit(t, e.Spec(`name: retried-read
+input: { items: [100, 101, 102] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", run: double, with: { item: "{{ .Item }}", index: "{{ .Index }}" } }
+  - { id: summary, depends_on: [m], route: solo, prompt: "{{ len .Steps.m.Outputs }} outputs" }
+`))
+	e.StartWorker(t)
+	wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	if !hook.done.Load() {
+		t.Fatal("no read of the map's outputs failed: the test proves nothing")
+	}
+	if wf.State != store.StateCompleted {
+		t.Fatalf("workflow %s after a failed read of the outputs: %+v", wf.State, wf.Steps)
+	}
+	var summary store.StepRecord
+	for _, s := range wf.Steps {
+		if s.ID == "summary" {
+			summary = s
+		}
+	}
+	if summary.State != store.StepDone || summary.Attempts != 2 || summary.Output != chaosllm.Reply("3 outputs\n") {
+		t.Fatalf("summary %+v: want done on its second attempt, having read the 3 outputs", summary)
+	}
+}

@@ -39,6 +39,10 @@ type HandlerOptions struct {
 	Logger *slog.Logger // nil: discard
 	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
 	MaxOutputBytes int
+	// MaxMapItems is this worker's cap on the items of one map step,
+	// whatever cap the producer that submitted the spec had
+	// (limits.max_map_items); 0 means DefaultMaxMapItems.
+	MaxMapItems int
 	// Events, when set, hears each settled step (metrics, demo output).
 	Events func(StepEvent)
 	// BeforeEnqueue, when set, is called after a step settled and before
@@ -84,6 +88,9 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	}
 	if o.MaxOutputBytes <= 0 {
 		o.MaxOutputBytes = 1 << 20
+	}
+	if o.MaxMapItems <= 0 {
+		o.MaxMapItems = DefaultMaxMapItems
 	}
 	if o.Events == nil {
 		o.Events = func(StepEvent) {}

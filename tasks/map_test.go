@@ -249,6 +249,25 @@ func TestMapOverMaxItemsDeadLettersBeforeAnyInstance(t *testing.T) {
 	}
 }
 
+// A worker holds a map to its own limits.max_map_items, whatever cap the
+// producer that submitted the spec had: over it, the map step is
+// dead-lettered with the reason before any instance.
+func TestMapOverTheWorkersCapDeadLetters(t *testing.T) {
+	ms := newMapSteps()
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: ms.funcs()})
+	id := e.Submit(t, e.Spec(mapSpec(6, "    max_items: 8"))) // the producer's cap: 10,000
+	e.Config.Limits.MaxMapItems = 5
+	e.StartWorker(t)
+	wf := e.Wait(t, id, 30*time.Second, store.StateBlocked, store.StateCompleted)
+	m := wf.Steps[1]
+	if wf.State != store.StateBlocked || m.State != store.StepDead || !strings.Contains(m.Error, "6 items, over this worker's limits.max_map_items of 5") {
+		t.Fatalf("workflow %s, map step %s: %q", wf.State, m.State, m.Error)
+	}
+	if n := ms.instances.Load(); n != 0 || m.Map != nil {
+		t.Errorf("%d instances ran, counts %+v", n, m.Map)
+	}
+}
+
 // An empty array completes the map at once; its dependents run.
 func TestEmptyMapCompletesAtOnce(t *testing.T) {
 	ms := newMapSteps()

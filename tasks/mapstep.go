@@ -77,8 +77,11 @@ func (h *Handler) expand(ctx context.Context, run stepRun, a *store.Attempt, vie
 		if items, err = splitArray(raw); err != nil {
 			return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("for_each: %w", err))
 		}
-		if max := st.maxItems(); len(items) > max {
+		switch max := st.maxItems(); {
+		case len(items) > max:
 			return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("for_each yielded %d items, over the step's max_items of %d: no instance was started", len(items), max))
+		case len(items) > h.o.MaxMapItems:
+			return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("for_each yielded %d items, over this worker's limits.max_map_items of %d: no instance was started", len(items), h.o.MaxMapItems))
 		}
 	}
 	var e *store.Expansion

@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	client := asynq.NewClientFromRedisClient(rdb)
 	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
 		Prices: app.Prices(cfg)})
 	if err != nil {
 		return err

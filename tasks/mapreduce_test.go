@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -130,5 +131,101 @@ steps:
 	}
 	if summary.State != store.StepDone || summary.Attempts != 2 || summary.Output != chaosllm.Reply("3 outputs\n") {
 		t.Fatalf("summary %+v: want done on its second attempt, having read the 3 outputs", summary)
+	}
+}
+
+// collectOutputs is a reduce that sends the map m's outputs as text.
+func collectOutputs(seen chan<- []string) tasks.StepFunc {
+	return func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+		var got []string
+		for v, err := range s.Outputs(ctx, "m") {
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, v.Output)
+		}
+		seen <- got
+		return len(got), nil
+	}
+}
+
+// A map over a field of a prompt step's format: json answer: one prompt
+// instance per element, each seeing its .Item and .Index, the reduce
+// seeing their answers in item order.
+func TestMapOverAFieldOfAJSONAnswer(t *testing.T) {
+	seen := make(chan []string, 1)
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{"collect": collectOutputs(seen)}})
+	id := e.Submit(t, e.Spec(`name: plan-json
+steps:
+  - id: plan
+    route: solo
+    prompt: "List the regions"
+    output:
+      format: json
+      schema: { type: object, required: [regions], properties: { regions: { type: array, minItems: 4, items: { type: string } } } }
+  - { id: m, depends_on: [plan], for_each: "{{ .Steps.plan.JSON.regions }}", route: solo, prompt: "region {{ .Index }}: {{ .Item }}" }
+  - { id: reduce, depends_on: [m], run: collect }
+`))
+	wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	if wf.State != store.StateCompleted {
+		t.Fatalf("workflow %s: %+v", wf.State, wf.Steps)
+	}
+	plan, err := e.Client.Result(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct{ Regions []string }
+	if err := json.Unmarshal([]byte(plan.Workflow.Steps[0].Output), &answer); err != nil || len(answer.Regions) != 4 {
+		t.Fatalf("the plan's answer %q (%v): want 4 regions", plan.Workflow.Steps[0].Output, err)
+	}
+	got := <-seen
+	if len(got) != 4 {
+		t.Fatalf("the reduce read %d outputs, want 4", len(got))
+	}
+	for i, r := range answer.Regions {
+		if want := chaosllm.Reply(fmt.Sprintf("region %d: %s\n", i, r)); got[i] != want {
+			t.Errorf("output %d is %q, want the answer to %q", i, got[i], fmt.Sprintf("region %d: %s", i, r))
+		}
+	}
+	if m := wf.Steps[1].Map; m == nil || *m != (store.MapCounts{Items: 4, Started: 4, Settled: 4}) {
+		t.Errorf("map counts %+v", m)
+	}
+}
+
+// A map over a code step's returned array (its whole value, .JSON): the
+// elements keep their JSON types in with: and .Item.
+func TestMapOverACodeStepsArray(t *testing.T) {
+	seen := make(chan []string, 1)
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"plan": func(context.Context, *tasks.CodeStep) (any, error) {
+			return []any{3, "four", map[string]int{"five": 5}}, nil
+		},
+		"echo": func(_ context.Context, s *tasks.CodeStep) (any, error) {
+			var item any
+			if err := s.Item(&item); err != nil {
+				return nil, err
+			}
+			return map[string]any{"item": item, "with": json.RawMessage(s.RawArgs()), "index": s.Index()}, nil
+		},
+		"collect": collectOutputs(seen),
+	}})
+	id := e.Submit(t, e.Spec(`name: plan-array
+steps:
+  - { id: plan, run: plan }
+  - { id: m, depends_on: [plan], for_each: "{{ .Steps.plan.JSON }}", run: echo, with: { v: "{{ .Item }}", i: "{{ .Index }}" } }
+  - { id: reduce, depends_on: [m], run: collect }
+`))
+	wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	if wf.State != store.StateCompleted {
+		t.Fatalf("workflow %s: %+v", wf.State, wf.Steps)
+	}
+	want := []string{
+		`{"index":0,"item":3,"with":{"i":0,"v":3}}`,
+		`{"index":1,"item":"four","with":{"i":1,"v":"four"}}`,
+		`{"index":2,"item":{"five":5},"with":{"i":2,"v":{"five":5}}}`,
+	}
+	got := <-seen
+	if !slices.Equal(got, want) {
+		t.Fatalf("the reduce read\n%q\nwant\n%q", got, want)
 	}
 }

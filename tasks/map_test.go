@@ -450,7 +450,7 @@ func TestSIGKILLMidMapFinishesAfterRestartWithOneReduce(t *testing.T) {
 input: { items: [`+strings.Join(items, ", ")+`] }
 steps:
   - { id: m, for_each: "{{ .Input.items }}", max_parallel: 20, route: solo, prompt: "item {{ .Item }}" }
-  - { id: reduce, depends_on: [m], route: solo, prompt: "reduce {{ len .Steps.m.Outputs }} outputs" }
+  - { id: reduce, depends_on: [m], route: main, prompt: "reduce {{ len .Steps.m.Outputs }} outputs" }
 `))
 	p := startWorkerProcess(t, e, 8)
 	poll.Until(t, 60*time.Second, func() (bool, string) {
@@ -478,6 +478,11 @@ steps:
 	}
 	if r := wf.Steps[1]; r.Attempts != 1 || !strings.Contains(r.Output, "reduce 200 outputs") {
 		t.Errorf("reduce: %d attempts, output %q", r.Attempts, r.Output)
+	}
+	// the reduce (route main, its own model) can only have run after the
+	// kill, on this process's worker, whose calls are counted: once
+	if n := e.Calls.Count("oa/m-oa", "") + e.Calls.Count("an/m-an", ""); n != 1 {
+		t.Errorf("the reduce called a provider %d times, want once", n)
 	}
 	for from := 0; from < 200; from += 100 {
 		page, err := e.Store.Instances(t.Context(), id, "m", from, 100)

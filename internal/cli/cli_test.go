@@ -235,3 +235,37 @@ func TestConfiguredMaxRetriesApply(t *testing.T) {
 		t.Fatalf("task %+v %v, want MaxRetry 3", info, err)
 	}
 }
+
+// A map's progress and status are its counters: --wait reports the map
+// settling (a line per tenth of it, not per instance), and status shows
+// one row for the map with its items settled, not a row per instance.
+func TestMapProgressAndStatusShowItsCounters(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	items := make([]string, 40)
+	for i := range items {
+		items[i] = strconv.Itoa(i)
+	}
+	spec := writeFile(t, "map.yaml", `name: fan
+input: { items: [`+strings.Join(items, ", ")+`] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", max_parallel: 4, route: solo, prompt: "item {{ .Item }}" }
+  - { id: reduce, depends_on: [m], route: solo, prompt: "{{ len .Steps.m.Outputs }} outputs" }
+`)
+	r := run(t, cli.Enqueue, vars, spec, "--config", cfg, "--wait")
+	if r.code != 0 {
+		t.Fatalf("enqueue --wait: exit %d, stderr %q", r.code, r.err)
+	}
+	progress := strings.Count(r.err, " m: ")
+	if !strings.Contains(r.err, " m: done (40/40 items settled)") || progress < 2 || progress > 12 {
+		t.Errorf("%d progress lines for the map (want one per tenth at most, and the last 40/40):\n%s", progress, r.err)
+	}
+	id := strings.Fields(r.out)[1]
+	r = run(t, cli.Enqueue, vars, "status", id, "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.out, "done (40/40 items settled)") || strings.Contains(r.out, "m[") {
+		t.Fatalf("status: exit %d\n%s", r.code, r.out)
+	}
+	if rows := strings.Count(r.out, "attempts="); rows != 2 {
+		t.Errorf("status shows %d step rows, want 2 (the map collapsed into one):\n%s", rows, r.out)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -227,5 +229,47 @@ steps:
 	got := <-seen
 	if !slices.Equal(got, want) {
 		t.Fatalf("the reduce read\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A reduce prompt over a map's outputs that is larger than its target's
+// max_input_bytes is not sent to that target: it fails there as
+// context_length, before any call, and the route's context window
+// fallback answers it. A narrow map's reduce, under the bound, goes to
+// the first target.
+func TestAReducePromptOverMaxInputBytesGoesToTheContextFallback(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	rt := e.Config.Routes["fallback"]
+	rt.Targets = slices.Clone(rt.Targets)
+	rt.Targets[0].MaxInputBytes = 400
+	e.Config.Routes["fallback"] = rt
+	e.StartWorker(t)
+	spec := func(n int) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = strconv.Itoa(i)
+		}
+		return `name: reduce-size
+input: { items: [` + strings.Join(items, ", ") + `] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", route: solo, prompt: "item {{ .Item }}" }
+  - { id: reduce, depends_on: [m], route: fallback, prompt: "{{ range .Steps.m.Outputs }}{{ . }}; {{ end }}" }
+`
+	}
+	for _, c := range []struct {
+		n      int
+		target string
+	}{{2, "oa/m-small"}, {20, "an/m-long"}} { // 2 answers: ~150 bytes; 20: ~1,500
+		id := e.Submit(t, e.Spec(spec(c.n)))
+		wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+		if r := wf.Steps[1]; wf.State != store.StateCompleted || r.Target != c.target {
+			t.Fatalf("%d items: workflow %s, the reduce answered by %q (%s), want %s", c.n, wf.State, r.Target, r.Error, c.target)
+		}
+	}
+	if n := e.Calls.Count("oa/m-small", retry.OK); n != 1 {
+		t.Errorf("oa/m-small answered %d calls, want the narrow reduce's one", n)
+	}
+	if n := e.Calls.Count("an/m-long", retry.OK); n != 1 {
+		t.Errorf("an/m-long answered %d calls, want the wide reduce's one", n)
 	}
 }

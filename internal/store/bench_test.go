@@ -87,3 +87,50 @@ func redisMicros(b *testing.B, rdb *redis.Client) float64 {
 	}
 	return total
 }
+
+// BenchmarkChainBookkeeping is BenchmarkChordBookkeeping for a chain of
+// 10 steps, each the next one's only input: what one linear step costs
+// Redis, begin reading its input's output included.
+func BenchmarkChainBookkeeping(b *testing.B) {
+	db, rdb := redistest.New(b)
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	steps := make([]string, 10)
+	for i := range steps {
+		steps[i] = fmt.Sprintf("s%d", i)
+	}
+	spec := []byte(strings.Repeat(`{"id":"s0","prompt":"link {{ .Steps.s0.Output }}"},`, 10))
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		wf := "bench" + strconv.Itoa(i)
+		if _, err := s.Create(ctx, store.NewWorkflow{ID: wf, Name: "chain", Spec: spec, Steps: steps}); err != nil {
+			b.Fatal(err)
+		}
+		for n, st := range steps {
+			var inputs []string
+			if n > 0 {
+				inputs = steps[n-1 : n]
+			}
+			if _, err := s.Begin(ctx, wf, st, wf+":"+st, 0, time.Minute, inputs); err != nil {
+				b.Fatal(err)
+			}
+			var next []store.Dependent
+			if n+1 < len(steps) {
+				next = []store.Dependent{{ID: steps[n+1], Inputs: 1}}
+			}
+			o := store.Outcome{Done: true, Output: "an answer of a few words", Target: "chaos/bench-model", InputHash: "0123456789abcdef"}
+			if _, _, err := settle(ctx, s, wf, st, o, next); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	nsteps := float64(b.N * len(steps))
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/nsteps, "ns/step")
+	if db.Kind == "redis-server" {
+		b.ReportMetric(redisMicros(b, rdb)/nsteps, "redis-µs/step")
+	}
+}

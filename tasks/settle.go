@@ -72,6 +72,10 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	defer cancel()
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
+		if h.st.EnqueuesTasks() {
+			t := queuedTask(p.Workflow, instanceID(st.ID, store.ReleaseProbe), p.Gen, spec, st, h.st.Retention())
+			o.Release, o.ReleaseGen = &t, p.Gen // the instance it releases, enqueued by the settle
+		}
 	}
 	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
 		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
@@ -101,7 +105,7 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	if h.o.BeforeEnqueue != nil {
 		h.o.BeforeEnqueue(p.Workflow, p.Step, res.Ready)
 	}
-	if res.Release >= 0 {
+	if res.Release >= 0 && !res.ReleaseEnqueued {
 		if err := untilStored(ctx, func() error {
 			return enqueueInstance(ctx, h.o.Client, p.Workflow, spec, st, res.Release, res.Gen, h.st.Retention())
 		}); err != nil {

@@ -47,31 +47,63 @@ const asynqDefaultTimeout = 30 * time.Minute
 // client marshals: proto3 fields in field-number order, zero values left
 // out (the deadline is asynq's "none", Unix time 0).
 func (t Task) message() []byte {
+	head, rest := t.messageEnds()
+	b := make([]byte, 0, len(head)+len(rest)+16+len(t.Payload)+len(t.ID))
+	b = append(b, head...)
+	b = appendBytesField(b, 2, t.Payload)
+	b = appendBytesField(b, 3, []byte(t.ID))
+	return append(b, rest...)
+}
+
+// messageEnds is the message without its payload (field 2) and id (field
+// 3): the type before them, the queue and settings after them.
+func (t Task) messageEnds() (head, rest []byte) {
 	timeout := t.Timeout
 	if timeout == 0 {
 		timeout = asynqDefaultTimeout
 	}
-	b := make([]byte, 0, 48+len(t.Type)+len(t.Payload)+len(t.ID)+len(t.Queue))
-	str := func(n protowire.Number, v []byte) {
-		if len(v) > 0 {
-			b = protowire.AppendTag(b, n, protowire.BytesType)
-			b = protowire.AppendBytes(b, v)
+	head = appendBytesField(nil, 1, []byte(t.Type))
+	rest = appendBytesField(nil, 4, []byte(t.Queue))
+	for _, f := range []struct {
+		n protowire.Number
+		v int64
+	}{{5, int64(int32(max(t.MaxRetry, 0)))}, {8, int64(timeout.Seconds())}, {12, int64(t.Retention.Seconds())}} {
+		if f.v != 0 {
+			rest = protowire.AppendTag(rest, f.n, protowire.VarintType)
+			rest = protowire.AppendVarint(rest, uint64(f.v))
 		}
 	}
-	num := func(n protowire.Number, v int64) {
-		if v != 0 {
-			b = protowire.AppendTag(b, n, protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(v))
-		}
+	return head, rest
+}
+
+// appendBytesField appends a length-delimited field unless v is empty
+// (proto3 leaves empty strings out).
+func appendBytesField(b []byte, n protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
 	}
-	str(1, []byte(t.Type))
-	str(2, t.Payload)
-	str(3, []byte(t.ID))
-	str(4, []byte(t.Queue))
-	num(5, int64(int32(max(t.MaxRetry, 0))))
-	num(8, int64(timeout.Seconds()))
-	num(12, int64(t.Retention.Seconds()))
-	return b
+	b = protowire.AppendTag(b, n, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+// ReleaseProbe is the instance index a map instance's settle builds
+// Outcome.Release for: the settle script writes the index it releases in
+// its place, in the task's id and payload.
+const ReleaseProbe = 987654321
+
+// releaseArgs are Outcome.Release split around ReleaseProbe for the
+// settle script (asynq's task key prefix, the id's and the payload's text
+// before and after the index, the message's two ends); ok is false when
+// the probe is not found exactly once in each (then the caller enqueues).
+func releaseArgs(t *Task) (args []any, ok bool) {
+	probe := strconv.Itoa(ReleaseProbe)
+	if t == nil || strings.Count(t.ID, probe) != 1 || strings.Count(string(t.Payload), probe) != 1 {
+		return nil, false
+	}
+	idPre, idSuf, _ := strings.Cut(t.ID, probe)
+	plPre, plSuf, _ := strings.Cut(string(t.Payload), probe)
+	head, rest := t.messageEnds()
+	return []any{"asynq:{" + t.Queue + "}:t:", idPre, idSuf, plPre, plSuf, head, rest}, true
 }
 
 // asynqTaskKey and asynqPendingKey are asynq's keys for a task and its
@@ -98,12 +130,24 @@ func (s *Store) crossSlot(err error) bool {
 }
 
 // luaEnqueue is asynq's enqueue script as a function of the scripts that
-// enqueue ready steps (tk: task key, pk: pending key).
+// enqueue ready steps (tk: task key, pk: pending key); message builds a
+// task's message from its ends (Task.messageEnds), payload and id.
 const luaEnqueue = `
 local function enqueue(tk, pk, id, msg, nowns)
   if redis.call('EXISTS', tk) == 1 then return end
   redis.call('HSET', tk, 'msg', msg, 'state', 'pending', 'pending_since', nowns)
   redis.call('LPUSH', pk, id)
+end
+local function varint(n)
+  local s = ''
+  while n >= 128 do
+    s = s .. string.char(n % 128 + 128)
+    n = math.floor(n / 128)
+  end
+  return s .. string.char(n)
+end
+local function message(head, payload, id, rest)
+  return head .. '\18' .. varint(#payload) .. payload .. '\26' .. varint(#id) .. id .. rest
 end
 `
 

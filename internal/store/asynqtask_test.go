@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +183,59 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 	}
 	if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
 		t.Fatalf("pending after another generation's settle: %q", p)
+	}
+}
+
+// A map instance's settle enqueues the instance it releases in its own
+// script, written exactly as asynq's client writes the same task (an id
+// and a payload past 127 bytes, so their lengths take two bytes, and a
+// two-digit index); the settle delivered again enqueues nothing more, and
+// a task built for another generation than the workflow's is left to the
+// caller.
+func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
+	ctx := context.Background()
+	dbA, viaAsynq := redistest.New(t)
+	_, viaStore := redistest.New(t)
+	if dbA.Kind == "miniredis" {
+		t.Skip("asynq's scripts need a real redis-server")
+	}
+	wf := "wf-" + strings.Repeat("x", 130)
+	instance := func(n int) store.Task {
+		id := store.InstanceID("m", n)
+		return store.Task{ID: wf + ":" + id, Queue: "maps", Type: "agentq:step", Payload: []byte(fmt.Sprintf(`{"wf":%q,"step":%q}`, wf, id)),
+			MaxRetry: 5, Timeout: 2 * time.Minute, Retention: 24 * time.Hour}
+	}
+	s := store.New(viaStore, time.Hour, nil)
+	newMapWorkflow(t, s, wf)
+	if _, err := s.Expand(ctx, wf, "m", items(20), 11); err != nil { // instances 0..10 released
+		t.Fatal(err)
+	}
+	probe := instance(store.ReleaseProbe)
+	for range 2 { // delivered twice: the same release, enqueued once
+		r, err := s.Settle(ctx, wf, store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe}, reduceDeps)
+		if err != nil || r.Release != 11 || !r.ReleaseEnqueued {
+			t.Fatalf("settle of instance 0: %+v %v, want instance 11 released and enqueued", r, err)
+		}
+	}
+	if _, err := asynq.NewClientFromRedisClient(viaAsynq).EnqueueContext(ctx, asynqTaskOf(instance(11))); err != nil {
+		t.Fatal(err)
+	}
+	want, got := asynqState(t, viaAsynq, "maps"), asynqState(t, viaStore, "maps")
+	if got != want {
+		t.Fatalf("the store's released instance:\n%s\nasynq's:\n%s", got, want)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(viaStore).GetTaskInfo("maps", instance(11).ID)
+	if err != nil || info.State != asynq.TaskStatePending || string(info.Payload) != string(instance(11).Payload) || info.Timeout != 2*time.Minute {
+		t.Fatalf("asynq reads the released instance as %+v (%v)", info, err)
+	}
+
+	// built for generation 1 while the workflow is at 0: left to the caller
+	r, err := s.Settle(ctx, wf, store.InstanceID("m", 1), store.Outcome{Done: true, Map: "m", Release: &probe, ReleaseGen: 1}, reduceDeps)
+	if err != nil || r.Release != 12 || r.ReleaseEnqueued {
+		t.Fatalf("settle with another generation's task: %+v %v, want 12 released, not enqueued", r, err)
+	}
+	if got := asynqState(t, viaStore, "maps"); got != want {
+		t.Fatalf("after another generation's settle:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -91,7 +91,11 @@ return 1
 // nitems, ndone, next, nmissing and the instance's released field names,
 // the map's prompt_tokens field and the outcome's prompt tokens, its
 // completion_tokens field and the outcome's, its cost_micros field and the
-// outcome's (the map's count its instances');
+// outcome's (the map's count its instances'), and the released instance's
+// task: the index in KEYS of its pending key (0: the caller enqueues it),
+// asynq's task key prefix, the id's and the payload's text before and
+// after the index, the message's ends (Task.messageEnds) and the
+// generation it was built for (enqueued here only at that generation);
 // then now in nanoseconds and the generation the tasks were built for,
 // then per dependent: its state field, its nin field, its number of
 // inputs, and the index in KEYS of its task's key (0: the caller enqueues
@@ -99,7 +103,8 @@ return 1
 // message (Task): a dependent made ready is enqueued here if the workflow
 // is at that generation (its index is returned negated).
 // Returns: {workflow state, released index (-1: none), the workflow's
-// generation (reruns, see Rerun), ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
+// generation (reruns, see Rerun), 1 if the released instance was enqueued
+// here else 0, ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
 // {'stale', current attempt} or {'settled', workflow state} (dead_if_open
 // on a settled step).
 var settleScript = redis.NewScript(luaHelpers + luaEnqueue + `
@@ -110,12 +115,13 @@ local nf = tonumber(ARGV[12])
 local j = 13 + 2 * nf
 local inst = ARGV[j] == '1'
 local q = {'state', 'nsteps', 'nsettled', 'nfailed', 'fanin', fstate, fsettled, ffailed, ARGV[9], ARGV[10]}
-local mf, ma
+local mf, ma, rel
 if inst then
   mf, ma = j, #q + 1
   for x = j + 1, j + 8 do q[#q + 1] = ARGV[x] end
   q[#q + 1] = ARGV[j + 9]; q[#q + 1] = ARGV[j + 11]; q[#q + 1] = ARGV[j + 13]
-  j = j + 15
+  if tonumber(ARGV[j + 15]) > 0 then rel = j + 15 end -- the released instance's task, enqueued here
+  j = j + 24
 else
   j = j + 1
 end
@@ -213,7 +219,13 @@ if inst then
 elseif flipped then
   nsettled = nsettled + 1
 end
-local out = {'', released, v[ig] or '0'}
+local renq = 0
+if rel and released ~= '-1' and ARGV[rel + 8] == (v[ig] or '0') then
+  local id, pl = ARGV[rel + 2] .. released .. ARGV[rel + 3], ARGV[rel + 4] .. released .. ARGV[rel + 5]
+  enqueue(ARGV[rel + 1] .. id, KEYS[tonumber(ARGV[rel])], id, message(ARGV[rel + 6], pl, id, ARGV[rel + 7]), nowns)
+  renq = 1
+end
+local out = {'', released, v[ig] or '0', renq}
 for n, e in ipairs(deps) do
   local from, nd, at = e[1], e[2], e[3]
   local nin = tonumber(v[at + 1] or '0')

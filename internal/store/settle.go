@@ -34,6 +34,14 @@ type Outcome struct {
 	// Map, for an instance of a map step ("<map>[<n>]"), is the map's id:
 	// the instance counts toward its map (see Settle).
 	Map string
+	// Release, for an instance, is the task of its map's instance
+	// ReleaseProbe in generation ReleaseGen of the workflow: a settle that
+	// releases the map's next instance enqueues that instance's task in
+	// the same script (when the store enqueues tasks and the workflow is
+	// at ReleaseGen; Settled.ReleaseEnqueued says so). Nil: the caller
+	// enqueues the released instance.
+	Release    *Task
+	ReleaseGen int
 
 	// Attempt is the attempt the outcome belongs to (Begin's count). When
 	// positive, Settle refuses it with ErrStaleAttempt if the step has
@@ -65,6 +73,9 @@ type Settled struct {
 	// Release is the map instance to enqueue next (max_parallel's window),
 	// -1 if none; only an instance's settle releases one.
 	Release int
+	// ReleaseEnqueued says the settle enqueued Release's task itself
+	// (Outcome.Release); else the caller enqueues it.
+	ReleaseEnqueued bool
 	// Gen is the workflow's generation (0, and one more at each rerun):
 	// the ready steps' tasks carry it.
 	Gen int
@@ -120,18 +131,28 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		args = append(args, f.name(fClass), o.Class)
 	}
 	args[11] = (len(args) - 12) / 2
+	var rel release
 	if o.Map != "" {
 		m := s.fields.of(o.Map)
 		args = append(args, "1", m.name(fState), m.name(fSettled), m.name(fFinishedAt), m.name(fNitems), m.name(fNdone), m.name(fNext),
 			m.name(fNmissing), f.name(fReleased), m.name(fPromptTokens), o.Usage.PromptTokens, m.name(fCompletionTokens),
 			o.Usage.CompletionTokens, m.name(fCostMicros), o.CostMicros)
+		// the released instance's task: its pending key's index in KEYS
+		// (0: not enqueued here; set by runSettle), then releaseArgs
+		rel.at = len(args)
+		if ra, ok := releaseArgs(o.Release); ok {
+			rel.queue = o.Release.Queue
+			args = append(append(append(args, 0), ra...), o.ReleaseGen)
+		} else {
+			args = append(args, 0, "", "", "", "", "", "", "", 0)
+		}
 	} else {
 		args = append(args, "0")
 	}
 	fused := s.fused.Load()
-	res, err := s.runSettle(ctx, wf, args, dependents, fused)
+	res, err := s.runSettle(ctx, wf, args, dependents, rel, fused)
 	if fused && s.crossSlot(err) {
-		res, err = s.runSettle(ctx, wf, args, dependents, false)
+		res, err = s.runSettle(ctx, wf, args, dependents, rel, false)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
@@ -152,7 +173,8 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		out.Release = n
 	}
 	out.Gen, _ = strconv.Atoi(str(res[2]))
-	for _, v := range res[3:] {
+	out.ReleaseEnqueued = res[3] == int64(1)
+	for _, v := range res[4:] {
 		i, ok := v.(int64)
 		if !ok {
 			continue
@@ -165,9 +187,18 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	return out, nil
 }
 
+// release is where a map instance's settle args hold the released
+// instance's task (at: the index of its pending key's place), and its
+// queue ("": no task to enqueue).
+type release struct {
+	at    int
+	queue string
+}
+
 // runSettle runs settleScript with args (up to the dependents) and, per
-// dependent, its fields and, when fused, its task.
-func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents []Dependent, fused bool) ([]any, error) {
+// dependent, its fields and, when fused, its task; when fused, a map
+// instance's released instance is enqueued too (rel).
+func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents []Dependent, rel release, fused bool) ([]any, error) {
 	gen := 0
 	for _, d := range dependents {
 		if d.Task != nil {
@@ -176,6 +207,16 @@ func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents
 	}
 	args = append(args, s.nowNanos(), gen) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
+	if rel.at > 0 {
+		args[rel.at] = 0
+		if fused && rel.queue != "" {
+			if err := s.registerQueue(ctx, rel.queue); err != nil {
+				return nil, err
+			}
+			keys = append(keys, asynqPendingKey(rel.queue))
+			args[rel.at] = len(keys)
+		}
+	}
 	for _, d := range dependents {
 		df := s.fields.of(d.ID)
 		if fused && d.Task != nil {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,14 +15,12 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -316,86 +312,6 @@ steps:
 	}
 }
 
-// Canceling in the middle of a map deletes the instances waiting in the
-// queue (each one's task is gone, not run as a no-op and kept as
-// completed) and starts no other one.
-func TestCancelMidMapDeletesPendingInstances(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	started := map[int]bool{}
-	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]tasks.StepFunc{
-		"hold": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
-			mu.Lock()
-			started[s.Index()] = true
-			mu.Unlock()
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, ctx.Err()
-		}}})
-	nStarted := func() int { mu.Lock(); defer mu.Unlock(); return len(started) }
-	id := e.Submit(t, e.Spec(`name: cancel
-input: { items: [`+strings.TrimSuffix(strings.Repeat(`1, `, 50), ", ")+`] }
-steps:
-  - { id: m, for_each: "{{ .Input.items }}", max_parallel: 30, run: hold }
-`))
-	e.Config.Worker.Concurrency = 4 // most of the window waits in the queue
-	e.StartWorker(t)
-	insp := asynq.NewInspectorFromRedisClient(e.Redis)
-	poll.Until(t, 20*time.Second, func() (bool, string) {
-		n := nStarted()
-		return n >= 4, fmt.Sprintf("%d instances started", n)
-	})
-	if _, err := e.Client.Cancel(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
-	// before the held instances may return: every released instance that
-	// did not start has no task left in asynq
-	w, err := e.Store.Get(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := w.Steps[0].Map
-	if m == nil || m.Started != 30 {
-		t.Fatalf("map counts at the cancel %+v, want the window of 30 released", m)
-	}
-	mu.Lock()
-	ran := maps.Clone(started)
-	mu.Unlock()
-	if len(ran) != 4 {
-		t.Fatalf("%d instances started by the cancel, want the worker's 4", len(ran))
-	}
-	for n := range m.Started {
-		if ran[n] {
-			continue
-		}
-		if info, err := insp.GetTaskInfo("default", tasks.TaskID(id, fmt.Sprintf("m[%d]", n))); err == nil {
-			t.Errorf("instance %d never started, but its task is still there after the cancel, %s", n, info.State)
-		} else if !errors.Is(err, asynq.ErrTaskNotFound) {
-			t.Errorf("instance %d: %v", n, err)
-		}
-	}
-	close(release)
-	wf := e.Wait(t, id, 10*time.Second, store.StateCanceled)
-	if wf.State != store.StateCanceled {
-		t.Fatalf("state %s", wf.State)
-	}
-	pending, err := insp.ListPendingTasks("default", asynq.PageSize(100))
-	if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-		t.Fatal(err)
-	}
-	if len(pending) != 0 {
-		t.Errorf("%d tasks still pending after the cancel", len(pending))
-	}
-	if n := nStarted(); n != 4 {
-		t.Errorf("%d instances started: only the 4 running at the cancel should have", n)
-	}
-	if w, _ := e.Store.Get(t.Context(), id); w.Steps[0].Map.Started != 30 {
-		t.Errorf("map counts after cancel %+v: the cancel released more", w.Steps[0].Map)
-	}
-}
-
 // A map whose expansion was recorded but whose instances never reached
 // asynq (its worker died in between, and the map task was lost too) is
 // found by the reconciler: it enqueues the released instances again, and
@@ -511,130 +427,6 @@ func TestClientPagesThroughInstances(t *testing.T) {
 	}
 	if _, err := e.Client.Instances(t.Context(), id, "plan", 0, 5); !errors.Is(err, tasks.ErrNotAMap) {
 		t.Fatalf("a plain step: %v", err)
-	}
-}
-
-// largeCommands is a go-redis hook that counts the commands sent with more
-// than 100 arguments.
-// commandSizes counts the commands a client sends: those of more than
-// 100 arguments (a read of every step) and the others.
-type commandSizes struct{ large, small atomic.Int64 }
-
-func (f *commandSizes) count(cmd redis.Cmder) {
-	if len(cmd.Args()) > 100 {
-		f.large.Add(1)
-	} else {
-		f.small.Add(1)
-	}
-}
-func (f *commandSizes) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *commandSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		f.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (f *commandSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			f.count(c)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// waitCounting waits on workflow id through a client of its own every
-// 20ms and fails the test unless each poll cost a fixed number of small
-// commands (at most 3) and, over the whole wait, at most one command read
-// every step (the final read of a wide workflow). It returns the
-// reports.
-func waitCounting(t *testing.T, e *testenv.Env, id string, wantLarge int64) (*tasks.Workflow, []tasks.Workflow) {
-	t.Helper()
-	rdb := redis.NewClient(e.DB.Options())
-	t.Cleanup(func() { rdb.Close() })
-	cs := &commandSizes{}
-	rdb.AddHook(cs)
-	c := tasks.NewClient(rdb, tasks.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
-	var reports []tasks.Workflow
-	const every = 20 * time.Millisecond
-	start := time.Now()
-	wf, err := c.Wait(t.Context(), id, every, func(w *tasks.Workflow) { reports = append(reports, *w) })
-	polls := int64(time.Since(start)/every) + 2 // at most: one at the start, one per tick, the last
-	if err != nil || wf.State != store.StateCompleted {
-		t.Fatalf("wait: %v %+v", err, wf)
-	}
-	if n := cs.large.Load(); n != wantLarge {
-		t.Errorf("%d reads of over 100 fields while waiting, want %d", n, wantLarge)
-	}
-	t.Logf("%d small commands, %d large, for at most %d polls", cs.small.Load(), cs.large.Load(), polls)
-	if n := cs.small.Load(); n > 3*polls {
-		t.Errorf("%d commands for at most %d polls: a poll's cost grows with the workflow", n, polls)
-	}
-	if len(reports) < 2 {
-		t.Errorf("%d progress reports", len(reports))
-	}
-	return wf, reports
-}
-
-// Waiting on a 400-step chord reads its counters each poll (a read of a
-// fixed size), reports progress by them, and reads the steps once, at
-// the end.
-func TestWaitOnAWideChordPollsCounters(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]tasks.StepFunc{
-		"one": func(ctx context.Context, s *tasks.CodeStep) (any, error) { return 1, nil }}})
-	var b strings.Builder
-	b.WriteString("name: wide\nsteps:\n")
-	var ids []string
-	for i := range 400 {
-		fmt.Fprintf(&b, "  - { id: s%d, run: one }\n", i)
-		ids = append(ids, fmt.Sprintf("s%d", i))
-	}
-	fmt.Fprintf(&b, "  - { id: body, run: one, depends_on: [%s] }\n", strings.Join(ids, ", "))
-	c := tasks.NewClient(e.Redis, tasks.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true,
-		Limits: tasks.Limits{MaxSteps: 500}})
-	spec, err := c.Parse("wide.yaml", []byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := c.Submit(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.StartWorker(t)
-	wf, reports := waitCounting(t, e, id, 1) // the steps read once, at the end
-	if len(wf.Steps) != 401 {
-		t.Fatalf("the final read has %d steps, want 401", len(wf.Steps))
-	}
-	for _, r := range reports {
-		if r.Steps != nil || r.Counts == nil {
-			t.Fatalf("a wide workflow reported with its %d steps (counts %v)", len(r.Steps), r.Counts)
-		}
-	}
-	last := reports[len(reports)-1]
-	if last.State != store.StateCompleted || *last.Counts != (record.Counts{Steps: 401, Settled: 401}) {
-		t.Errorf("last report %s %+v", last.State, last.Counts)
-	}
-}
-
-// Waiting on a workflow with a 1,000-item map costs each poll the same
-// few small commands: the map's counters, never its instances.
-func TestWaitOnAWideMapReadsItsCounters(t *testing.T) {
-	ms := newMapSteps()
-	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: ms.funcs()})
-	id := e.Submit(t, e.Spec(mapSpec(1000, "")))
-	e.StartWorker(t)
-	wf, reports := waitCounting(t, e, id, 0)
-	if m := wf.Steps[1].Map; m == nil || m.Settled != 1000 {
-		t.Fatalf("map counts %+v", m)
-	}
-	var settled []int
-	for _, r := range reports {
-		if len(r.Steps) > 1 && r.Steps[1].Map != nil {
-			settled = append(settled, r.Steps[1].Map.Settled)
-		}
-	}
-	if len(settled) < 2 || !slices.IsSorted(settled) || settled[len(settled)-1] != 1000 {
-		t.Errorf("the map's progress as reported: %v", settled)
 	}
 }
 

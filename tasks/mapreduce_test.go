@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/retry"
@@ -273,49 +272,4 @@ steps:
 	if n := e.Calls.Count("an/m-long", retry.OK); n != 1 {
 		t.Errorf("an/m-long answered %d calls, want the wide reduce's one", n)
 	}
-}
-
-// Canceling a wide map looks up only the instances still in flight: with
-// 590 of 600 done, the cancel costs Redis tens of commands, not one
-// lookup per instance (about 1,800 before), and the 10 running ones stop.
-func TestCancelOfAWideMapLooksUpOnlyWhatRuns(t *testing.T) {
-	var stopped atomic.Int32
-	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]tasks.StepFunc{
-		"hold": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
-			if s.Index() < 590 {
-				return s.Index(), nil
-			}
-			<-ctx.Done() // the last ten run until the cancel stops them
-			stopped.Add(1)
-			return nil, ctx.Err()
-		}}})
-	e.Config.Worker.Concurrency = 16 // room for the ten that hold and more
-	e.StartWorker(t)
-	items := make([]string, 600)
-	for i := range items {
-		items[i] = strconv.Itoa(i)
-	}
-	id := e.Submit(t, e.Spec(`name: wide-cancel
-input: { items: [`+strings.Join(items, ", ")+`] }
-steps:
-  - { id: m, for_each: "{{ .Input.items }}", max_parallel: 10, max_items: 600, run: hold }
-`))
-	poll.Until(t, 60*time.Second, func() (bool, string) {
-		c, err := e.Store.Counts(t.Context(), id, "m")
-		return err == nil && c != nil && c.Started == 600 && c.Settled == 590, fmt.Sprintf("counts %+v (%v)", c, err)
-	})
-	rdb := redis.NewClient(e.DB.Options())
-	t.Cleanup(func() { rdb.Close() })
-	cs := &commandSizes{}
-	rdb.AddHook(cs)
-	c := tasks.NewClient(rdb, tasks.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
-	if state, err := c.Cancel(t.Context(), id); err != nil || state != store.StateCanceled {
-		t.Fatalf("cancel: %s %v", state, err)
-	}
-	if n := cs.small.Load() + cs.large.Load(); n > 150 {
-		t.Errorf("the cancel sent %d commands for 10 instances in flight", n)
-	}
-	poll.Until(t, 20*time.Second, func() (bool, string) {
-		return stopped.Load() == 10, fmt.Sprintf("%d of the 10 running instances stopped", stopped.Load())
-	})
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // Task is an asynq task that the store enqueues itself, in the same script
-// as the record write that makes it ready: Create's root steps and
-// Settle's ready dependents. Enqueued by the asynq client, each would be
+// as the record write that makes it ready: Create's root steps, Settle's
+// ready dependents and the map instance a settle releases. Enqueued by the asynq client, each would be
 // another round trip after the write (one per step of a chain or a chord,
 // about a fifth of a step's Redis round trips). The store writes it
 // exactly as asynq's client does (TestStoreEnqueuesTasksAsAsynqDoes holds
@@ -103,7 +103,7 @@ func releaseArgs(t *Task) (args []any, ok bool) {
 	idPre, idSuf, _ := strings.Cut(t.ID, probe)
 	plPre, plSuf, _ := strings.Cut(string(t.Payload), probe)
 	head, rest := t.messageEnds()
-	return []any{"asynq:{" + t.Queue + "}:t:", idPre, idSuf, plPre, plSuf, head, rest}, true
+	return []any{asynqTaskKey(t.Queue, ""), idPre, idSuf, plPre, plSuf, head, rest}, true
 }
 
 // asynqTaskKey and asynqPendingKey are asynq's keys for a task and its

@@ -277,4 +277,20 @@ func TestClusterModeThroughAPlainClientLeavesTasksToTheCaller(t *testing.T) {
 	if n, _ := rdb.Exists(ctx, "asynq:{default}:t:wf1:a", "asynq:{default}:t:wf1:d").Result(); n != 0 {
 		t.Fatalf("%d task(s) written by the store", n)
 	}
+
+	// and at a map instance's settle that releases the next instance
+	s3 := store.New(rdb, time.Hour, nil)
+	newMapWorkflow(t, s3, "wf2")
+	if _, err := s3.Expand(ctx, "wf2", "m", items(3), 1); err != nil {
+		t.Fatal(err)
+	}
+	probe := store.Task{ID: "wf2:" + store.InstanceID("m", store.ReleaseProbe), Queue: "default", Type: "agentq:step",
+		Payload: []byte(`{"step":"` + store.InstanceID("m", store.ReleaseProbe) + `"}`)}
+	r, err := s3.Settle(ctx, "wf2", store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe}, reduceDeps)
+	if err != nil || r.Release != 1 || r.ReleaseEnqueued || s3.EnqueuesTasks() {
+		t.Fatalf("instance settle: %+v %v (store enqueues %v); want instance 1 released and left to the caller", r, err, s3.EnqueuesTasks())
+	}
+	if n, _ := rdb.Exists(ctx, "asynq:{default}:t:wf2:m[1]").Result(); n != 0 {
+		t.Fatal("the released instance's task was written by the store")
+	}
 }

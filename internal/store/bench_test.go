@@ -68,24 +68,50 @@ func BenchmarkChordBookkeeping(b *testing.B) {
 // redisMicros is the time Redis spent executing scripts and commands
 // (inner commands of scripts are part of their script's time).
 func redisMicros(b *testing.B, rdb *redis.Client) float64 {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
 	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !(name == "cmdstat_evalsha" || name == "cmdstat_eval" || name == "cmdstat_zadd" || name == "cmdstat_zremrangebyscore") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
-				f, _ := strconv.ParseFloat(v, 64)
-				total += f
-			}
+	for name, c := range commandStats(b, rdb) {
+		switch name {
+		case "evalsha", "eval", "zadd", "zremrangebyscore":
+			total += c.usec
 		}
 	}
 	return total
+}
+
+// commandStat is what Redis counts of one command since its statistics
+// were last reset: calls (a script's inner commands counted too) and
+// microseconds spent executing them.
+type commandStat struct {
+	calls int
+	usec  float64
+}
+
+// commandStats reads INFO commandstats by command name ("hset",
+// "evalsha"), without the INFO that reads it.
+func commandStats(tb testing.TB, rdb *redis.Client) map[string]commandStat {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]commandStat{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		var c commandStat
+		for _, kv := range strings.Split(rest, ",") {
+			switch k, v, _ := strings.Cut(kv, "="); k {
+			case "calls":
+				c.calls, _ = strconv.Atoi(v)
+			case "usec":
+				c.usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = c
+	}
+	return out
 }
 
 // BenchmarkChainBookkeeping is BenchmarkChordBookkeeping for a chain of

@@ -5,6 +5,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -163,9 +164,9 @@ func Run(ctx context.Context, o Options) error {
 	ad, err := advertise(ctx, rdb, o, o.AdvertiseInterval)
 	if err != nil {
 		srv.Shutdown()
-		if ctx.Err() != nil {
-			// stopped while starting (a SIGTERM during a rollout): the
-			// server took no step yet that a drain would wait for
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			// stopped while starting (a SIGTERM during a rollout), not a
+			// failure: asynq's Shutdown above drained what it had taken
 			o.Logger.Info("worker stopped while starting")
 			return nil
 		}

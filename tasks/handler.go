@@ -39,9 +39,8 @@ type HandlerOptions struct {
 	Logger *slog.Logger // nil: discard
 	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
 	MaxOutputBytes int
-	// MaxMapItems is this worker's cap on the items of one map step,
-	// whatever cap the producer that submitted the spec had
-	// (limits.max_map_items); 0 means DefaultMaxMapItems.
+	// MaxMapItems caps one map step's items on this worker, whatever the
+	// submitting producer's cap (limits.max_map_items); 0: the default.
 	MaxMapItems int
 	// Events, when set, hears each settled step (metrics, demo output).
 	Events func(StepEvent)
@@ -218,10 +217,9 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
 	if err := h.loadMapViews(ctx, run, a, views); err != nil {
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
-		case errors.Is(err, errMapViewTooLarge):
+		} else if errors.Is(err, errMapViewTooLarge) {
 			return h.deadLetter(ctx, run, retry.BadRequest, err)
 		}
 		return err // Redis did not answer: retried

@@ -239,6 +239,41 @@ func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 	}
 }
 
+// In a later run of the workflow (a rerun's generation 1), the released
+// instance's task carries the generation in its id and payload, as the
+// worker builds it, and is still written as asynq's client writes it.
+func TestSettleEnqueuesTheReleasedInstanceOfALaterRun(t *testing.T) {
+	ctx := context.Background()
+	dbA, viaAsynq := redistest.New(t)
+	_, viaStore := redistest.New(t)
+	if dbA.Kind == "miniredis" {
+		t.Skip("asynq's scripts need a real redis-server")
+	}
+	instance := func(n int) store.Task {
+		id := store.InstanceID("m", n)
+		return store.Task{ID: "wf1:" + id + "@1", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"` + id + `","gen":1}`), MaxRetry: 3}
+	}
+	s := store.New(viaStore, time.Hour, nil)
+	newMapWorkflow(t, s, "wf1")
+	if err := viaStore.HSet(ctx, store.Prefix+"{wf:wf1}:wf", "gen", 1).Err(); err != nil { // where a rerun leaves it
+		t.Fatal(err)
+	}
+	if _, err := s.Expand(ctx, "wf1", "m", items(3), 1); err != nil {
+		t.Fatal(err)
+	}
+	probe := instance(store.ReleaseProbe)
+	r, err := s.Settle(ctx, "wf1", store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe, ReleaseGen: 1}, reduceDeps)
+	if err != nil || r.Release != 1 || !r.ReleaseEnqueued || r.Gen != 1 {
+		t.Fatalf("settle: %+v %v, want instance 1 of generation 1 released and enqueued", r, err)
+	}
+	if _, err := asynq.NewClientFromRedisClient(viaAsynq).EnqueueContext(ctx, asynqTaskOf(instance(1))); err != nil {
+		t.Fatal(err)
+	}
+	if want, got := asynqState(t, viaAsynq, "default"), asynqState(t, viaStore, "default"); got != want {
+		t.Fatalf("the store's released instance:\n%s\nasynq's:\n%s", got, want)
+	}
+}
+
 // A server in cluster mode reached through a plain client (a one-shard
 // managed cluster) refuses scripts whose keys span slots: the store
 // finds out at the first one, writes without the tasks and leaves them

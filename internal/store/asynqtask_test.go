@@ -51,6 +51,18 @@ func asynqState(t *testing.T, rdb *redis.Client, queues ...string) string {
 	return b.String()
 }
 
+// asynqAndStore gives a test two databases on a real redis-server: one
+// that asynq's client writes, one that the store writes, to compare.
+func asynqAndStore(t *testing.T) (viaAsynq, viaStore *redis.Client) {
+	t.Helper()
+	db, viaAsynq := redistest.New(t)
+	_, viaStore = redistest.New(t)
+	if db.Kind == "miniredis" {
+		t.Skip("asynq's scripts need a real redis-server")
+	}
+	return viaAsynq, viaStore
+}
+
 var queuedTasks = []store.Task{
 	{ID: "wf1:a", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"a"}`), MaxRetry: 8, Timeout: 5 * time.Minute, Retention: 24 * time.Hour},
 	{ID: "wf1:b@2", Queue: "critical", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"b","gen":2}`), MaxRetry: 0, Timeout: 90 * time.Second},
@@ -63,11 +75,7 @@ var queuedTasks = []store.Task{
 // id left alone; asynq's Inspector reads it back and a server runs it.
 func TestStoreEnqueuesTasksAsAsynqDoes(t *testing.T) {
 	ctx := context.Background()
-	dbA, viaAsynq := redistest.New(t)
-	dbB, viaStore := redistest.New(t)
-	if dbA.Kind == "miniredis" {
-		t.Skip("asynq's scripts need a real redis-server")
-	}
+	viaAsynq, viaStore := asynqAndStore(t)
 	client := asynq.NewClientFromRedisClient(viaAsynq)
 	for _, qt := range queuedTasks {
 		if _, err := client.EnqueueContext(ctx, asynqTaskOf(qt)); err != nil {
@@ -123,7 +131,6 @@ func TestStoreEnqueuesTasksAsAsynqDoes(t *testing.T) {
 		defer mu.Unlock()
 		return len(ran) == len(queuedTasks), fmt.Sprintf("asynq ran %q", ran)
 	})
-	_ = dbB
 }
 
 // Settle enqueues the dependent it makes ready in the same script, once
@@ -194,11 +201,7 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 // caller.
 func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 	ctx := context.Background()
-	dbA, viaAsynq := redistest.New(t)
-	_, viaStore := redistest.New(t)
-	if dbA.Kind == "miniredis" {
-		t.Skip("asynq's scripts need a real redis-server")
-	}
+	viaAsynq, viaStore := asynqAndStore(t)
 	wf := "wf-" + strings.Repeat("x", 130)
 	instance := func(n int) store.Task {
 		id := store.InstanceID("m", n)
@@ -244,11 +247,7 @@ func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 // worker builds it, and is still written as asynq's client writes it.
 func TestSettleEnqueuesTheReleasedInstanceOfALaterRun(t *testing.T) {
 	ctx := context.Background()
-	dbA, viaAsynq := redistest.New(t)
-	_, viaStore := redistest.New(t)
-	if dbA.Kind == "miniredis" {
-		t.Skip("asynq's scripts need a real redis-server")
-	}
+	viaAsynq, viaStore := asynqAndStore(t)
 	instance := func(n int) store.Task {
 		id := store.InstanceID("m", n)
 		return store.Task{ID: "wf1:" + id + "@1", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"` + id + `","gen":1}`), MaxRetry: 3}

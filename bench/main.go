@@ -69,6 +69,13 @@ type Run struct {
 	// against that floor (≥ 0.8, ≤ 1.5).
 	FloorRatios   []float64 `json:",omitempty"`
 	FloorRedisCPU []float64 `json:",omitempty"`
+	// FloorRatiosAgentqLast are those of FloorRatios measured with agentq
+	// run after the others (odd repetitions), in repetition order: a
+	// difference from the others says the order weighs on the ratio.
+	FloorRatiosAgentqLast []float64 `json:",omitempty"`
+	// AgentqLast says this repetition ran agentq after bare asynq and the
+	// floor.
+	AgentqLast bool `json:",omitempty"`
 }
 
 // floor2 is the run's bare asynq + 2 writes, nil without -floor.
@@ -225,11 +232,12 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	for _, sh := range shapes {
 		fmt.Fprintf(out, "bench: %d %s × %d steps = %d steps\n", sh.workflows, sh.name, sh.steps, sh.workflows*sh.steps)
-		// each repetition measures agentq and bare asynq back to back; the
+		// each repetition measures agentq and bare asynq back to back,
+		// agentq first in even repetitions and last in odd ones; the
 		// repetition with the median ratio is reported, with every ratio
 		var runs []Run
 		for i := 0; i < p.runs; i++ {
-			res, err := measure(ctx, p, sh, rdb, db, chaos, chaosURL)
+			res, err := measure(ctx, p, sh, rdb, db, chaos, chaosURL, i%2 == 1)
 			if err != nil {
 				return err
 			}
@@ -241,6 +249,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 			res.Ratios = append(res.Ratios, x.Ratio)
 			if f := x.floor2(); f != nil {
 				res.FloorRatios = append(res.FloorRatios, x.Agentq.StepsPerSec/f.StepsPerSec)
+				if x.AgentqLast {
+					res.FloorRatiosAgentqLast = append(res.FloorRatiosAgentqLast, x.Agentq.StepsPerSec/f.StepsPerSec)
+				}
 				if f.Cost.RedisCPUMicros > 0 {
 					res.FloorRedisCPU = append(res.FloorRedisCPU, x.Agentq.Cost.RedisCPUMicros/f.Cost.RedisCPUMicros)
 				}
@@ -323,43 +334,64 @@ func measureAgentq(ctx context.Context, p params, sh shape, label string, rdb *r
 	return res, nil
 }
 
-// measure runs sh on agentq and on bare asynq, Redis flushed before each.
-func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaos *chaosllm.Server, chaosURL string) (Run, error) {
+// measure runs sh on agentq and on bare asynq (and with -floor the floor
+// runs), Redis flushed before each. agentqLast puts agentq's run after the
+// others: -runs alternates it, so that what a run leaves behind (a grown
+// heap, warm connections, a machine getting busier) does not always fall
+// on the same side of a ratio.
+func measure(ctx context.Context, p params, sh shape, rdb *redis.Client, db redistest.DB, chaos *chaosllm.Server, chaosURL string, agentqLast bool) (Run, error) {
 	var res Run
 	steps := sh.workflows * sh.steps
 	res.Workflows, res.StepsPerWorkflow = sh.workflows, sh.steps
-	var err error
-	if res.Agentq, err = measureAgentq(ctx, p, sh, "agentq "+sh.name, rdb, db, chaos, chaosURL); err != nil {
-		return res, err
+	res.AgentqLast = agentqLast
+	runAgentqSide := func() (err error) {
+		res.Agentq, err = measureAgentq(ctx, p, sh, "agentq "+sh.name, rdb, db, chaos, chaosURL)
+		return err
 	}
-	if err := rdb.FlushDB(ctx).Err(); err != nil {
-		return res, err
-	}
-	m := &meter{rdb: rdb, steps: steps}
-	var bsecs float64
-	pprof.Do(ctx, pprof.Labels("run", "bare "+sh.name), func(ctx context.Context) {
-		bsecs, err = runBare(ctx, p, sh, rdb, chaosURL, m, 0)
-	})
-	if err != nil {
-		return res, fmt.Errorf("bare asynq %s: %w", sh.name, err)
-	}
-	res.Bare.Cost = m.cost
-	res.Bare.Seconds = bsecs
-	res.Bare.StepsPerSec = float64(steps) / bsecs
-	res.Bare.WorkflowsPerSec = float64(sh.workflows) / bsecs
-	res.Ratio = res.Agentq.StepsPerSec / res.Bare.StepsPerSec
-	for writes := 1; p.floor && writes <= 2; writes++ {
+	runBareSide := func() error {
 		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			return err
+		}
+		m := &meter{rdb: rdb, steps: steps}
+		var bsecs float64
+		var err error
+		pprof.Do(ctx, pprof.Labels("run", "bare "+sh.name), func(ctx context.Context) {
+			bsecs, err = runBare(ctx, p, sh, rdb, chaosURL, m, 0)
+		})
+		if err != nil {
+			return fmt.Errorf("bare asynq %s: %w", sh.name, err)
+		}
+		res.Bare.Cost = m.cost
+		res.Bare.Seconds = bsecs
+		res.Bare.StepsPerSec = float64(steps) / bsecs
+		res.Bare.WorkflowsPerSec = float64(sh.workflows) / bsecs
+		for writes := 1; p.floor && writes <= 2; writes++ {
+			if err := rdb.FlushDB(ctx).Err(); err != nil {
+				return err
+			}
+			m = &meter{rdb: rdb, steps: steps}
+			var fsecs float64
+			pprof.Do(ctx, pprof.Labels("run", fmt.Sprintf("floor %d %s", writes, sh.name)), func(ctx context.Context) {
+				fsecs, err = runBare(ctx, p, sh, rdb, chaosURL, m, writes)
+			})
+			if err != nil {
+				return fmt.Errorf("bare asynq + %d writes %s: %w", writes, sh.name, err)
+			}
+			sps := float64(steps) / fsecs
+			res.Floor = append(res.Floor, FloorRun{Writes: writes, Seconds: fsecs, StepsPerSec: sps, Ratio: sps / res.Bare.StepsPerSec, Cost: m.cost})
+		}
+		return nil
+	}
+	order := []func() error{runAgentqSide, runBareSide}
+	if agentqLast {
+		order[0], order[1] = order[1], order[0]
+	}
+	for _, f := range order {
+		if err := f(); err != nil {
 			return res, err
 		}
-		m = &meter{rdb: rdb, steps: steps}
-		fsecs, err := runBare(ctx, p, sh, rdb, chaosURL, m, writes)
-		if err != nil {
-			return res, fmt.Errorf("bare asynq + %d writes %s: %w", writes, sh.name, err)
-		}
-		sps := float64(steps) / fsecs
-		res.Floor = append(res.Floor, FloorRun{Writes: writes, Seconds: fsecs, StepsPerSec: sps, Ratio: sps / res.Bare.StepsPerSec, Cost: m.cost})
 	}
+	res.Ratio = res.Agentq.StepsPerSec / res.Bare.StepsPerSec
 	return res, nil
 }
 

@@ -103,6 +103,9 @@ func floorTargets(out io.Writer, name string, x *Run) {
 	}
 	fmt.Fprintf(out, "agentq %s ÷ bare asynq + 2 writes, %d repetitions: steps/s %s (median %.2f, target ≥ 0.8); Redis CPU per step %s (median %.2f, target ≤ 1.5)\n",
 		name, len(x.FloorRatios), ratios(x.FloorRatios), x.FloorRatios[len(x.FloorRatios)/2], ratios(x.FloorRedisCPU), medianOf(x.FloorRedisCPU))
+	if len(x.FloorRatiosAgentqLast) > 0 {
+		fmt.Fprintf(out, "  of which agentq run after the floor (odd repetitions): steps/s %s\n", ratios(x.FloorRatiosAgentqLast))
+	}
 }
 
 // medianOf is the median of sorted xs, 0 for none.

@@ -160,3 +160,35 @@ func BenchmarkChainBookkeeping(b *testing.B) {
 		b.ReportMetric(redisMicros(b, rdb)/nsteps, "redis-µs/step")
 	}
 }
+
+// BenchmarkFloorBookkeeping is the floor the bench (-floor) measures agentq
+// against, in the same shape as BenchmarkChainBookkeeping: per step, two
+// round trips of a one-line script writing the answer into a hash, and
+// nothing else (no lease, no attempt count, no fan-in, no checkpoint). The
+// two benchmarks side by side say what agentq's bookkeeping costs Redis
+// beyond the least any durable per-step record can.
+func BenchmarkFloorBookkeeping(b *testing.B) {
+	db, rdb := redistest.New(b)
+	ctx := context.Background()
+	write := redis.NewScript(`redis.call('HSET', KEYS[1], 'output', ARGV[1]) return 1`)
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for n := 0; n < 10; n++ {
+			key := "floor" + strconv.Itoa(i) + ":" + strconv.Itoa(n)
+			for w := 0; w < 2; w++ {
+				if err := write.Run(ctx, rdb, []string{key}, "an answer of a few words").Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.StopTimer()
+	nsteps := float64(b.N * 10)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/nsteps, "ns/step")
+	if db.Kind == "redis-server" {
+		b.ReportMetric(redisMicros(b, rdb)/nsteps, "redis-µs/step")
+	}
+}

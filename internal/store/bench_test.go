@@ -57,11 +57,17 @@ func BenchmarkChordBookkeeping(b *testing.B) {
 			b.Fatalf("settle body: %q %v", state, err)
 		}
 	}
+	reportPerStep(b, db, rdb, b.N*len(steps))
+}
+
+// reportPerStep stops b's timer and reports ns/step and, against a real
+// redis-server, the microseconds Redis spent executing per step.
+func reportPerStep(b *testing.B, db redistest.DB, rdb *redis.Client, steps int) {
 	b.StopTimer()
-	steps11 := float64(b.N * len(steps))
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/steps11, "ns/step")
+	n := float64(steps)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/step")
 	if db.Kind == "redis-server" {
-		b.ReportMetric(redisMicros(b, rdb)/steps11, "redis-µs/step")
+		b.ReportMetric(redisMicros(b, rdb)/n, "redis-µs/step")
 	}
 }
 
@@ -153,12 +159,7 @@ func BenchmarkChainBookkeeping(b *testing.B) {
 			}
 		}
 	}
-	b.StopTimer()
-	nsteps := float64(b.N * len(steps))
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/nsteps, "ns/step")
-	if db.Kind == "redis-server" {
-		b.ReportMetric(redisMicros(b, rdb)/nsteps, "redis-µs/step")
-	}
+	reportPerStep(b, db, rdb, b.N*len(steps))
 }
 
 // BenchmarkFloorBookkeeping is the floor the bench (-floor) measures agentq
@@ -185,10 +186,5 @@ func BenchmarkFloorBookkeeping(b *testing.B) {
 			}
 		}
 	}
-	b.StopTimer()
-	nsteps := float64(b.N * 10)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/nsteps, "ns/step")
-	if db.Kind == "redis-server" {
-		b.ReportMetric(redisMicros(b, rdb)/nsteps, "redis-µs/step")
-	}
+	reportPerStep(b, db, rdb, b.N*10)
 }

@@ -17,7 +17,11 @@ const (
 // answerKey names an answer: the same step with the same rendered input
 // (route, system and prompt) gets the same answer from a checkpoint, so it
 // may get this one too.
-type answerKey struct{ wf, step, hash string }
+type answerKey struct {
+	wf, step string
+	gen      int // the run: a rerun asks again
+	hash     string
+}
 
 // answerCache is a bounded LRU of answers that could not be recorded.
 type answerCache struct {

@@ -120,18 +120,24 @@ func (h *Handler) approvalTimeout(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("workflow %s has no approval step %q: %w", logID(p.Workflow), logID(p.Step), asynq.SkipRetry)
 	}
 	d := Decision{Comment: fmt.Sprintf("no decision within %s: rejected", st.Approve.timeout()), By: "timeout", At: time.Now().UTC()}
-	_, err = decide(ctx, h.st, h.o.Client, p.Workflow, spec, p.Step, d)
+	_, err = decide(ctx, h.st, h.o.Client, p.Workflow, spec, p.Step, p.Gen, d)
 	if errors.Is(err, ErrNotWaiting) {
 		return nil // decided in time
 	}
 	return err
 }
 
-// decide records a decision on a waiting approval step and enqueues the
-// dependents it made ready; ErrNotWaiting if the step was not waiting.
-func decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, spec *Spec, step string, d Decision) (string, error) {
+// decide records a decision on a waiting approval step of run gen (-1: the
+// current run, a person's decision) and enqueues the dependents it made
+// ready; ErrNotWaiting if the step was not waiting, or is waiting in
+// another run (an earlier run's timeout does not decide a rerun's step).
+func decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, spec *Spec, step string, gen int, d Decision) (string, error) {
 	out, _ := json.Marshal(d)
-	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: string(out), Target: "approval"}, dependentsOf(spec, step))
+	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: string(out), Target: "approval", Gen: gen},
+		dependentsOf(spec, step))
+	if errors.Is(err, store.ErrOtherRun) {
+		return "", fmt.Errorf("workflow %s step %s: %w: %w", wf, step, ErrNotWaiting, err)
+	}
 	if errors.Is(err, store.ErrAlreadySettled) {
 		return res.State, fmt.Errorf("workflow %s step %s: %w", wf, step, ErrNotWaiting)
 	}
@@ -157,5 +163,5 @@ func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comm
 	if st, ok := spec.Step(step); !ok || st.Approve == nil {
 		return "", fmt.Errorf("workflow %s has no approval step %q: %w", id, step, ErrNotWaiting)
 	}
-	return decide(ctx, c.store, c.asynq, id, spec, step, Decision{Approved: approve, Comment: comment, By: by, At: c.now().UTC()})
+	return decide(ctx, c.store, c.asynq, id, spec, step, -1, Decision{Approved: approve, Comment: comment, By: by, At: c.now().UTC()})
 }

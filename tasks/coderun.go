@@ -54,7 +54,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 	if err != nil {
 		return err
 	}
-	d := &durable{wf: p.Workflow, step: p.Step, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls, prices: h.o.Prices}
+	d := &durable{wf: p.Workflow, step: p.Step, gen: p.Gen, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls, prices: h.o.Prices}
 	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,
 		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}, inst: run.inst,
 		maps: map[string]mapSource{}}

@@ -23,6 +23,7 @@ import (
 // (it is not deterministic) gets a fresh call, never a wrong answer.
 type durable struct {
 	wf, step string
+	gen      int // the workflow's run: an earlier run's late answer is refused
 	attempt  int
 	st       callStore
 	log      *slog.Logger
@@ -91,7 +92,7 @@ func (d *durable) next(kind, name string, req any) (seq int, hash string, prev *
 // away is not: the answer is used, only not kept.
 func (d *durable) save(ctx context.Context, seq int, hash string, value []byte) error {
 	err := untilStored(ctx, func() error {
-		return d.st.SaveCall(context.WithoutCancel(ctx), d.wf, d.step, d.attempt, seq, store.Call{Hash: hash, Value: string(value)})
+		return d.st.SaveCall(context.WithoutCancel(ctx), d.wf, d.step, d.gen, d.attempt, seq, store.Call{Hash: hash, Value: string(value)})
 	})
 	switch {
 	case err == nil:
@@ -106,7 +107,7 @@ func (d *durable) save(ctx context.Context, seq int, hash string, value []byte) 
 // callStore keeps durable sub-calls: the store in a worker, memory in a
 // test (TestStep).
 type callStore interface {
-	SaveCall(ctx context.Context, wf, step string, attempt, seq int, c store.Call) error
+	SaveCall(ctx context.Context, wf, step string, gen, attempt, seq int, c store.Call) error
 }
 
 // LLM is a code step's way to the model: the worker's router (failover,

@@ -258,7 +258,7 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: a.Step.ToolCalls, Degraded: a.Step.Degraded,
 			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, "")
 	}
-	key := answerKey{wf: p.Workflow, step: p.Step, hash: hash}
+	key := answerKey{wf: p.Workflow, step: p.Step, gen: p.Gen, hash: hash}
 	if o, ok := h.answers.get(key); ok {
 		// an earlier attempt's answer this worker could not record: the
 		// provider is not called again for it
@@ -310,7 +310,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 	if !class.Retryable() || retried >= maxRetry {
 		return h.deadLetter(ctx, run, class, err)
 	}
-	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
+	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)
 	} else if rerr != nil {
 		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))

@@ -86,6 +86,7 @@ steps:
 	if wf.State != store.StateCanceled {
 		t.Fatalf("state %s", wf.State)
 	}
+	checkInstancesClosed(t, e, id, "m", m.Started)
 	// Only the four instances that were running may have a task left:
 	// asynq retries a task whose context it canceled whatever the handler
 	// returns, so each may come back once, and must end as a no-op (the
@@ -165,4 +166,44 @@ steps:
 	poll.Until(t, 20*time.Second, func() (bool, string) {
 		return stopped.Load() == 10, fmt.Sprintf("%d of the 10 running instances stopped", stopped.Load())
 	})
+}
+
+// checkInstancesClosed fails unless every released instance of map step of
+// an ended workflow is done, dead or canceled, or never began (no record:
+// pending); none is left running or queued until retention.
+func checkInstancesClosed(t *testing.T, e *testenv.Env, id, step string, released int) {
+	t.Helper()
+	ps, err := e.Store.InstanceProgress(t.Context(), id, step, 0, released)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, p := range ps {
+		if p.State == store.StepRunning || p.State == store.StepQueued {
+			t.Errorf("instance %d of %s is %s after the workflow ended", n, step, p.State)
+		}
+	}
+}
+
+// A map whose workflow's deadline passes: its released instances end
+// canceled with the workflow, none left running.
+func TestTimedOutMapClosesItsInstances(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"hold": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}})
+	spec := e.Spec(`name: deadline
+input: { items: [` + strings.TrimSuffix(strings.Repeat(`1, `, 30), ", ") + `] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", max_parallel: 6, run: hold }
+`)
+	id, err := e.Client.Submit(t.Context(), spec, tasks.WithDeadline(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := e.Wait(t, id, 20*time.Second, store.StateTimedOut)
+	if wf.Steps[0].Map == nil || wf.Steps[0].Map.Started != 6 {
+		t.Fatalf("map %+v, want the window of 6 released", wf.Steps[0].Map)
+	}
+	checkInstancesClosed(t, e, id, "m", wf.Steps[0].Map.Started)
 }

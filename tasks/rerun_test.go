@@ -3,12 +3,18 @@ package tasks_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -77,5 +83,251 @@ func TestRerunOfARunningWorkflowIsRefused(t *testing.T) {
 	id := e.Submit(t, e.Spec("name: r\nsteps:\n  - { id: s, route: solo, prompt: hi }\n"))
 	if _, err := e.Client.Rerun(t.Context(), id, "s"); !errors.Is(err, tasks.ErrNotFinished) {
 		t.Fatalf("rerun of a pending workflow: %v", err)
+	}
+}
+
+// intStep returns a code step that outputs its input step's output (an
+// integer) times ten plus one, or n for a step without input, and counts
+// its runs.
+func intStep(t *testing.T, mu *sync.Mutex, runs map[string]int, from string) tasks.StepFunc {
+	return func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+		mu.Lock()
+		runs[s.ID()]++
+		n := runs[s.ID()]
+		mu.Unlock()
+		if from == "" {
+			return n, nil
+		}
+		v, ok := s.Step(from)
+		in, err := strconv.Atoi(v.Output)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("step %s ran without its input %s (%q)", s.ID(), from, v.Output)
+		}
+		return in*10 + 1, nil
+	}
+}
+
+// A rerun from the first step of a chain: each downstream step waits for
+// its input's new output, as in a first run (they were made ready at once,
+// on empty inputs, and the workflow completed on results computed from
+// nothing).
+func TestRerunDownstreamWaitsForItsInputs(t *testing.T) {
+	var mu sync.Mutex
+	runs := map[string]int{}
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"a": intStep(t, &mu, runs, ""), "b": intStep(t, &mu, runs, "a"), "c": intStep(t, &mu, runs, "b")}})
+	id := e.Submit(t, e.Spec(`name: chain
+steps:
+  - { id: a, run: a }
+  - { id: b, run: b, depends_on: [a] }
+  - { id: c, run: c, depends_on: [b] }
+`))
+	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	if out := [3]string{wf.Steps[0].Output, wf.Steps[1].Output, wf.Steps[2].Output}; out != [3]string{"1", "11", "111"} {
+		t.Fatalf("first run: %v", out)
+	}
+	// right after the rerun, only a is ready: b and c wait for their inputs
+	if _, err := e.Client.Rerun(t.Context(), id, "a"); err != nil {
+		t.Fatal(err)
+	}
+	wf = e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	if out := [3]string{wf.Steps[0].Output, wf.Steps[1].Output, wf.Steps[2].Output}; out != [3]string{"2", "21", "211"} {
+		t.Fatalf("after rerun --from a: outputs %v, want 2, 21, 211 (each step on its input's new output)", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["a"] != 2 || runs["b"] != 2 || runs["c"] != 2 {
+		t.Fatalf("runs %v, want each step twice", runs)
+	}
+}
+
+// The store makes ready, at a rerun, only the steps whose inputs are all
+// settled and not run again.
+func TestRerunQueuesOnlyStepsWhoseInputsAreSettled(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	id := e.Submit(t, e.Spec(`name: chain
+steps:
+  - { id: a, run: a }
+  - { id: b, run: b, depends_on: [a] }
+  - { id: c, run: c, depends_on: [b, a] }
+`))
+	// the first run, settled by hand
+	for _, s := range []string{"a", "b", "c"} {
+		if _, err := e.Store.Settle(t.Context(), id, s, store.Outcome{Done: true, Output: "1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen, ready, err := e.Store.Rerun(t.Context(), id, []string{"b", "c"}, map[string][]string{"b": {"a"}, "c": {"b", "a"}}, nil)
+	if err != nil || gen != 1 || !slices.Equal(ready, []string{"b"}) {
+		t.Fatalf("rerun from b: generation %d, ready %q, %v; want 1, [b]", gen, ready, err)
+	}
+	w, err := e.Store.Get(t.Context(), id)
+	if err != nil || w.Steps[2].State != store.StepPending {
+		t.Fatalf("c after the rerun: %+v %v, want pending until b settles", w.Steps[2], err)
+	}
+}
+
+// A map rerun: its reduce waits for every instance of the new run.
+func TestRerunOfAMapWaitsForItsInstances(t *testing.T) {
+	var mu sync.Mutex
+	ran := map[int]int{}
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"item": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			mu.Lock()
+			ran[s.Index()]++
+			mu.Unlock()
+			return s.Index(), nil
+		},
+		"sum": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			n := 0
+			for v, err := range s.Outputs(ctx, "m") {
+				if err != nil || v.Missing {
+					return nil, fmt.Errorf("output: %v %+v", err, v)
+				}
+				n++
+			}
+			return n, nil
+		}}})
+	id := e.Submit(t, e.Spec(`name: map
+input: { items: [`+strings.TrimSuffix(strings.Repeat(`1, `, 60), ", ")+`] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", max_parallel: 8, run: item }
+  - { id: r, run: sum, depends_on: [m] }
+`))
+	e.Wait(t, id, 30*time.Second, store.StateCompleted)
+	if _, err := e.Client.Rerun(t.Context(), id, "m"); err != nil {
+		t.Fatal(err)
+	}
+	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted)
+	if wf.Steps[1].Output != "60" {
+		t.Fatalf("the reduce after the rerun read %s outputs, want 60", wf.Steps[1].Output)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range 60 {
+		if ran[i] != 2 {
+			t.Fatalf("item %d ran %d times, want twice", i, ran[i])
+		}
+	}
+}
+
+// A blocked workflow whose map still runs is not rerun (an instance of the
+// earlier run would settle into the new one); once its steps stop it is,
+// and every item of the map runs in the new run.
+func TestRerunOfABlockedWorkflowWaitsForItsStepsInFlight(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	ran := map[int]int{}
+	var failOnce atomic.Bool
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"hold": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			mu.Lock()
+			ran[s.Index()]++
+			first := ran[s.Index()] == 1
+			mu.Unlock()
+			if first && s.Index() < 4 {
+				<-release
+			}
+			return s.Index(), nil
+		},
+		"bad": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			if failOnce.CompareAndSwap(false, true) {
+				return nil, tasks.ToDeadLetter(errors.New("bad input"))
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(`name: blocked
+input: { items: [`+strings.TrimSuffix(strings.Repeat(`1, `, 40), ", ")+`] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", max_parallel: 4, run: hold }
+  - { id: x, run: bad }
+`))
+	e.Wait(t, id, 20*time.Second, store.StateBlocked)
+	_, err := e.Client.Rerun(t.Context(), id, "m")
+	if !errors.Is(err, tasks.ErrNotFinished) || !strings.Contains(err.Error(), "still runs m") {
+		t.Fatalf("rerun while m runs: %v, want ErrNotFinished naming m", err)
+	}
+	close(release)
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		w, err := e.Store.Get(t.Context(), id)
+		return err == nil && w.Steps[0].State == store.StepDone, "m did not finish"
+	})
+	if _, err := e.Client.Rerun(t.Context(), id, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.Rerun(t.Context(), id, "x"); err == nil {
+		t.Fatal("a second rerun while the first one's map runs was accepted")
+	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		w, err := e.Store.Get(t.Context(), id)
+		return err == nil && w.Steps[0].State == store.StepDone, "m of the new run did not finish"
+	})
+	mu.Lock()
+	for i := range 40 {
+		if ran[i] != 2 {
+			t.Errorf("item %d ran %d times, want twice (once a run)", i, ran[i])
+		}
+	}
+	mu.Unlock()
+	if _, err := e.Client.Rerun(t.Context(), id, "x"); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCompleted)
+}
+
+// A step of a canceled workflow that outlives the cancel (its code ignores
+// its context) and answers after the workflow was rerun: its outcome and
+// its durable calls belong to the earlier run and are refused; the rerun's
+// own answer stands.
+func TestAnEarlierRunsLateOutcomeIsRefused(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 4)
+	var calls atomic.Int32
+	firstDone := make(chan struct{})
+	var invocations atomic.Int32
+	var slowTask atomic.Value // the first run's task id, once submitted
+	slowTask.Store("")
+	e := testenv.Start(t, testenv.Options{NoWorker: true, // the task id is known before the step runs
+		Middleware: func(next asynq.Handler) asynq.Handler {
+			return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+				tid, _ := asynq.GetTaskID(ctx)
+				first := tid == slowTask.Load() && invocations.Add(1) == 1
+				err := next.ProcessTask(ctx, task)
+				if first {
+					close(firstDone)
+				}
+				return err
+			})
+		},
+		Steps: map[string]tasks.StepFunc{
+			"slow": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+				n := calls.Add(1)
+				started <- struct{}{}
+				if n == 1 {
+					<-release // ignores its context: outlives the cancel and the rerun
+					return tasks.Do(context.WithoutCancel(ctx), s, "late", func(context.Context) (string, error) { return "old", nil })
+				}
+				return tasks.Do(ctx, s, "late", func(context.Context) (string, error) { return "new", nil })
+			}}})
+	id := e.Submit(t, e.Spec("name: late\nsteps:\n  - { id: slow, run: slow }\n"))
+	slowTask.Store(tasks.TaskID(id, "slow"))
+	e.StartWorker(t)
+	<-started
+	if _, err := e.Client.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 10*time.Second, store.StateCanceled)
+	if _, err := e.Client.Rerun(t.Context(), id, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	close(release)
+	<-firstDone
+	w, err := e.Store.Get(t.Context(), id)
+	if err != nil || w.Steps[0].Output != `"new"` || w.Generation != 1 {
+		t.Fatalf("after the earlier run's late answer: %+v %v, want the rerun's \"new\"", w.Steps[0], err)
+	}
+	stored, err := e.Store.Calls(t.Context(), id, "slow")
+	if err != nil || len(stored) != 1 || stored[0].Value != `"new"` {
+		t.Fatalf("durable calls after the late answer: %+v %v", stored, err)
 	}
 }

@@ -68,13 +68,14 @@ func (h *Handler) settle(ctx context.Context, run stepRun, o store.Outcome, clas
 // the step (its StepEvent carries it).
 func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
 	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
+	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
 		if h.st.EnqueuesTasks() {
 			t := queuedTask(p.Workflow, instanceID(st.ID, store.ReleaseProbe), p.Gen, spec, st, h.st.Retention())
-			o.Release, o.ReleaseGen = &t, p.Gen // the instance it releases, enqueued by the settle
+			o.Release = &t // the instance it releases, enqueued by the settle
 		}
 	}
 	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
@@ -94,7 +95,7 @@ func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, cl
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil
-	case errors.Is(err, store.ErrStaleAttempt):
+	case errors.Is(err, store.ErrStaleAttempt), errors.Is(err, store.ErrOtherRun):
 		return h.stale(p, o.Attempt, err)
 	case errors.Is(err, store.ErrAlreadySettled):
 		return err
@@ -195,7 +196,7 @@ func (h *Handler) withTasks(deps []store.Dependent, wf string, gen int, spec *Sp
 	for i := range deps {
 		st, _ := spec.Step(deps[i].ID)
 		t := queuedTask(wf, deps[i].ID, gen, spec, st, h.st.Retention())
-		deps[i].Task, deps[i].Gen = &t, gen
+		deps[i].Task = &t
 	}
 	return deps
 }

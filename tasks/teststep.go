@@ -96,7 +96,7 @@ type memoryCalls struct {
 	calls   map[int]store.Call
 }
 
-func (m *memoryCalls) SaveCall(_ context.Context, _, _ string, attempt, seq int, c store.Call) error {
+func (m *memoryCalls) SaveCall(_ context.Context, _, _ string, _, attempt, seq int, c store.Call) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if attempt < m.current {

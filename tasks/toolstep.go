@@ -28,7 +28,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	if err != nil {
 		return err
 	}
-	d := &durable{wf: p.Workflow, step: p.Step, attempt: attempt, st: h.st, log: log, stored: calls, prices: h.o.Prices}
+	d := &durable{wf: p.Workflow, step: p.Step, gen: p.Gen, attempt: attempt, st: h.st, log: log, stored: calls, prices: h.o.Prices}
 	offered := make(map[string]*compiledTool)
 	for _, t := range st.Tools {
 		if c := h.tools[t.Name]; c != nil {

@@ -2,10 +2,17 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 )
+
+// ErrUnavailable wraps a read that failed because Redis did not answer
+// (refused, reset, timed out, loading): the workflow goes on, only its
+// state could not be read. Wait returns it at once; a caller that waits
+// through outages (enqueue --wait) calls Wait again.
+var ErrUnavailable = errors.New("redis is not answering")
 
 // WideSteps is the number of steps past which Wait reports a workflow's
 // progress by its counters only (Workflow.Counts, no Steps): a poll then
@@ -18,7 +25,9 @@ const WideSteps = 100
 // (read whole each poll: its steps' attempts change without the
 // counters), with its counters only (Steps nil) for a wider one, whose
 // polls read the counters alone (a fixed-size read) and whose steps are
-// read once, at the end.
+// read once, at the end. A poll that Redis does not answer ends the wait
+// with an error wrapping ErrUnavailable (and the last workflow read, if
+// any): it says nothing about how the workflow is doing.
 func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*Workflow)) (*Workflow, error) {
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
@@ -36,6 +45,9 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 		} else if wf, err = c.store.Summary(ctx, id); err == nil && onChange != nil && wf.Counts != nil && wf.Counts.Steps <= WideSteps {
 			narrow = true
 			wf, err = c.store.Get(ctx, id)
+		}
+		if err != nil && redisUnavailable(err) {
+			return nil, fmt.Errorf("waiting for workflow %s: %w: %w", id, ErrUnavailable, err)
 		}
 		if err != nil {
 			return nil, err

@@ -19,15 +19,16 @@ import (
 // Enqueue is the producer command tree.
 func Enqueue(env Env) *cobra.Command {
 	var (
-		inputs  []string
-		queue   string
-		wait    bool
-		asJSON  bool
-		noCheck bool
-		unused  bool
-		waitFor time.Duration
-		idemKey string
-		dl      time.Duration
+		inputs     []string
+		queue      string
+		wait       bool
+		asJSON     bool
+		noCheck    bool
+		unused     bool
+		waitFor    time.Duration
+		waitOutage time.Duration
+		idemKey    string
+		dl         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue FILE",
@@ -100,6 +101,7 @@ all (--no-check submits anyway).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	cmd.Flags().BoolVar(&noCheck, "no-check", false, "submit without checking the spec against what live workers serve")
 	cmd.Flags().DurationVar(&waitFor, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
+	cmd.Flags().DurationVar(&waitOutage, "wait-outage", time.Minute, "with --wait, keep waiting through Redis (or the dashboard) not answering for this long, then exit 3")
 	cmd.Flags().DurationVar(&dl, "deadline", 0, "bound the whole workflow to this long from now (overrides the spec's deadline:; at least 1s)")
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "submit at most once per key: a later submit with the key (within the retention) prints the existing workflow; with another spec or input it is refused (exit 2)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -190,7 +192,7 @@ all (--no-check submits anyway).`,
 			defer cancel()
 		}
 		p := newProgress(cmd.ErrOrStderr())
-		wf, err := cl.Wait(ctx, id, 200*time.Millisecond, p.update)
+		wf, err := waitThroughOutages(ctx, cl, id, waitOutage, p.update, cmd.ErrOrStderr())
 		p.done()
 		if err != nil && waitFor > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
 			return &ExitError{Code: ExitStillRunning, Err: fmt.Errorf("workflow %s is still running after %s (--wait-timeout); it goes on: follow it with 'enqueue status %s'", id, waitFor, id)}

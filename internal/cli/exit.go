@@ -70,7 +70,7 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable):
+	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, tasks.ErrUnavailable):
 		return ExitUnreachable
 	case errors.Is(err, tasks.ErrNoWorkers):
 		return ExitNoWorkers

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -175,17 +176,13 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 		}
 	}
 
-	// built for generation 1 while the workflow is at 0: not enqueued
+	// an outcome of run 1 while the workflow is at run 0: refused whole
 	create(t, s, "wf2")
 	other := body
 	other.ID = "wf2:d@1"
 	for _, step := range []string{"a", "b", "c"} {
-		res, err := s.Settle(ctx, "wf2", step, store.Outcome{Done: true}, []store.Dependent{{ID: "d", Inputs: 3, Task: &other, Gen: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if step == "c" && (!slices.Equal(res.Ready, []string{"d"}) || !slices.Equal(res.Enqueued, []bool{false})) {
-			t.Fatalf("settle c of another generation: ready %q enqueued %v", res.Ready, res.Enqueued)
+		if _, err := s.Settle(ctx, "wf2", step, store.Outcome{Done: true, Gen: 1}, []store.Dependent{{ID: "d", Inputs: 3, Task: &other}}); !errors.Is(err, store.ErrOtherRun) {
+			t.Fatalf("settle %s of another run: %v, want ErrOtherRun", step, err)
 		}
 	}
 	if p := pending(); !slices.Equal(p, []string{"wf1:d"}) {
@@ -197,8 +194,7 @@ func TestSettleEnqueuesTheReadyDependent(t *testing.T) {
 // script, written exactly as asynq's client writes the same task (an id
 // and a payload past 127 bytes, so their lengths take two bytes, and a
 // two-digit index); the settle delivered again enqueues nothing more, and
-// a task built for another generation than the workflow's is left to the
-// caller.
+// an outcome of another run than the workflow's is refused whole.
 func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 	ctx := context.Background()
 	viaAsynq, viaStore := asynqAndStore(t)
@@ -232,10 +228,9 @@ func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 		t.Fatalf("asynq reads the released instance as %+v (%v)", info, err)
 	}
 
-	// built for generation 1 while the workflow is at 0: left to the caller
-	r, err := s.Settle(ctx, wf, store.InstanceID("m", 1), store.Outcome{Done: true, Map: "m", Release: &probe, ReleaseGen: 1}, reduceDeps)
-	if err != nil || r.Release != 12 || r.ReleaseEnqueued {
-		t.Fatalf("settle with another generation's task: %+v %v, want 12 released, not enqueued", r, err)
+	// an instance of run 1 while the workflow is at run 0: refused, nothing released
+	if _, err := s.Settle(ctx, wf, store.InstanceID("m", 1), store.Outcome{Done: true, Map: "m", Release: &probe, Gen: 1}, reduceDeps); !errors.Is(err, store.ErrOtherRun) {
+		t.Fatalf("settle of another run: %v, want ErrOtherRun", err)
 	}
 	if got := asynqState(t, viaStore, "maps"); got != want {
 		t.Fatalf("after another generation's settle:\n%s\nwant:\n%s", got, want)
@@ -261,7 +256,7 @@ func TestSettleEnqueuesTheReleasedInstanceOfALaterRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := instance(store.ReleaseProbe)
-	r, err := s.Settle(ctx, "wf1", store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe, ReleaseGen: 1}, reduceDeps)
+	r, err := s.Settle(ctx, "wf1", store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe, Gen: 1}, reduceDeps)
 	if err != nil || r.Release != 1 || !r.ReleaseEnqueued || r.Gen != 1 {
 		t.Fatalf("settle: %+v %v, want instance 1 of generation 1 released and enqueued", r, err)
 	}

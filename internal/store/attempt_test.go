@@ -24,10 +24,10 @@ func TestStaleAttemptCannotOverwriteANewerOne(t *testing.T) {
 			t.Fatalf("begin %d: %+v %v", i, a, err)
 		}
 	}
-	if err := s.RecordError(ctx, "wf", "a", 2, "server: attempt two failed"); err != nil {
+	if err := s.RecordError(ctx, "wf", "a", 0, 2, "server: attempt two failed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordError(ctx, "wf", "a", 1, "timeout: attempt one, late"); !errors.Is(err, store.ErrStaleAttempt) {
+	if err := s.RecordError(ctx, "wf", "a", 0, 1, "timeout: attempt one, late"); !errors.Is(err, store.ErrStaleAttempt) {
 		t.Fatalf("stale record error: %v, want ErrStaleAttempt", err)
 	}
 	for _, o := range []store.Outcome{
@@ -105,7 +105,7 @@ func TestStoredErrorsAreBounded(t *testing.T) {
 	ctx := context.Background()
 	create(t, s, "wf")
 	huge := strings.Repeat("é", 100<<10) // 200 KiB, two bytes a rune
-	if err := s.RecordError(ctx, "wf", "a", 0, huge); err != nil {
+	if err := s.RecordError(ctx, "wf", "a", 0, 0, huge); err != nil {
 		t.Fatal(err)
 	}
 	wf, _ := s.Get(ctx, "wf")
@@ -123,10 +123,47 @@ func TestStoredErrorsAreBounded(t *testing.T) {
 		t.Fatalf("Excerpt(short) = %q", got)
 	}
 	// a gone workflow is not recreated by a late error
-	if err := s.RecordError(ctx, "nope", "a", 1, "x"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.RecordError(ctx, "nope", "a", 0, 1, "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("record error on a gone workflow: %v", err)
 	}
 	if rdb.Exists(ctx, store.Prefix+"{wf:nope}:wf").Val() != 0 {
 		t.Fatal("a late error recreated a gone workflow")
+	}
+}
+
+// After a rerun (generation 1), the earlier run's writes for a step are
+// refused, whatever their attempt: its outcome, its error and its durable
+// calls; the new run's go through.
+func TestAnEarlierRunsWritesAreRefused(t *testing.T) {
+	_, rdb := redistest.New(t)
+	ctx := context.Background()
+	s := store.New(rdb, time.Hour, nil)
+	create(t, s, "wf")
+	if _, err := s.Begin(ctx, "wf", "a", "task-a", 0, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, store.Prefix+"{wf:wf}:wf", "gen", 1).Err(); err != nil { // where a rerun leaves it
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "old", Attempt: 1}, nil); !errors.Is(err, store.ErrOtherRun) {
+		t.Fatalf("settle of run 0: %v, want ErrOtherRun", err)
+	}
+	if err := s.RecordError(ctx, "wf", "a", 0, 1, "late"); !errors.Is(err, store.ErrStaleAttempt) {
+		t.Fatalf("record error of run 0: %v, want ErrStaleAttempt", err)
+	}
+	if err := s.SaveCall(ctx, "wf", "a", 0, 1, 0, store.Call{Hash: "h", Value: "old"}); !errors.Is(err, store.ErrStaleAttempt) {
+		t.Fatalf("save call of run 0: %v, want ErrStaleAttempt", err)
+	}
+	if calls, err := s.Calls(ctx, "wf", "a"); err != nil || len(calls) != 0 {
+		t.Fatalf("calls after run 0's late save: %v %v", calls, err)
+	}
+	if err := s.SaveCall(ctx, "wf", "a", 1, 1, 0, store.Call{Hash: "h", Value: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "new", Attempt: 1, Gen: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Get(ctx, "wf"); err != nil || w.Steps[0].Output != "new" || w.Steps[0].Error != "" {
+		t.Fatalf("step a: %+v %v", w.Steps[0], err)
 	}
 }

@@ -44,15 +44,16 @@ func (s *Store) Calls(ctx context.Context, wf, step string) (map[int]Call, error
 	return out, nil
 }
 
-// saveCallScript stores one sub-call of attempt n, unless the step has
-// begun a later attempt or attempt n was abandoned (the same fence as
-// settle), or the workflow is gone.
+// saveCallScript stores one sub-call of attempt n of run gen, unless the
+// workflow was rerun since, the step has begun a later attempt or attempt
+// n was abandoned (the same fence as settle), or the workflow is gone.
 // KEYS: wf, calls. ARGV: the step's attempts and abandoned field names,
-// attempt (0: not checked), seq, value, ttl.
+// attempt (0: not checked), seq, value, ttl, generation.
 // Returns 1, 0 (gone) or {'stale', current attempt}.
 var saveCallScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[2])
+local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[2], 'gen')
 if not v[1] then return 0 end
+if (v[4] or '0') ~= ARGV[7] then return {'stale', v[2] or '0'} end
 local attempt, current = tonumber(ARGV[3]), tonumber(v[2] or '0')
 if attempt > 0 and (attempt < current or v[3] == ARGV[3]) then return {'stale', current} end
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
@@ -60,13 +61,14 @@ redis.call('EXPIRE', KEYS[2], ARGV[6])
 return 1
 `)
 
-// SaveCall stores sub-call seq of a step's attempt. It returns
-// ErrStaleAttempt when a later attempt has begun (or this one was
-// abandoned) and ErrNotFound when the workflow is gone.
-func (s *Store) SaveCall(ctx context.Context, wf, step string, attempt, seq int, c Call) error {
+// SaveCall stores sub-call seq of a step's attempt in run gen of the
+// workflow. It returns ErrStaleAttempt when the workflow was rerun since,
+// a later attempt has begun (or this one was abandoned) and ErrNotFound
+// when the workflow is gone.
+func (s *Store) SaveCall(ctx context.Context, wf, step string, gen, attempt, seq int, c Call) error {
 	p := step + "."
 	res, err := saveCallScript.Run(ctx, s.rdb, []string{wfKey(wf), callsKey(wf, step)},
-		p+"attempts", p+"abandoned", max(attempt, 0), seq, c.Hash+"\n"+c.Value, s.ttl()).Result()
+		p+"attempts", p+"abandoned", max(attempt, 0), seq, c.Hash+"\n"+c.Value, s.ttl(), strconv.Itoa(gen)).Result()
 	if err != nil {
 		return fmt.Errorf("store: save call %d of %s/%s: %w", seq, wf, step, err)
 	}

@@ -19,16 +19,16 @@ func TestDurableCallsAreFencedByAttempt(t *testing.T) {
 	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveCall(ctx, "wf", "a", 1, 0, store.Call{Hash: "h0", Value: "first\nanswer"}); err != nil {
+	if err := s.SaveCall(ctx, "wf", "a", 0, 1, 0, store.Call{Hash: "h0", Value: "first\nanswer"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Begin(ctx, "wf", "a", "wf:a", 0, time.Minute, nil); err != nil { // attempt 2 takes over
 		t.Fatal(err)
 	}
-	if err := s.SaveCall(ctx, "wf", "a", 1, 1, store.Call{Hash: "h1", Value: "late"}); !errors.Is(err, store.ErrStaleAttempt) {
+	if err := s.SaveCall(ctx, "wf", "a", 0, 1, 1, store.Call{Hash: "h1", Value: "late"}); !errors.Is(err, store.ErrStaleAttempt) {
 		t.Fatalf("attempt 1 after attempt 2 began: %v, want ErrStaleAttempt", err)
 	}
-	if err := s.SaveCall(ctx, "wf", "a", 2, 1, store.Call{Hash: "h1", Value: "second"}); err != nil {
+	if err := s.SaveCall(ctx, "wf", "a", 0, 2, 1, store.Call{Hash: "h1", Value: "second"}); err != nil {
 		t.Fatal(err)
 	}
 	calls, err := s.Calls(ctx, "wf", "a")
@@ -41,7 +41,7 @@ func TestDurableCallsAreFencedByAttempt(t *testing.T) {
 	if other, _ := s.Calls(ctx, "wf", "b"); len(other) != 0 {
 		t.Fatalf("another step sees %+v", other)
 	}
-	if err := s.SaveCall(ctx, "gone", "a", 1, 0, store.Call{Hash: "h", Value: "v"}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.SaveCall(ctx, "gone", "a", 0, 1, 0, store.Call{Hash: "h", Value: "v"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a gone workflow: %v, want ErrNotFound", err)
 	}
 }

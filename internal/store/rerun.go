@@ -5,38 +5,58 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // ErrNotFinished is returned by Rerun for a workflow that is still
-// running (or waiting): only one that ended, or is blocked, is rerun.
+// running (or waiting), or that is blocked or failed while some of its
+// steps are still queued, running or waiting: only one whose steps have
+// all stopped is rerun.
 var ErrNotFinished = errors.New("the workflow has not finished")
 
 // rerunScript clears the steps a rerun runs again (every field of theirs
 // and of their map instances, but their count of settled inputs, which it
-// sets anew), recounts the workflow, marks the steps whose inputs are all
-// settled queued, and starts the next generation.
-// KEYS: wf. ARGV: then per step run again: its id, its number of inputs,
-// the settled fields of those inputs that are not run again.
+// sets anew to the inputs that are not run again and are settled), recounts
+// the workflow, marks queued the steps whose inputs are all settled (an
+// input that runs again is not: its settle in the new run counts it, as
+// in a first run), and starts the next generation.
+// A blocked or failed workflow whose steps are not all done or dead (one
+// is queued, running, mapped or waiting) is refused: a step of the earlier
+// run still in flight would settle into a run that no longer waits for it
+// (its outcome is refused by generation) and strand the new run.
+// KEYS: wf. ARGV: per step run again: its id, its number of inputs, the
+// number of those that are not run again, then their settled fields.
 // Returns {generation, index (1-based) of each step now queued...},
-// {'gone'} or {'running', state}.
+// {'gone'}, {'running', state} or {'inflight', state, step ids...}.
 var rerunScript = redis.NewScript(luaHelpers + `
 local K = KEYS[1]
 local h = redis.call('HMGET', K, 'state', 'steps', 'gen')
 if not h[1] then return {'gone'} end
 local s = h[1]
 if s ~= 'completed' and s ~= 'failed' and s ~= 'blocked' and s ~= 'timed_out' and s ~= 'canceled' then return {'running', s} end
+local steps = cjson.decode(h[2])
+if s == 'blocked' or s == 'failed' then -- canceled and timed_out marked every open step canceled
+  local q = {}
+  for _, id in ipairs(steps) do q[#q + 1] = id .. '.state' end
+  local v = hmget(K, q)
+  local busy = {'inflight', s}
+  for x, id in ipairs(steps) do
+    if v[x] == 'queued' or v[x] == 'running' or v[x] == 'mapped' or v[x] == 'waiting' then busy[#busy + 1] = id end
+  end
+  if #busy > 2 then return busy end
+end
 local again, order, deps = {}, {}, {}
 local i = 1
 while i <= #ARGV do
-  local id, nd = ARGV[i], tonumber(ARGV[i + 1])
+  local id, nd, no = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   again[id] = true
   order[#order + 1] = id
   local d = {}
-  for x = i + 2, i + 1 + nd do d[#d + 1] = ARGV[x] end
+  for x = i + 3, i + 2 + no do d[#d + 1] = ARGV[x] end
   deps[#deps + 1] = {nd, d}
-  i = i + 2 + nd
+  i = i + 3 + no
 end
 local drop = {}
 for _, f in ipairs(redis.call('HKEYS', K)) do
@@ -45,7 +65,6 @@ for _, f in ipairs(redis.call('HKEYS', K)) do
 end
 for x = 1, #drop, 4000 do redis.call('HDEL', K, unpack(drop, x, math.min(x + 3999, #drop))) end
 redis.call('HDEL', K, 'finished_at', 'error', 'deadline_at') -- a rerun has no deadline of its own
-local steps = cjson.decode(h[2])
 local q = {}
 for _, id in ipairs(steps) do q[#q + 1] = id .. '.settled'; q[#q + 1] = id .. '.failed'; q[#q + 1] = id .. '.state' end
 local v = hmget(K, q)
@@ -95,7 +114,7 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 				outside = append(outside, d+".settled")
 			}
 		}
-		args = append(append(args, id, len(outside)), outside...)
+		args = append(append(args, id, len(inputs[id]), len(outside)), outside...)
 	}
 	res, err := rerunScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
@@ -106,6 +125,13 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 		return 0, nil, fmt.Errorf("store: rerun %s: %w", wf, ErrNotFound)
 	case "running":
 		return 0, nil, fmt.Errorf("workflow %s is %s: %w", wf, str(res[1]), ErrNotFinished)
+	case "inflight":
+		ids := make([]string, 0, len(res)-2)
+		for _, v := range res[2:] {
+			ids = append(ids, str(v))
+		}
+		return 0, nil, fmt.Errorf("workflow %s is %s but still runs %s (rerun it once they stop, or cancel it first): %w",
+			wf, str(res[1]), strings.Join(ids, ", "), ErrNotFinished)
 	}
 	gen, _ := strconv.Atoi(str(res[0]))
 	var ready []string

@@ -96,7 +96,8 @@ return 1
 // asynq's task key prefix, the id's and the payload's text before and
 // after the index, the message's ends (Task.messageEnds) and the
 // generation it was built for (enqueued here only at that generation);
-// then now in nanoseconds and the generation the tasks were built for,
+// then now in nanoseconds and the generation (run) the outcome belongs to
+// (-1: any; an outcome of another run is refused with {'gen', current}),
 // then per dependent: its state field, its nin field, its number of
 // inputs, and the index in KEYS of its task's key (0: the caller enqueues
 // it; else the task's pending key follows it), the task's id and its
@@ -105,8 +106,8 @@ return 1
 // Returns: {workflow state, released index (-1: none), the workflow's
 // generation (reruns, see Rerun), 1 if the released instance was enqueued
 // here else 0, ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
-// {'stale', current attempt} or {'settled', workflow state} (dead_if_open
-// on a settled step).
+// {'stale', current attempt}, {'gen', current generation} or {'settled',
+// workflow state} (dead_if_open on a settled step).
 var settleScript = redis.NewScript(luaHelpers + luaEnqueue + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
 local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
@@ -144,6 +145,7 @@ if not v[3] or not v[5] then return {'layout'} end
 local late = v[idl] and tonumber(v[idl]) <= tonumber(now)
 local over = wfstate == 'canceled' or wfstate == 'timed_out' or wfstate == 'failed' -- ended: nothing more starts
 local current = tonumber(v[9] or '0')
+if tgen ~= '-1' and tgen ~= (v[ig] or '0') then return {'gen', v[ig] or '0'} end -- an earlier run's late outcome
 if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
 local prev = v[6]
 local w = {fstate, outcome, ARGV[8], now}
@@ -279,8 +281,9 @@ return out
 
 // endScript ends a workflow as canceled or timed_out unless it already
 // ended (or, for timed_out, its deadline has not passed), and marks each
-// of its unsettled steps canceled; for timed_out it records which steps
-// were left unfinished in the workflow's error.
+// of its unsettled steps canceled, and so each released instance of a map
+// that is not done or dead (the rest have no record); for timed_out it
+// records which steps were left unfinished in the workflow's error.
 // KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
 // id and its state field. Returns {the state after the call, 1 if this
 // call ended the workflow else 0}, or {} if it is gone.
@@ -296,8 +299,20 @@ local w = {'state', ARGV[2], 'finished_at', ARGV[1]}
 local open = {}
 for i = 3, #v do
   if v[i] ~= 'done' and v[i] ~= 'dead' then
+    local id = ARGV[2 * i - 2]
     w[#w + 1] = ARGV[2 * i - 1]; w[#w + 1] = 'canceled'
-    open[#open + 1] = ARGV[2 * i - 2]
+    open[#open + 1] = id
+    if v[i] == 'mapped' then -- its released instances, a page at a time
+      local next = tonumber(redis.call('HGET', KEYS[1], id .. '.next') or '0')
+      for from = 0, next - 1, 1000 do
+        local f = {}
+        for n = from, math.min(from + 999, next - 1) do f[#f + 1] = id .. '[' .. n .. '].state' end
+        local st = redis.call('HMGET', KEYS[1], unpack(f))
+        for x = 1, #f do
+          if st[x] and st[x] ~= 'done' and st[x] ~= 'dead' then w[#w + 1] = f[x]; w[#w + 1] = 'canceled' end
+        end
+      end
+    end
   end
 end
 if ARGV[3] ~= '' then
@@ -320,12 +335,15 @@ return 'failed'
 `)
 
 // recordErrorScript notes a failed attempt's error on its step, unless the
-// workflow is gone or the attempt is stale (as settleScript decides).
+// workflow is gone or the attempt is stale or of another run (as
+// settleScript decides).
 // KEYS: wf. ARGV: the step's attempts, abandoned and error field names,
-// attempt (0: not checked), message. Returns 1, 0 if gone, -1 if stale.
+// attempt (0: not checked), message, generation. Returns 1, 0 if gone, -1
+// if stale.
 var recordErrorScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[2])
+local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[2], 'gen')
 if not v[1] then return 0 end
+if (v[4] or '0') ~= ARGV[6] then return -1 end
 local attempt = tonumber(ARGV[4])
 if attempt > 0 and (attempt < tonumber(v[2] or '0') or v[3] == ARGV[4]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])

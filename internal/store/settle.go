@@ -35,13 +35,18 @@ type Outcome struct {
 	// the instance counts toward its map (see Settle).
 	Map string
 	// Release, for an instance, is the task of its map's instance
-	// ReleaseProbe in generation ReleaseGen of the workflow: a settle that
-	// releases the map's next instance enqueues that instance's task in
-	// the same script (when the store enqueues tasks and the workflow is
-	// at ReleaseGen; Settled.ReleaseEnqueued says so). Nil: the caller
-	// enqueues the released instance.
-	Release    *Task
-	ReleaseGen int
+	// ReleaseProbe in the outcome's run (Gen): a settle that releases the
+	// map's next instance enqueues that instance's task in the same script
+	// (when the store enqueues tasks; Settled.ReleaseEnqueued says so).
+	// Nil: the caller enqueues the released instance.
+	Release *Task
+
+	// Gen is the run (generation) of the workflow the outcome belongs to:
+	// 0, one more at each Rerun. Settle refuses an outcome of another run
+	// with ErrOtherRun, so a step still running when its workflow was
+	// rerun cannot settle into the new run. -1: any run (a person's
+	// decision on an approval step, which has its own guard).
+	Gen int
 
 	// Attempt is the attempt the outcome belongs to (Begin's count). When
 	// positive, Settle refuses it with ErrStaleAttempt if the step has
@@ -54,13 +59,10 @@ type Outcome struct {
 type Dependent struct {
 	ID     string
 	Inputs int
-	// Task, when set, is the dependent's task for generation Gen of the
-	// workflow: Settle enqueues it when the settle makes the dependent
-	// ready, if the store EnqueuesTasks and the workflow is at Gen (a rerun
-	// may have moved it on). The dependents of one settle share one Gen
-	// (the settling task's).
+	// Task, when set, is the dependent's task for the settling outcome's
+	// run (Outcome.Gen): Settle enqueues it when the settle makes the
+	// dependent ready, if the store EnqueuesTasks.
 	Task *Task
-	Gen  int
 }
 
 // Settled is what Settle did.
@@ -142,7 +144,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		rel.at = len(args)
 		if ra, ok := releaseArgs(o.Release); ok {
 			rel.queue = o.Release.Queue
-			args = append(append(append(args, 0), ra...), o.ReleaseGen)
+			args = append(append(append(args, 0), ra...), strconv.Itoa(o.Gen))
 		} else {
 			args = append(args, 0, "", "", "", "", "", "", "", 0)
 		}
@@ -150,9 +152,9 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		args = append(args, "0")
 	}
 	fused := s.fused.Load()
-	res, err := s.runSettle(ctx, wf, args, dependents, rel, fused)
+	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused)
 	if fused && s.crossSlot(err) {
-		res, err = s.runSettle(ctx, wf, args, dependents, rel, false)
+		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
@@ -165,6 +167,8 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrOldLayout)
 	case "stale":
 		return nil, fmt.Errorf("store: settle %s/%s attempt %d (the step is at attempt %s): %w", wf, step, o.Attempt, str(res[1]), ErrStaleAttempt)
+	case "gen":
+		return nil, fmt.Errorf("store: settle %s/%s of run %d (the workflow is at run %s): %w", wf, step, o.Gen, str(res[1]), ErrOtherRun)
 	case "settled":
 		return &Settled{State: str(res[1]), Release: -1}, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrAlreadySettled)
 	}
@@ -198,14 +202,8 @@ type release struct {
 // runSettle runs settleScript with args (up to the dependents) and, per
 // dependent, its fields and, when fused, its task; when fused, a map
 // instance's released instance is enqueued too (rel).
-func (s *Store) runSettle(ctx context.Context, wf string, args []any, dependents []Dependent, rel release, fused bool) ([]any, error) {
-	gen := 0
-	for _, d := range dependents {
-		if d.Task != nil {
-			gen = d.Gen
-		}
-	}
-	args = append(args, s.nowNanos(), gen) // a second run (CROSSSLOT) overwrites the same places
+func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool) ([]any, error) {
+	args = append(args, s.nowNanos(), strconv.Itoa(gen)) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
 	if rel.at > 0 {
 		args[rel.at] = 0

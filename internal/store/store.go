@@ -69,7 +69,8 @@ var ErrExists = errors.New("workflow id already exists")
 var ErrStaleAttempt = errors.New("stale attempt: the step has moved on")
 
 // ErrOtherRun is returned by Begin for a task of another generation of the
-// workflow (it was rerun since): nothing was written.
+// workflow (it was rerun since), and by Settle for an outcome of one:
+// nothing was written.
 var ErrOtherRun = errors.New("task of another run of the workflow")
 
 // ErrAlreadySettled is returned by Settle for an OnlyIfOpen outcome when
@@ -186,12 +187,13 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 }
 
 // RecordError notes a failed attempt's error on the step without settling
-// it (bounded by Excerpt). attempt is checked as Settle checks
-// Outcome.Attempt (ErrStaleAttempt); a gone workflow is ErrNotFound and is
-// not recreated.
-func (s *Store) RecordError(ctx context.Context, wf, step string, attempt int, msg string) error {
+// it (bounded by Excerpt). gen and attempt are checked as Settle checks
+// Outcome.Gen and Outcome.Attempt (ErrStaleAttempt for both); a gone
+// workflow is ErrNotFound and is not recreated.
+func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt int, msg string) error {
 	p := step + "."
-	n, err := recordErrorScript.Run(ctx, s.rdb, []string{wfKey(wf)}, p+"attempts", p+"abandoned", p+"error", max(attempt, 0), Excerpt(msg)).Int()
+	n, err := recordErrorScript.Run(ctx, s.rdb, []string{wfKey(wf)}, p+"attempts", p+"abandoned", p+"error", max(attempt, 0), Excerpt(msg),
+		strconv.Itoa(gen)).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("store: record error %s/%s: %w", wf, step, err)

@@ -368,7 +368,7 @@ func TestFinishedAtIsTheFirstCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Minute)
-	if state, _, err := settle(ctx, s, "wf", "d", store.Outcome{Done: true}, nil); err != nil || state != store.StateCompleted {
+	if state, _, err := settle(ctx, s, "wf", "d", store.Outcome{Done: true, Gen: 1}, nil); err != nil || state != store.StateCompleted {
 		t.Fatalf("d settled in the rerun: %q %v", state, err)
 	}
 	if wf, _ := s.Get(ctx, "wf"); wf.FinishedAt == nil || !wf.FinishedAt.Equal(now) {

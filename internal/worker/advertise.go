@@ -23,12 +23,14 @@ import (
 // it lapses after three intervals without one (a killed worker).
 const DefaultAdvertiseInterval = 10 * time.Second
 
-// advertisement builds what this worker serves from its options.
-func advertisement(o Options) store.WorkerAd {
+// advertisement builds what this worker serves from its options and the
+// queues its asynq server serves (the configured ones, and the webhooks
+// queue when it delivers webhooks).
+func advertisement(o Options, served map[string]int) store.WorkerAd {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	queues := maps.Clone(o.Config.Worker.Queues)
+	queues := maps.Clone(served)
 	if queues == nil {
 		queues = map[string]int{}
 	}
@@ -96,14 +98,14 @@ type advertiser struct {
 	once     sync.Once
 }
 
-// advertise writes the worker's advertisement (an error if it cannot),
-// then renews it every interval (0: DefaultAdvertiseInterval) with a TTL
-// of three intervals until stop.
-func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, interval time.Duration) (*advertiser, error) {
+// advertise writes the worker's advertisement of the queues it serves (an
+// error if it cannot), then renews it every interval (0:
+// DefaultAdvertiseInterval) with a TTL of three intervals until stop.
+func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, served map[string]int, interval time.Duration) (*advertiser, error) {
 	if interval <= 0 {
 		interval = DefaultAdvertiseInterval
 	}
-	a := &advertiser{fleet: store.NewFleet(rdb, o.Now), ad: advertisement(o), interval: interval, log: o.Logger, done: make(chan struct{})}
+	a := &advertiser{fleet: store.NewFleet(rdb, o.Now), ad: advertisement(o, served), interval: interval, log: o.Logger, done: make(chan struct{})}
 	if err := a.fleet.Advertise(ctx, a.ad, 3*interval); err != nil {
 		return nil, err
 	}
@@ -113,18 +115,40 @@ func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, interv
 	return a, nil
 }
 
+// readvertiseDelay bounds how long a worker whose renewal failed (Redis
+// away) waits before it tries again: it advertises again within this
+// long of Redis answering, not at its next interval, so an outage longer
+// than the advertisement's TTL does not leave submits refused "no live
+// worker" while the worker runs.
+const readvertiseDelay = time.Second
+
 func (a *advertiser) run(ctx context.Context) {
 	defer close(a.done)
-	t := time.NewTicker(a.interval)
+	t := time.NewTimer(a.interval)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.fleet.Advertise(ctx, a.ad, 3*a.interval); err != nil && ctx.Err() == nil {
-				a.log.Warn("could not renew the worker's advertisement; submits may not see this worker", "worker", a.ad.ID, "err", err)
+		}
+		err := a.fleet.Advertise(ctx, a.ad, 3*a.interval)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				a.log.Warn("could not renew the worker's advertisement; submits may not see this worker; trying again every second", "worker", a.ad.ID, "err", err)
 			}
+			failing = true
+			t.Reset(min(a.interval, readvertiseDelay))
+		default:
+			if failing {
+				a.log.Info("worker advertised again", "worker", a.ad.ID)
+			}
+			failing = false
+			t.Reset(a.interval)
 		}
 	}
 }

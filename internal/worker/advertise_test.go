@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
@@ -239,4 +240,54 @@ func TestStopWhileStartingIsACleanStop(t *testing.T) {
 		n := rdb.ZCard(context.Background(), "asynq:servers").Val()
 		return n == 0, fmt.Sprintf("%d asynq servers still registered", n)
 	})
+}
+
+// A worker that delivers webhooks advertises the webhooks queue it serves
+// (queue list counted no worker for it); after Redis comes back from an
+// outage that took its advertisement, the worker advertises again within
+// a second of Redis answering, not at its next interval.
+func TestWorkerAdvertisesAgainAsSoonAsRedisAnswers(t *testing.T) {
+	srv := redistest.NewServer(t, "--save", "", "--appendonly", "no")
+	srv.Start()
+	db := redistest.DB{Addr: srv.Addr(), Kind: "redis-server"}
+	rdb := redis.NewClient(db.Options())
+	defer rdb.Close()
+	cfg, err := testenv.Config("http://127.0.0.1:1", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Webhooks = config.Webhooks{Secret: config.Secret(strings.Repeat("s", 32)), Allow: []string{"127.0.0.1"}}
+	var logs testenv.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready, done := make(chan struct{}), make(chan error, 1)
+	const interval = 4 * time.Second
+	go func() {
+		done <- worker.Run(ctx, worker.Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Redis: rdb, ReconcileInterval: -1,
+			AdvertiseInterval: interval, Ready: func() { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("worker did not start: %v", err)
+	}
+	f := store.NewFleet(rdb, nil)
+	ads := live(t, f)
+	if len(ads) != 1 || ads[0].Queues["webhooks"] != 1 || ads[0].Queues["default"] != 1 {
+		t.Fatalf("advertisements %+v, want one serving default and webhooks", ads)
+	}
+	srv.Stop() // no persistence: the advertisement is gone with the data
+	poll.Until(t, 3*interval, func() (bool, string) {
+		return strings.Contains(logs.String(), "could not renew"), "the worker did not notice Redis was away"
+	})
+	srv.Start()
+	// well under the interval: the worker tries again every second
+	poll.Until(t, interval/2, func() (bool, string) {
+		ads, err := f.Live(context.Background())
+		return err == nil && len(ads) == 1, fmt.Sprintf("advertisements %d (%v) after Redis came back", len(ads), err)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -161,7 +161,7 @@ func Run(ctx context.Context, o Options) error {
 		close(reconciled)
 	}
 	defer func() { stopBG(); <-reconciled }()
-	ad, err := advertise(ctx, rdb, o, o.AdvertiseInterval)
+	ad, err := advertise(ctx, rdb, o, wh.queues, o.AdvertiseInterval)
 	if err != nil {
 		srv.Shutdown()
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {

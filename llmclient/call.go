@@ -78,8 +78,8 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	class, key, usage := retry.OK, "", Usage{}
 	if err == nil {
 		key, usage = resp.Key, resp.Usage
-		if verr := checkOutput(req, resp); verr != nil {
-			err, resp = &InvalidOutputError{Target: t.String(), Err: verr, Output: resp.Text}, nil
+		if verr := checkOutput(req, resp, t.String()); verr != nil {
+			err, resp = verr, nil
 		}
 	}
 	if err != nil {

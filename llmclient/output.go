@@ -29,14 +29,39 @@ func (e *InvalidOutputError) Unwrap() error { return e.Err }
 // Class is invalid_output.
 func (e *InvalidOutputError) Class() retry.Class { return retry.InvalidOutput }
 
-// checkOutput runs the request's check on a plain answer. A stream is
-// checked by whoever reads it; an answer made of tool calls is the
-// model's move, not a JSON answer.
-func checkOutput(req Request, resp *Response) error {
-	if req.Output == nil || req.Output.Check == nil || resp.stream != nil || len(resp.ToolCalls) > 0 {
+// OutputTooLargeError is an answer longer than the request's
+// MaxOutputBytes. Its class is output_too_large.
+type OutputTooLargeError struct {
+	Target string // provider/model
+	Bytes  int    // the answer's length
+	Limit  int    // Request.MaxOutputBytes
+}
+
+func (e *OutputTooLargeError) Error() string {
+	return fmt.Sprintf("%s: the answer is %d bytes, over the step's %d-byte output limit (limits.max_output_bytes); it is not cut to fit",
+		e.Target, e.Bytes, e.Limit)
+}
+
+// Class is output_too_large.
+func (e *OutputTooLargeError) Class() retry.Class { return retry.OutputTooLarge }
+
+// checkOutput runs the request's checks on a plain answer: its length,
+// then its JSON. A stream is checked by whoever reads it; an answer made
+// of tool calls is the model's move, not a JSON answer.
+func checkOutput(req Request, resp *Response, target string) error {
+	if resp.stream != nil {
 		return nil
 	}
-	return req.Output.Check(resp.Text)
+	if req.MaxOutputBytes > 0 && len(resp.Text) > req.MaxOutputBytes {
+		return &OutputTooLargeError{Target: target, Bytes: len(resp.Text), Limit: req.MaxOutputBytes}
+	}
+	if req.Output == nil || req.Output.Check == nil || len(resp.ToolCalls) > 0 {
+		return nil
+	}
+	if err := req.Output.Check(resp.Text); err != nil {
+		return &InvalidOutputError{Target: target, Err: err, Output: resp.Text}
+	}
+	return nil
 }
 
 // repairRequest is req with the invalid answer and what was wrong with it

@@ -58,6 +58,11 @@ type Request struct {
 	// Output, when set, asks for JSON by the provider's native mechanism
 	// and has the router check every answer (Router.Chat).
 	Output *Output
+	// MaxOutputBytes, when positive, is the longest answer text the caller
+	// keeps: a longer one is an OutputTooLargeError (class
+	// output_too_large) and the route moves on to its next target. Never
+	// sent to the provider (MaxTokens bounds what it writes).
+	MaxOutputBytes int
 
 	stream bool // the router is asked for a stream (Router.ChatStream)
 }

@@ -30,6 +30,11 @@ const (
 	// provider answered, so it does not count against the breaker; it
 	// does lower the target's health score (quality).
 	InvalidOutput Class = "invalid_output"
+	// OutputTooLarge is an answer longer than the step may keep (its
+	// output limit): never cut to fit, it goes to the route's next target
+	// and, when every target answers too much, the step is dead-lettered
+	// naming the limit. The provider answered: no breaker hears of it.
+	OutputTooLarge Class = "output_too_large"
 	// Handler is a code step's own function failing with a plain error
 	// (or a panic): retried with the usual backoff, then dead-lettered.
 	// It says nothing about any provider.

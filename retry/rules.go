@@ -67,6 +67,8 @@ var rules = map[Class]Rule{
 	ContextLength: {RequestFault: true, Answered: true},
 	ContentFilter: {RequestFault: true, Answered: true},
 	InvalidOutput: {Answered: true, LowersHealth: true, MayBeBilled: true},
+	// billed in full, and no retry makes the same model answer shorter
+	OutputTooLarge: {Answered: true, MayBeBilled: true},
 	Handler:       {Retryable: true},
 	// see the comment above: a limit that resets, nobody's fault
 	BudgetExceeded: {},

@@ -269,8 +269,10 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 	if st.runsTools(h.tools) {
 		return h.runTools(ctx, run, a, key, system, prompt)
 	}
+	// an answer over the output limit is never cut to fit: the router
+	// moves on to the next target (output_too_large), then dead-letters
 	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
-		Temperature: st.Temperature, Tools: st.toolsRequest(nil), Output: st.outputRequest()}
+		Temperature: st.Temperature, Tools: st.toolsRequest(nil), Output: st.outputRequest(), MaxOutputBytes: h.o.MaxOutputBytes}
 	callCtx, cancel := withSettleMargin(ctx)
 	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
 	cancel()
@@ -278,9 +280,6 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		return h.failed(ctx, run, err, hash)
 	}
 	out := resp.Text
-	if len(out) > h.o.MaxOutputBytes {
-		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "") // no rune cut in half
-	}
 	var calls string
 	if len(resp.ToolCalls) > 0 {
 		b, _ := json.Marshal(resp.ToolCalls)

@@ -216,3 +216,71 @@ steps:
 		}
 	}
 }
+
+// bigJSON is a valid JSON answer of about n bytes.
+func bigJSON(n int) string {
+	return `{"cities": ["` + strings.Repeat("x", n) + `"]}`
+}
+
+// An answer over the step's output limit is never cut to fit and kept as
+// done (a valid 1.4 MB JSON answer was cut to invalid JSON and its
+// dependents failed pointing at the wrong step): it is output_too_large,
+// the route moves on to its next target, and with no target left the
+// step is dead-lettered naming the limit.
+func TestAnAnswerOverTheOutputLimitIsNeverCut(t *testing.T) {
+	big := bigJSON(1_400_000)
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Answers: []chaosllm.Answer{
+		{Match: "cities", Endpoint: "openai", Text: big}}}})
+	spec := func(route string) string {
+		return `name: big
+steps:
+  - id: plan
+    route: ` + route + `
+    prompt: "list the cities"
+    output: { format: json, schema: { type: object, properties: { cities: { type: array, items: { type: string } } } } }
+  - { id: use, route: solo, prompt: "use {{ .Steps.plan.Output | len }}", depends_on: [plan] }
+`
+	}
+	// main: openai answers too much, anthropic answers: the step is done with anthropic's answer
+	id := e.Submit(t, e.Spec(spec("main")))
+	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	if s := wf.Steps[0]; s.State != store.StepDone || !strings.HasPrefix(s.Target, "an/") || len(s.Output) > 1<<20 {
+		t.Fatalf("plan on main: %s by %s, %d bytes; want done by anthropic", s.State, s.Target, len(s.Output))
+	}
+	if n := e.Calls.Count("oa/m-oa", retry.OutputTooLarge); n != 1 {
+		t.Fatalf("openai's over-limit answers counted %d, want 1 (no retry on the same target)", n)
+	}
+	// solo: the only target answers too much: dead-lettered, the dependent never runs
+	id = e.Submit(t, e.Spec(spec("solo")))
+	wf = e.Wait(t, id, 20*time.Second, store.StateBlocked)
+	s := wf.Steps[0]
+	if s.State != store.StepDead || s.Class != string(retry.OutputTooLarge) || !strings.Contains(s.Error, "over the step's 1048576-byte output limit") || s.Output != "" {
+		t.Fatalf("plan on solo: %s class %q error %q output %d bytes; want dead, output_too_large naming the limit, nothing kept",
+			s.State, s.Class, s.Error, len(s.Output))
+	}
+	if wf.Steps[1].State != store.StepPending {
+		t.Fatalf("use ran on a cut answer: %+v", wf.Steps[1])
+	}
+	if dls := waitDeadLetters(t, e, string(retry.OutputTooLarge)); len(dls) != 1 {
+		t.Fatalf("dead letters of class output_too_large: %+v", dls)
+	}
+}
+
+// A planning prompt chaosllm answers with a list of items (its answers:
+// by prompt pattern) feeds a map, with nothing faked in Go.
+func TestAMapOverAPlanChaosllmAnswers(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Answers: []chaosllm.Answer{
+		{Match: "^Plan", Items: 5, Field: "cities"}}}})
+	id := e.Submit(t, e.Spec(`name: trip
+steps:
+  - id: plan
+    route: solo
+    prompt: "Plan a trip"
+    output: { format: json, schema: { type: object, required: [cities], properties: { cities: { type: array, items: { type: string } } } } }
+  - { id: visit, for_each: "{{ .Steps.plan.JSON.cities }}", route: solo, prompt: "Describe {{ .Item }}", depends_on: [plan] }
+`))
+	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	if m := wf.Steps[1].Map; m == nil || m.Items != 5 || m.Settled != 5 {
+		t.Fatalf("map over the plan: %+v, want 5 items settled", wf.Steps[1].Map)
+	}
+}

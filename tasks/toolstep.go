@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -37,7 +36,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	}
 	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: st.maxTurns(), maxBytes: h.o.MaxOutputBytes,
 		base: llmclient.Request{System: system, MaxTokens: st.MaxTokens, Temperature: st.Temperature,
-			Tools: st.toolsRequest(h.tools), Output: st.outputRequest()}}
+			Tools: st.toolsRequest(h.tools), Output: st.outputRequest(), MaxOutputBytes: h.o.MaxOutputBytes}}
 	callCtx, cancel := withSettleMargin(ctx)
 	resp, err := l.run(callCtx, prompt)
 	cancel()
@@ -60,12 +59,8 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	case err != nil:
 		return h.failed(ctx, run, err, key.hash)
 	}
-	out := resp.Text
-	if len(out) > h.o.MaxOutputBytes {
-		out = strings.ToValidUTF8(out[:h.o.MaxOutputBytes], "")
-	}
 	usage, cost := d.spent()
-	return h.recordAnswer(ctx, run, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: l.recordJSON(),
+	return h.recordAnswer(ctx, run, key, store.Outcome{Done: true, Optional: st.Optional, Output: resp.Text, ToolCalls: l.recordJSON(),
 		Target: resp.Provider + "/" + resp.Model, InputHash: key.hash, Attempt: attempt, Usage: usage, CostMicros: cost})
 }
 

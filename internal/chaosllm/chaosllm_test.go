@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,10 @@ func TestParseScenarioErrors(t *testing.T) {
 		"phases:\n  - { duration: soon }\n":                  `bad duration "soon"`,
 		"phases:\n  - { nme: x }\n":                          "field nme not found",
 		"phases:\n  - { fault: { status: 500, rate: 2 } }\n": "phases[0].fault.rate",
+		"answers:\n  - { match: \"(\", text: x }\n":          `answers[0].match: "(" is not a regular expression`,
+		"answers:\n  - { text: x, items: 3 }\n":              "answers[0]: text and items are two answers",
+		"answers:\n  - { match: plan }\n":                    "answers[0]: no answer",
+		"answers:\n  - { items: 2, endpoint: gemini }\n":     `answers[0].endpoint: "gemini"`,
 	} {
 		if _, err := ParseScenario([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err %v, want %q", in, err, want)
@@ -297,4 +302,43 @@ func FuzzParseScenario(f *testing.F) {
 			t.Fatalf("a parsed scenario was refused by New: %v", err)
 		}
 	})
+}
+
+// Answers by prompt pattern: the first that matches answers, on its
+// endpoint only; other prompts get the default reply.
+func TestAnswersByPromptPattern(t *testing.T) {
+	sc, err := ParseScenario([]byte(`answers:
+  - { match: "(?i)^plan", items: 3, field: cities }
+  - { match: "report", endpoint: anthropic, text: "the anthropic report" }
+  - { match: "report", text: "the report" }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	ask := func(path, prompt string) string {
+		body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":` + strconv.Quote(prompt) + `}]}`
+		code, _, out := post(t, hs.URL+path, "k", body)
+		if code != 200 {
+			t.Fatalf("%s %q: %d %s", path, prompt, code, out)
+		}
+		return out
+	}
+	if out := ask("/v1/chat/completions", "Plan a trip"); !strings.Contains(out, `{\"cities\":[\"cities 1\",\"cities 2\",\"cities 3\"]}`) {
+		t.Errorf("plan: %s", out)
+	}
+	if out := ask("/v1/chat/completions", "write the report"); !strings.Contains(out, `"the report"`) {
+		t.Errorf("report on openai: %s", out)
+	}
+	if out := ask("/v1/messages", "write the report"); !strings.Contains(out, `"the anthropic report"`) {
+		t.Errorf("report on anthropic: %s", out)
+	}
+	if out := ask("/v1/chat/completions", "hello"); !strings.Contains(out, "chaosllm answer") {
+		t.Errorf("a prompt no answer matches: %s", out)
+	}
 }

@@ -94,6 +94,9 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 	if req.json {
 		text = jsonAnswer(req.schema, text)
 	}
+	if a, ok := s.answerText(ep, prompt); ok {
+		text = a
+	}
 	if f := dec.fault; f != nil {
 		if bad, ok := badOutput(f.Kind, req, text); ok {
 			outcome := f.Kind

@@ -40,6 +40,9 @@ type Scenario struct {
 	// from its parameters, then answers once the conversation holds a
 	// tool result.
 	ToolScript []ScriptTurn `yaml:"tool_script" json:"tool_script"`
+	// Answers say what to answer to the prompts they match (the first
+	// match wins); a prompt none matches gets the default reply.
+	Answers []Answer `yaml:"answers" json:"answers"`
 }
 
 // Timeline is a sequence of phases for some requests.
@@ -176,6 +179,9 @@ func (s Scenario) timelines() []Timeline {
 
 func (s Scenario) validate() error {
 	if err := validateScript(s.ToolScript); err != nil {
+		return err
+	}
+	if _, err := compileAnswers(s.Answers); err != nil {
 		return err
 	}
 	for ti, tl := range s.timelines() {

@@ -23,6 +23,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	scenario Scenario
+	answers  []answerRule // the scenario's, compiled
 	lines    []*timelineState
 	rng      *rand.Rand
 	stats    map[statKey]int
@@ -80,7 +81,17 @@ func (s *Server) setScenario(sc Scenario) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scenario = sc
+	s.answers, _ = compileAnswers(sc.Answers) // validated by the caller
 	s.restartLocked()
+}
+
+// answerText is what the scenario answers to prompt on endpoint ep, if it
+// says.
+func (s *Server) answerText(ep, prompt string) (string, bool) {
+	s.mu.Lock()
+	rules := s.answers
+	s.mu.Unlock()
+	return answerFor(rules, ep, prompt)
 }
 
 func (s *Server) restartLocked() {

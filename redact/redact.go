@@ -1,8 +1,9 @@
 // Package redact removes secrets from text before it is logged, stored or
 // shown: the configured secrets themselves (API keys, the Redis password,
-// the dashboard token, webhook secrets), any prefix or suffix of one left at
-// the edge of a cut, and text shaped like a key ("sk-…", "Bearer …") whoever
-// it belongs to.
+// the dashboard token, webhook secrets), any run of 8 or more of their
+// characters wherever it stands, and of their base64 forms, any prefix or
+// suffix of one left at the edge of a cut, and text shaped like a key
+// ("sk-…", "Bearer …") whoever it belongs to.
 //
 // It is for text that came back from the network or describes a failure
 // (error messages, error bodies, reasons), never for model outputs, which
@@ -47,6 +48,7 @@ type secret struct{ value, label string }
 // A Redactor is immutable and safe for concurrent use.
 type Redactor struct {
 	secrets []secret
+	pieces  *pieces // every 8-byte window of the secrets and their base64 forms
 }
 
 // New returns a Redactor for the given secret values, each replaced by Mask.
@@ -83,6 +85,7 @@ next:
 			n.secrets[j], n.secrets[j-1] = n.secrets[j-1], n.secrets[j]
 		}
 	}
+	n.pieces = newPieces(n.secrets)
 	return n
 }
 
@@ -98,8 +101,11 @@ func (r *Redactor) Merge(o *Redactor) *Redactor {
 	return n
 }
 
-// String returns s without any secret, any piece of a secret at its start
-// or end, or any key-shaped token.
+// String returns s without any secret, any run of 8 or more of a
+// secret's characters wherever it stands (a key echoed in pieces), any
+// such run of the secret's base64 forms (a gateway echoing "Basic
+// base64(user:key)"), any piece of a secret at its start or end, or any
+// key-shaped token.
 func (r *Redactor) String(s string) string {
 	if s == "" {
 		return s
@@ -110,6 +116,7 @@ func (r *Redactor) String(s string) string {
 				s = strings.ReplaceAll(s, sec.value, sec.label)
 			}
 		}
+		s = r.pieces.remove(s)
 		s = r.edges(s)
 	}
 	for _, sh := range shapes {

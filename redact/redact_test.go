@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -87,10 +88,13 @@ func FuzzRedact(f *testing.F) {
 	f.Fuzz(func(t *testing.T, before, after string, which uint8, cut uint16, drop uint8) {
 		k := keys[int(which)%len(keys)]
 		d := int(drop) % (len(k) - 8)
+		split := int(cut) % len(k)
 		bodies := []string{
 			before + k + after,    // echoed whole
 			before + k[:len(k)-d], // the body was cut inside the key
 			k[d:] + after,         // the body is a window that starts inside it
+			before + k[:split] + " " + before + k[split:] + after, // echoed in two pieces
+			before + base64.StdEncoding.EncodeToString([]byte(before+":"+k)) + after, // Basic auth echoed
 		}
 		for _, body := range bodies {
 			for _, got := range []string{r.String(body), r.Truncate(body, int(cut))} {
@@ -105,4 +109,73 @@ func FuzzRedact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A key echoed in pieces (split in two at every position, with text
+// between), a character of it changed, or base64-encoded (alone, as
+// "Basic base64(user:key)" whatever the user's length, in the standard
+// and URL alphabets) leaves no run of 8 of its characters, and no run of
+// 8 of its base64 form; text that merely shares a few characters stays.
+func TestPiecesOfASecretAreRemovedWhereverTheyStand(t *testing.T) {
+	keys := []string{"sk-fakeSecretTwo-QrStUvWxYz0123456789", "hunter2-redis-password"}
+	r := redact.New(keys...)
+	for _, k := range keys {
+		for split := 1; split < len(k); split++ {
+			in := "key " + k[:split] + " and " + k[split:] + " echoed"
+			got := r.String(in)
+			for _, piece := range []string{k[:split], k[split:]} {
+				if len(piece) >= 8 && leaks(got, piece) {
+					t.Fatalf("split at %d: %q leaks %q", split, got, piece)
+				}
+			}
+			if !strings.HasPrefix(got, "key ") || !strings.HasSuffix(got, " echoed") {
+				t.Fatalf("split at %d: the text around the key was lost: %q", split, got)
+			}
+		}
+		changed := []byte(k)
+		changed[len(k)/2] ^= 1
+		if got := r.String(string(changed)); leaks(got, k) {
+			t.Fatalf("a key with one character changed: %q", got)
+		}
+		for user := range 5 {
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
+				plain := strings.Repeat("u", user) + ":" + k
+				b64 := enc.EncodeToString([]byte(plain))
+				got := r.String("401: Authorization: Basic " + b64 + " refused")
+				if strings.Contains(got, b64[len(b64)/2-4:len(b64)/2+4]) {
+					t.Fatalf("user %d: %q leaks the middle of %q", user, got, b64)
+				}
+				if got := r.String(enc.EncodeToString([]byte(k))); len(got) > 0 && strings.Contains(got, enc.EncodeToString([]byte(k))[4:12]) {
+					t.Fatalf("base64 of the key alone: %q", got)
+				}
+			}
+		}
+	}
+	// (a run of 8 is removed even where it is a word: "password" of
+	// "hunter2-redis-password" in "passwords" would be)
+	for _, ok := range []string{"the secret of redis is speed", "a pass word", "sk-fake secrets"} {
+		if got := r.String(ok); got != ok {
+			t.Errorf("ordinary text %q became %q", ok, got)
+		}
+	}
+}
+
+// BenchmarkString redacts a log line and a 4 KiB error body with ten
+// configured secrets (whole-value, piece and base64 lookups, edges, shapes).
+func BenchmarkString(b *testing.B) {
+	var keys []string
+	for i := range 10 {
+		keys = append(keys, "sk-bench-"+strings.Repeat(string(rune('a'+i)), 40))
+	}
+	r := redact.New(keys...)
+	line := `{"time":"2026-12-02T06:00:00Z","level":"INFO","msg":"llm_call","route":"main","provider":"oa","model":"m-oa","class":"ok","dur":"1.2s"}`
+	body := strings.Repeat(`{"error":{"message":"upstream overloaded, try again later","type":"server_error"}} `, 50)
+	for _, c := range []struct{ name, s string }{{"line", line}, {"body4k", body}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				r.String(c.s)
+			}
+		})
+	}
 }

@@ -1,9 +1,15 @@
 package tasks_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -115,6 +122,9 @@ const dashboardToken = "dashboard-token-for-the-secrets-test"
 func huntSecrets(t *testing.T, e *testenv.Env, logs *testenv.Buffer, ids, secrets []string) func(string) string {
 	t.Helper()
 	secrets = append(secrets, dashboardToken)
+	for _, s := range secrets[:len(secrets)-1] { // and the base64 forms of each key a gateway may echo
+		secrets = append(secrets, base64Middles(s)...)
+	}
 	hunt := func(where, text string) {
 		t.Helper()
 		for _, s := range secrets {
@@ -191,6 +201,30 @@ func huntSecrets(t *testing.T, e *testenv.Env, logs *testenv.Buffer, ids, secret
 	for _, p := range paths {
 		hunt("dashboard "+p, get(p))
 	}
+
+	// every CLI command's --json output (and its stderr)
+	cfg := filepath.Join(t.TempDir(), "agentq.yaml")
+	if err := os.WriteFile(cfg, []byte(testenv.ConfigYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"CHAOS": e.URL, "K1": testenv.Keys[0], "K2": testenv.Keys[1],
+		"AGENTQ_REDIS_ADDR": e.DB.Addr, "AGENTQ_REDIS_DB": strconv.Itoa(e.DB.DB)}
+	cmds := [][]string{{"list", "--json"}, {"dlq", "list", "--json"}, {"keys", "list", "--json"}, {"queue", "list", "--json"}}
+	for _, id := range ids {
+		cmds = append(cmds, []string{"status", id, "--json"}, []string{"result", id, "--json"})
+	}
+	for _, d := range dls {
+		cmds = append(cmds, []string{"dlq", "show", d.TaskID, "--json"})
+	}
+	for _, args := range cmds {
+		var out, errOut bytes.Buffer
+		env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+		cli.Run(cli.Enqueue(env), env, append(args, "--config", cfg))
+		if out.Len() == 0 && errOut.Len() == 0 {
+			t.Fatalf("enqueue %v printed nothing", args)
+		}
+		hunt(fmt.Sprintf("enqueue %v", args), out.String()+errOut.String())
+	}
 	return get
 }
 
@@ -223,4 +257,63 @@ func dumpValue(t *testing.T, rdb redis.UniversalClient, key string) string {
 		t.Fatalf("key %s has type %s, which this test cannot read", key, typ)
 	}
 	return b.String()
+}
+
+// Keys echoed in pieces: split in two at every position, base64-encoded
+// and inside "Basic base64(user:key)", by a gateway in front of each
+// provider: afterwards no 8-byte piece of any key, nor of its base64 form,
+// is anywhere (Redis, logs, /metrics, pages, API answers).
+func TestNoSecretAnywhereAfterKeysEchoedInPieces(t *testing.T) {
+	k1, k2 := testenv.Keys[0], testenv.Keys[1]
+	var logs testenv.Buffer
+	echoes := func(k string, last ...chaosllm.Phase) []chaosllm.Phase {
+		var ps []chaosllm.Phase
+		for at := 1; at < len(k); at++ {
+			ps = append(ps, chaosllm.Phase{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindTextEcho, Status: 500, Echo: "split", Split: at}})
+		}
+		for _, how := range []string{"base64", "basic"} {
+			ps = append(ps, chaosllm.Phase{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindTextEcho, Status: 500, Echo: how}})
+		}
+		return append(ps, last...)
+	}
+	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, Scenario: chaosllm.Scenario{
+		Timelines: []chaosllm.Timeline{
+			// k1's last echo is a 401: the key is disabled, and k2 takes over
+			{Endpoint: "openai", Key: k1, Phases: echoes(k1,
+				chaosllm.Phase{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindTextEcho, Status: 401, Echo: "split", Split: 11}}, chaosllm.Phase{})},
+			{Endpoint: "openai", Key: k2, Phases: echoes(k2, chaosllm.Phase{})},
+			{Endpoint: "anthropic", Key: k1, Phases: echoes(k1, chaosllm.Phase{})},
+		}}})
+	var ids []string
+	for i := range len(k1) + len(k2) + 6 {
+		route := []string{"main", "solo"}[i%2]
+		ids = append(ids, e.Submit(t, e.Spec(fmt.Sprintf("name: pieces\nsteps:\n  - { id: s, route: %s, prompt: \"echo %d\" }\n", route, i))))
+	}
+	for _, id := range ids {
+		e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	}
+	for _, outcome := range []string{"text_echo_500", "text_echo_401"} {
+		if e.Chaos.Snapshot().Count("", "", outcome) == 0 {
+			t.Fatalf("chaosllm never answered %s: the scenario did not run", outcome)
+		}
+	}
+	huntSecrets(t, e, &logs, ids, []string{k1, k2})
+}
+
+// base64Middles are the parts of s's base64 encodings (standard
+// alphabet) that stand in the encoding of any text holding s, at each of
+// the three alignments: what "Basic base64(user:key)" shows of the key.
+func base64Middles(s string) []string {
+	var out []string
+	for pad := range 3 {
+		e := base64.StdEncoding.EncodeToString(append(make([]byte, pad), s...))
+		from := 0
+		if pad > 0 {
+			from = 4
+		}
+		if len(e)-4-from >= 8 {
+			out = append(out, e[from:len(e)-4])
+		}
+	}
+	return out
 }

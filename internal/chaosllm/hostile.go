@@ -43,7 +43,7 @@ func (s *Server) hostile(d *dialect, w http.ResponseWriter, r *http.Request, f *
 		if msg == "" {
 			msg = "Unauthorized: the gateway refused API key"
 		}
-		io.WriteString(w, strings.Repeat(".", f.Pad)+msg+" "+key+"\n")
+		io.WriteString(w, strings.Repeat(".", f.Pad)+msg+" "+f.echoed(key)+"\n")
 	case KindEndless:
 		st := f.statusOf()
 		s.count(ep, key, fmt.Sprintf("endless_%d", st), in)

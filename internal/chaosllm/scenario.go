@@ -9,6 +9,7 @@ package chaosllm
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -114,6 +115,12 @@ type Fault struct {
 	Pad int `yaml:"pad" json:"pad"`
 	// Size is a huge body's size in bytes; 0 means 50 MiB.
 	Size int64 `yaml:"size" json:"size"`
+	// Echo is how a text_echo body echoes the key: "" whole, "split" in
+	// two pieces at Split (0: the middle) with a space between, "base64"
+	// base64-encoded, "basic" as "Basic base64(gateway-user:key)".
+	Echo string `yaml:"echo" json:"echo"`
+	// Split is where "split" cuts the key (bytes from its start).
+	Split int `yaml:"split" json:"split"`
 }
 
 // Duration is a time.Duration read from a string such as "1.5s".
@@ -275,7 +282,35 @@ func (f Fault) validate(where string) error {
 	if f.Rate < 0 || f.Rate > 1 {
 		return fmt.Errorf("%s.rate: %v is not in (0, 1]", where, f.Rate)
 	}
+	switch f.Echo {
+	case "", "split", "base64", "basic":
+	default:
+		return fmt.Errorf("%s.echo: %q is not split, base64 or basic", where, f.Echo)
+	}
+	if f.Echo != "" && f.Kind != KindTextEcho {
+		return fmt.Errorf("%s.echo: only a text_echo fault echoes the key", where)
+	}
+	if f.Split < 0 {
+		return fmt.Errorf("%s.split: cannot be negative", where)
+	}
 	return nil
+}
+
+// echoed is the key as the fault echoes it (Echo).
+func (f Fault) echoed(key string) string {
+	switch f.Echo {
+	case "split":
+		at := f.Split
+		if at == 0 || at >= len(key) {
+			at = len(key) / 2
+		}
+		return key[:at] + " " + key[at:]
+	case "base64":
+		return base64.StdEncoding.EncodeToString([]byte(key))
+	case "basic":
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte("gateway-user:"+key))
+	}
+	return key
 }
 
 // statusOf is the status a fault answers with.

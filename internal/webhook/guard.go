@@ -119,6 +119,46 @@ var reserved = []netip.Prefix{
 	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
 	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, and the broadcast address
 	netip.MustParsePrefix("fec0::/10"),     // site-local (deprecated)
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64: the IPv4 inside depends on the site's prefix length
+}
+
+// embedding are the IPv6 ranges that carry an IPv4 address a gateway or
+// the host may reach for them, with where its four bytes are (inverted:
+// Teredo's client address). A refused IPv4 address stays refused inside
+// them.
+var embedding = []struct {
+	prefix netip.Prefix
+	name   string
+	at     int
+	invert bool
+}{
+	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64", 12, false},
+	{netip.MustParsePrefix("2002::/16"), "6to4", 2, false},
+	{netip.MustParsePrefix("2001::/32"), "Teredo", 12, true},
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible", 12, false},
+}
+
+// embeddedV4 is the IPv4 address an IPv6 address of an embedding range
+// carries, with the range's name.
+func embeddedV4(ip netip.Addr) (netip.Addr, string, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, "", false
+	}
+	b := ip.As16()
+	for _, e := range embedding {
+		if !e.prefix.Contains(ip) {
+			continue
+		}
+		var v4 [4]byte
+		copy(v4[:], b[e.at:e.at+4])
+		if e.invert {
+			for i := range v4 {
+				v4[i] ^= 0xff
+			}
+		}
+		return netip.AddrFrom4(v4), e.name, true
+	}
+	return netip.Addr{}, "", false
 }
 
 // addrKind names what makes ip not a public address, or "".
@@ -138,6 +178,11 @@ func addrKind(ip netip.Addr) string {
 	for _, p := range reserved {
 		if p.Contains(ip) {
 			return "reserved"
+		}
+	}
+	if v4, how, ok := embeddedV4(ip); ok {
+		if k := addrKind(v4); k != "" {
+			return fmt.Sprintf("%s (%s inside %s)", k, v4, how)
 		}
 	}
 	return ""

@@ -39,7 +39,7 @@ func (s *Server) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, wfs)
 	})
-	mux.HandleFunc("POST /api/v1/workflows", s.mutating(s.apiSubmit))
+	mux.HandleFunc("POST /api/v1/workflows", s.mutatingWithin(int64(s.o.Config.Limits.MaxSpecBytes)+1, false, s.apiSubmit))
 	mux.HandleFunc("GET /api/v1/workflows/{id}", func(w http.ResponseWriter, r *http.Request) {
 		wf, err := s.client.Status(r.Context(), r.PathValue("id"))
 		if err != nil {

@@ -191,10 +191,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // mutating refuses a change when the dashboard is read-only (the token
 // and the cross-site checks are done for every request by guard).
 func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
+	return s.mutatingWithin(formBodyLimit, true, h)
+}
+
+// formBodyLimit is the most a form or an API action reads of a request
+// body (a decision, a comment, a step id): a larger body is refused with
+// 413 before it is read whole, multipart uploads included.
+const formBodyLimit = 64 << 10
+
+// mutatingWithin is mutating with a body limit of its own (a submitted
+// spec may be larger than a form). With forms, a form body (urlencoded or
+// multipart) is parsed here, within the limit, so a handler's FormValue
+// never reads past it; without, the body is the handler's to read (a spec
+// sent with curl -d comes as urlencoded).
+func (s *Server) mutatingWithin(limit int64, forms bool, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.o.ReadOnly {
 			http.Error(w, "the dashboard is read-only", http.StatusForbidden)
 			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		ct := r.Header.Get("Content-Type")
+		if forms && (strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "multipart/form-data")) {
+			if err := r.ParseMultipartForm(limit); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+				if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+					http.Error(w, fmt.Sprintf("request body over %d bytes", limit), http.StatusRequestEntityTooLarge)
+					return
+				}
+				http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
+				return
+			}
 		}
 		h(w, r)
 	}

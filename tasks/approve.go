@@ -38,6 +38,14 @@ const DefaultApprovalTimeout = 24 * time.Hour
 // step handler serves it.
 const TypeApprovalTimeout = TypeStep + ":approval-timeout"
 
+// TypeDecided is the asynq task a decision that ended its workflow
+// (completed, or blocked by another step) hands to a worker: the worker
+// counts the step and the workflow's end in its metrics and sends the
+// end's webhook, as it does for every other ending. A decision is taken
+// wherever the person is (the CLI, the dashboard), where there are no
+// metrics and may be no webhook secret.
+const TypeDecided = TypeStep + ":decided"
+
 // Decision is an approval step's output.
 type Decision struct {
 	Approved bool      `json:"approved"`
@@ -91,8 +99,14 @@ func (h *Handler) park(ctx context.Context, run stepRun, views map[string]StepVi
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
 	}
 	payload, _ := json.Marshal(p)
+	// asynq keeps a task's due time in whole seconds, rounded down: the
+	// timeout is due at the next whole second after it, never before
+	due := time.Now().Add(st.Approve.timeout())
+	if due.Truncate(time.Second) != due {
+		due = due.Truncate(time.Second).Add(time.Second)
+	}
 	t := asynq.NewTask(TypeApprovalTimeout, payload, asynq.TaskID(genTaskID(p.Workflow, p.Step, p.Gen)+":timeout"), asynq.Queue(run.r.Queue),
-		asynq.ProcessIn(st.Approve.timeout()), asynq.MaxRetry(DefaultMaxRetries), asynq.Retention(h.st.Retention()))
+		asynq.ProcessAt(due), asynq.MaxRetry(DefaultMaxRetries), asynq.Retention(h.st.Retention()))
 	if _, err := h.o.Client.EnqueueContext(sctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule the approval timeout: %w", err)
 	}
@@ -149,7 +163,61 @@ func decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, sp
 			return res.State, err
 		}
 	}
+	if res.State == StateCompleted || res.State == StateBlocked {
+		if err := enqueueDecided(ctx, c, wf, spec, step, res.Gen, st.Retention()); err != nil {
+			return res.State, err
+		}
+	}
 	return res.State, nil
+}
+
+// enqueueDecided hands the end a decision brought to a worker
+// (TypeDecided), on the approval step's queue; once per step and run.
+func enqueueDecided(ctx context.Context, c *asynq.Client, wf string, spec *Spec, step string, gen int, retention time.Duration) error {
+	s, _ := spec.Step(step)
+	payload, _ := json.Marshal(Payload{Workflow: wf, Step: step, Gen: gen})
+	t := asynq.NewTask(TypeDecided, payload, asynq.TaskID(genTaskID(wf, step, gen)+":decided"), asynq.Queue(spec.resolve(s).Queue),
+		asynq.MaxRetry(DefaultMaxRetries), asynq.Retention(retention))
+	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("workflow %s step %s decided, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)
+	}
+	return nil
+}
+
+// decided runs a TypeDecided task: the decided step's event (metrics
+// count it and, with its workflow state, the workflow's end) and the
+// end's webhook. The webhook is sent only if the workflow is still in
+// that state (notifyEnd reads it again).
+func (h *Handler) decided(ctx context.Context, t *asynq.Task) error {
+	p, err := decodePayload(t.Payload())
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	spec, err := h.specs.get(ctx, h.st, p.Workflow)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // expired: nothing to tell
+	}
+	if err != nil {
+		return err
+	}
+	w, err := h.st.Summary(ctx, p.Workflow)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if w.Generation != p.Gen || (w.State != StateCompleted && w.State != StateBlocked) {
+		return nil // rerun since, or no longer ended that way
+	}
+	st, _ := spec.Step(p.Step)
+	route := ""
+	if st != nil {
+		route = spec.resolve(st).Route
+	}
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: route, State: store.StepDone, WorkflowState: w.State, Target: "approval"})
+	h.notifyEnded(ctx, p.Workflow, spec, w.State)
+	return nil
 }
 
 // Decide approves (or rejects) approval step step of workflow id, with a

@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -93,6 +94,24 @@ func TestApprovalSpecProblems(t *testing.T) {
 	} {
 		if _, err := e.Client.Parse("a.yaml", []byte(c.spec)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.spec, err, c.want)
+		}
+	}
+}
+
+// An approval's timeout never fires before it is due: asynq keeps due
+// times in whole seconds, rounded down, so a 1.5s timeout fired up to a
+// second early.
+func TestApprovalTimeoutNeverFiresEarly(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	for range 3 {
+		id := e.Submit(t, e.Spec("name: gate\nsteps:\n  - { id: gate, approve: { message: \"ok?\", timeout: 1500ms } }\n"))
+		wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
+		var d tasks.Decision
+		if err := json.Unmarshal([]byte(wf.Steps[0].Output), &d); err != nil || d.By != "timeout" {
+			t.Fatalf("decision %s: %v", wf.Steps[0].Output, err)
+		}
+		if waited := d.At.Sub(*wf.Steps[0].StartedAt); waited < 1500*time.Millisecond {
+			t.Fatalf("the 1.5s timeout rejected the step %s after it began waiting", waited)
 		}
 	}
 }

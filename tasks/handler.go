@@ -109,6 +109,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.deadline(ctx, t)
 	case TypeApprovalTimeout:
 		return h.approvalTimeout(ctx, t)
+	case TypeDecided:
+		return h.decided(ctx, t)
 	}
 	p, err := decodePayload(t.Payload())
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/webhook"
 	"github.com/agentq/agentq/tasks"
@@ -179,4 +181,45 @@ steps:
 		!strings.HasPrefix(d.Error, "step fetch dead-lettered: ") || strings.Contains(bodies[0], "secret prompt") {
 		t.Errorf("body %s", bodies[0])
 	}
+}
+
+// A workflow whose last step is an approval ends in the process of the
+// person who decides (the CLI, the dashboard): its completed webhook is
+// still sent, once, and a worker counts it in agentq_workflows_total, as
+// every other ending (neither happened: the decision settled the
+// workflow where there are no metrics and no webhook secret).
+func TestAWorkflowEndedByADecisionIsNotifiedAndCounted(t *testing.T) {
+	rcv := newHookReceiver(t)
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Metrics: true})
+	e.Config.Webhooks = config.Webhooks{Secret: config.Secret(hookSecret), Allow: []string{"127.0.0.1"}}
+	producer := tasks.NewClient(e.Redis, tasks.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
+		SkipWorkerCheck: true, Webhooks: &tasks.Webhooks{}})
+	e.StartWorker(t)
+	spec, err := producer.Parse("gate.yaml", []byte(`
+name: gate
+notify: { url: "`+rcv.URL+`/in", events: [completed] }
+steps:
+  - { id: draft, route: solo, prompt: "draft" }
+  - { id: ship, depends_on: [draft], approve: { message: "ship it?" } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := producer.Submit(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateWaiting)
+	if state, err := producer.Decide(t.Context(), id, "ship", true, "go", "cli"); err != nil || state != tasks.StateCompleted {
+		t.Fatalf("decide: %s %v", state, err)
+	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		bodies, errs := rcv.got()
+		return len(bodies) == 1 && len(errs) == 0 && strings.Contains(bodies[0], `"type":"workflow.completed"`),
+			fmt.Sprintf("deliveries %q, errors %v", bodies, errs)
+	})
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		m := scrape(t, e.MetricsURL)
+		return strings.Contains(m, `agentq_workflows_total{status="completed"} 1`), "the workflow's end is not counted"
+	})
 }

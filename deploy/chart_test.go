@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -272,29 +273,33 @@ func TestChartSchemaDescribesEveryValue(t *testing.T) {
 // TriggerAuthentication on the same Secrets.
 func TestChartKEDATrigger(t *testing.T) {
 	addr := with(t, nil, "worker.keda.enabled", true)
+	all := []string{"critical", "default", "low"} // worker.queues' default
 	for _, tc := range []struct {
 		name   string
 		values map[string]any
 		typ    string
-		meta   map[string]string
+		meta   map[string]string // every trigger's, but its listName
+		queues []string          // one trigger each, in this order
 		refs   []kedaSecretRef
 	}{
-		{"addr (default values)", addr, "redis",
-			map[string]string{"address": "redis:6379", "listName": "asynq:{default}:pending", "listLength": "50"}, nil},
-		{"url without a port", with(t, with(t, addr, "redis.url", "redis://redis.example.internal"), "worker.keda.queue", "low"), "redis",
-			map[string]string{"address": "redis.example.internal:6379", "listName": "asynq:{low}:pending", "listLength": "50"}, nil},
+		{"addr (default values): every queue served", addr, "redis",
+			map[string]string{"address": "redis:6379", "listLength": "50"}, all, nil},
+		{"url without a port", with(t, with(t, addr, "redis.url", "redis://redis.example.internal"), "worker.keda.queues", []any{"low"}), "redis",
+			map[string]string{"address": "redis.example.internal:6379", "listLength": "50"}, []string{"low"}, nil},
+		{"webhooks configured: their queue too", with(t, addr, "config.webhooks", map[string]any{"secret": "${AGENTQ_WEBHOOK_SECRET}"}), "redis",
+			map[string]string{"address": "redis:6379", "listLength": "50"}, append(all, "webhooks"), nil},
 		{"values-full.yaml (rediss:// url)", valuesFile(t, "values-full.yaml"), "redis",
-			map[string]string{"address": "redis.example.internal:6380", "databaseIndex": "2", "enableTLS": "true", "listName": "asynq:{critical}:pending", "listLength": "20"},
+			map[string]string{"address": "redis.example.internal:6380", "databaseIndex": "2", "enableTLS": "true", "listLength": "20"}, []string{"critical"},
 			[]kedaSecretRef{{"password", "redis-auth", "password"}}},
 		{"values-tls.yaml (addr, tls: true)", valuesFile(t, "values-tls.yaml"), "redis",
-			map[string]string{"address": "redis.example.internal:6380", "enableTLS": "true", "listName": "asynq:{default}:pending", "listLength": "50"},
+			map[string]string{"address": "redis.example.internal:6380", "enableTLS": "true", "listLength": "50"}, all,
 			[]kedaSecretRef{{"password", "redis-auth", "password"}}},
 		{"values-sentinel.yaml", valuesFile(t, "values-sentinel.yaml"), "redis-sentinel",
 			map[string]string{"addresses": "sentinel-0.sentinel:26379,sentinel-1.sentinel:26379,sentinel-2.sentinel:26379", "sentinelMaster": "agentq",
-				"enableTLS": "true", "listName": "asynq:{default}:pending", "listLength": "50"},
+				"enableTLS": "true", "listLength": "50"}, all,
 			[]kedaSecretRef{{"password", "redis-auth", "password"}, {"sentinelPassword", "sentinel-auth", "sentinel-password"}}},
 		{"values-cluster.yaml", valuesFile(t, "values-cluster.yaml"), "redis-cluster",
-			map[string]string{"addresses": "redis-0.redis:6379,redis-1.redis:6379,redis-2.redis:6379", "listName": "asynq:{low}:pending", "listLength": "50"}, nil},
+			map[string]string{"addresses": "redis-0.redis:6379,redis-1.redis:6379,redis-2.redis:6379", "listLength": "50"}, []string{"low"}, nil},
 	} {
 		k := decode(t, render(t, tc.values))
 		if len(k["ScaledObject"]) != 1 {
@@ -302,48 +307,56 @@ func TestChartKEDATrigger(t *testing.T) {
 			continue
 		}
 		so := k["ScaledObject"][0].(*kedaScaledObject)
-		if so.Spec.ScaleTargetRef.Name != "prod-agentq-worker" || len(so.Spec.Triggers) != 1 {
-			t.Errorf("%s: ScaledObject %+v", tc.name, so.Spec)
+		if so.Spec.ScaleTargetRef.Name != "prod-agentq-worker" || len(so.Spec.Triggers) != len(tc.queues) {
+			t.Errorf("%s: ScaledObject %+v, want a trigger for each of %v", tc.name, so.Spec, tc.queues)
 			continue
 		}
-		tr := so.Spec.Triggers[0]
-		if tr.Type != tc.typ || !reflect.DeepEqual(map[string]string(tr.Metadata), tc.meta) {
-			t.Errorf("%s: trigger %s %v, want %s %v", tc.name, tr.Type, tr.Metadata, tc.typ, tc.meta)
-		}
-		if tc.refs == nil {
-			if tr.AuthenticationRef != nil || len(k["TriggerAuthentication"]) != 0 {
-				t.Errorf("%s: a TriggerAuthentication without a password", tc.name)
+		var ta *kedaTriggerAuthentication
+		if tc.refs != nil {
+			if len(k["TriggerAuthentication"]) != 1 {
+				t.Errorf("%s: %d TriggerAuthentications", tc.name, len(k["TriggerAuthentication"]))
+				continue
 			}
-			continue
+			ta = k["TriggerAuthentication"][0].(*kedaTriggerAuthentication)
+			if !reflect.DeepEqual(ta.Spec.SecretTargetRef, tc.refs) {
+				t.Errorf("%s: TriggerAuthentication %+v, want %+v", tc.name, ta.Spec.SecretTargetRef, tc.refs)
+			}
+		} else if len(k["TriggerAuthentication"]) != 0 {
+			t.Errorf("%s: a TriggerAuthentication without a password", tc.name)
 		}
-		if len(k["TriggerAuthentication"]) != 1 || tr.AuthenticationRef == nil {
-			t.Errorf("%s: no TriggerAuthentication (%d) or no authenticationRef", tc.name, len(k["TriggerAuthentication"]))
-			continue
-		}
-		ta := k["TriggerAuthentication"][0].(*kedaTriggerAuthentication)
-		if tr.AuthenticationRef.Name != ta.Metadata.Name || !reflect.DeepEqual(ta.Spec.SecretTargetRef, tc.refs) {
-			t.Errorf("%s: authenticationRef %s, TriggerAuthentication %s %+v, want %+v", tc.name, tr.AuthenticationRef.Name, ta.Metadata.Name, ta.Spec.SecretTargetRef, tc.refs)
+		for i, tr := range so.Spec.Triggers {
+			want := maps.Clone(tc.meta)
+			want["listName"] = "asynq:{" + tc.queues[i] + "}:pending"
+			if tr.Type != tc.typ || !reflect.DeepEqual(map[string]string(tr.Metadata), want) {
+				t.Errorf("%s: trigger %d %s %v, want %s %v", tc.name, i, tr.Type, tr.Metadata, tc.typ, want)
+			}
+			switch {
+			case ta == nil && tr.AuthenticationRef != nil:
+				t.Errorf("%s: trigger %d names a TriggerAuthentication that is not there", tc.name, i)
+			case ta != nil && (tr.AuthenticationRef == nil || tr.AuthenticationRef.Name != ta.Metadata.Name):
+				t.Errorf("%s: trigger %d authenticationRef %+v, want %s", tc.name, i, tr.AuthenticationRef, ta.Metadata.Name)
+			}
 		}
 	}
 }
 
 // Values the schema cannot judge alone are refused with one message naming
-// them.
+// them and the template they are about.
 func TestChartRefusesContradictions(t *testing.T) {
 	both := with(t, with(t, nil, "worker.keda.enabled", true), "worker.autoscaling.enabled", true)
 	for _, tc := range []struct {
 		values map[string]any
 		want   string
 	}{
-		{both, "worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one"},
-		{with(t, fullValues(t), "worker.autoscaling", map[string]any{"enabled": true}), "worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one"},
-		{with(t, with(t, nil, "worker.keda.enabled", true), "worker.keda.queue", "batch"), `worker.keda.queue "batch" is not one of worker.queues`},
-		{with(t, nil, "redis.url", "redis://:hunter2@redis:6379"), "redis.url carries a password"},
-		{with(t, nil, "redis.sentinel.masterName", "agentq"), "redis.sentinel.masterName is set without redis.sentinel.addrs"},
-		{with(t, nil, "redis.sentinel.addrs", []any{"s:26379"}), "redis.sentinel.addrs is set without redis.sentinel.masterName"},
-		{with(t, nil, "redis.addr", ""), "redis.addr, redis.url, redis.sentinel or redis.cluster is required"},
-		{with(t, nil, "config.worker", map[string]any{"concurrency": 5}), "config.worker.concurrency is set by the chart: use worker.concurrency"},
-		{with(t, nil, "dashboard.enabled", true), "dashboard.tokenSecret.name is required with dashboard.enabled"},
+		{both, "templates/worker-scaling.yaml: worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one"},
+		{with(t, fullValues(t), "worker.autoscaling", map[string]any{"enabled": true}), "templates/worker-scaling.yaml: worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one"},
+		{with(t, with(t, nil, "worker.keda.enabled", true), "worker.keda.queues", []any{"default", "batch"}), `templates/worker-scaling.yaml: worker.keda.queues: "batch" is not a queue the workers serve`},
+		{with(t, nil, "redis.url", "redis://:hunter2@redis:6379"), "templates/configmap.yaml: redis.url carries a password"},
+		{with(t, nil, "redis.sentinel.masterName", "agentq"), "templates/configmap.yaml: redis.sentinel.masterName is set without redis.sentinel.addrs"},
+		{with(t, nil, "redis.sentinel.addrs", []any{"s:26379"}), "templates/configmap.yaml: redis.sentinel.addrs is set without redis.sentinel.masterName"},
+		{with(t, nil, "redis.addr", ""), "templates/configmap.yaml: redis.addr, redis.url, redis.sentinel or redis.cluster is required"},
+		{with(t, nil, "config.worker", map[string]any{"concurrency": 5}), "templates/configmap.yaml: config.worker.concurrency is set by the chart: use worker.concurrency"},
+		{with(t, nil, "dashboard.enabled", true), "templates/dashboard.yaml: dashboard.tokenSecret.name is required with dashboard.enabled"},
 	} {
 		if msg := renderRefused(t, tc.values); !strings.Contains(msg, tc.want) {
 			t.Errorf("refusal %q does not say %q", msg, tc.want)

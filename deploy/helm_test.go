@@ -171,7 +171,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 			t.Error("an autoscaled worker Deployment pins its replicas")
 		}
 		c := d.Spec.Template.Spec.Containers[0]
-		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/healthz" || c.Image != "registry.example.com/agentq:1.2.3" {
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/livez" || c.Image != "registry.example.com/agentq:1.2.3" {
 			t.Errorf("worker container %+v", c)
 		}
 	}

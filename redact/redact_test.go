@@ -93,7 +93,7 @@ func FuzzRedact(f *testing.F) {
 			before + k + after,    // echoed whole
 			before + k[:len(k)-d], // the body was cut inside the key
 			k[d:] + after,         // the body is a window that starts inside it
-			before + k[:split] + " " + before + k[split:] + after, // echoed in two pieces
+			before + k[:split] + " " + before + k[split:] + after,                    // echoed in two pieces
 			before + base64.StdEncoding.EncodeToString([]byte(before+":"+k)) + after, // Basic auth echoed
 		}
 		for _, body := range bodies {

@@ -69,7 +69,7 @@ var rules = map[Class]Rule{
 	InvalidOutput: {Answered: true, LowersHealth: true, MayBeBilled: true},
 	// billed in full, and no retry makes the same model answer shorter
 	OutputTooLarge: {Answered: true, MayBeBilled: true},
-	Handler:       {Retryable: true},
+	Handler:        {Retryable: true},
 	// see the comment above: a limit that resets, nobody's fault
 	BudgetExceeded: {},
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -112,16 +113,34 @@ func TestRunsBehindSentinel(t *testing.T) {
 	}
 }
 
-// /healthz on the metrics address answers 200 while Redis answers.
-func TestHealthz(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{Metrics: true})
+// The worker's probes on its metrics address: /livez (and /healthz)
+// answer while the process serves, whatever Redis does, so a Redis outage
+// restarts no worker; /readyz answers only while Redis answers.
+func TestWorkerProbes(t *testing.T) {
+	srv := redistest.NewServer(t, "--save", "", "--appendonly", "no")
+	srv.Start()
+	e := testenv.Start(t, testenv.Options{Metrics: true, RedisAddr: srv.Addr()})
 	base := strings.TrimSuffix(e.MetricsURL, "/metrics")
-	resp, err := http.Get(base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
+	probe := func(path string) int {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("healthz %d", resp.StatusCode)
+	for _, p := range []string{"/livez", "/healthz", "/readyz"} {
+		if c := probe(p); c != 200 {
+			t.Fatalf("%s %d with Redis up", p, c)
+		}
 	}
+	srv.Stop()
+	poll.Until(t, 10*time.Second, func() (bool, string) { return probe("/readyz") == 503, "/readyz still 200 with Redis down" })
+	for _, p := range []string{"/livez", "/healthz"} {
+		if c := probe(p); c != 200 {
+			t.Fatalf("%s %d with Redis down: a liveness probe would restart the worker", p, c)
+		}
+	}
+	srv.Start()
+	poll.Until(t, 20*time.Second, func() (bool, string) { return probe("/readyz") == 200, "/readyz not back after Redis" })
 }

@@ -113,12 +113,12 @@ func (g *Guard) checkAddr(host string, ip netip.Addr) error {
 // reserved are special-purpose IPv4 and IPv6 ranges netip has no
 // predicate for.
 var reserved = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (carrier NAT)
-	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, and the broadcast address
-	netip.MustParsePrefix("fec0::/10"),     // site-local (deprecated)
+	netip.MustParsePrefix("0.0.0.0/8"),      // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),  // shared address space (carrier NAT)
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated)
 	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64: the IPv4 inside depends on the site's prefix length
 }
 

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -96,7 +97,11 @@ type advertiser struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	once     sync.Once
+	failing  atomic.Bool // the last renewal failed
 }
+
+// current reports whether the advertisement's last write succeeded.
+func (a *advertiser) current() bool { return !a.failing.Load() }
 
 // advertise writes the worker's advertisement of the queues it serves (an
 // error if it cannot), then renews it every interval (0:
@@ -126,7 +131,6 @@ func (a *advertiser) run(ctx context.Context) {
 	defer close(a.done)
 	t := time.NewTimer(a.interval)
 	defer t.Stop()
-	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,16 +142,14 @@ func (a *advertiser) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			if !failing {
+			if !a.failing.Swap(true) {
 				a.log.Warn("could not renew the worker's advertisement; submits may not see this worker; trying again every second", "worker", a.ad.ID, "err", err)
 			}
-			failing = true
 			t.Reset(min(a.interval, readvertiseDelay))
 		default:
-			if failing {
+			if a.failing.Swap(false) {
 				a.log.Info("worker advertised again", "worker", a.ad.ID)
 			}
-			failing = false
 			t.Reset(a.interval)
 		}
 	}

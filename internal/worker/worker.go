@@ -181,7 +181,7 @@ func Run(ctx context.Context, o Options) error {
 			srv.Shutdown()
 			return fmt.Errorf("worker.metrics_addr %s: %w", addr, err)
 		}
-		hs = &http.Server{Handler: serveMux(rdb, mets), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: serveMux(rdb, mets, ad), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(ln) }()
 		if o.MetricsListening != nil {
 			o.MetricsListening(ln.Addr())
@@ -206,14 +206,26 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // serveMux answers /metrics and /healthz (Redis reachability).
-func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics) http.Handler {
+// serveMux serves /metrics and the probes: /livez (and /healthz) answer
+// 200 while the process serves, whatever Redis does (a Redis outage must
+// not restart every worker: they resume by themselves when it is back);
+// /readyz answers 200 while Redis answers and the worker's advertisement
+// is current (submits count on it), else 503 saying which.
+func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics, ad *advertiser) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", mets.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	live := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
+	mux.HandleFunc("GET /livez", live)
+	mux.HandleFunc("GET /healthz", live)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		if !ad.current() {
+			http.Error(w, "not advertised: its last renewal failed", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -85,49 +85,66 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- concat $hosts .Values.dashboard.allowedHosts | uniq | join "," -}}
 {{- end -}}
 
-{{/* Values the schema cannot judge alone: each refused with one message naming it */}}
+{{/* A component's image: its own fields, else the top-level image's. Call with (dict "root" . "c" .Values.worker) */}}
+{{- define "agentq.image" -}}
+{{- $i := .root.Values.image -}}
+{{- $c := .c.image | default (dict) -}}
+image: {{ printf "%s:%s" ($c.repository | default $i.repository) ($c.tag | default $i.tag) | quote }}
+imagePullPolicy: {{ $c.pullPolicy | default $i.pullPolicy }}
+{{- end -}}
+
+{{/* The queues the workers serve: worker.queues' names, and webhooks when they deliver webhooks */}}
+{{- define "agentq.servedQueues" -}}
+{{- $served := list -}}
+{{- range splitList "," .Values.worker.queues }}{{ $served = append $served (first (splitList "=" .)) }}{{ end -}}
+{{- if and (.Values.config.webhooks | default (dict)).secret (not (has "webhooks" $served)) }}{{ $served = append $served "webhooks" }}{{ end -}}
+{{- toJson $served -}}
+{{- end -}}
+
+{{/* Values the schema cannot judge alone: each refused with one message naming the template and the value */}}
 {{- define "agentq.validate" -}}
 {{- $v := .Values -}}
 {{- if and $v.worker.autoscaling.enabled $v.worker.keda.enabled -}}
-{{- fail "worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one" -}}
+{{- fail "templates/worker-scaling.yaml: worker.autoscaling.enabled and worker.keda.enabled both scale the worker Deployment: enable one" -}}
 {{- end -}}
 {{- if and $v.worker.autoscaling.enabled (gt (int $v.worker.autoscaling.minReplicas) (int $v.worker.autoscaling.maxReplicas)) -}}
-{{- fail (printf "worker.autoscaling.minReplicas %d is above worker.autoscaling.maxReplicas %d" (int $v.worker.autoscaling.minReplicas) (int $v.worker.autoscaling.maxReplicas)) -}}
+{{- fail (printf "templates/worker-scaling.yaml: worker.autoscaling.minReplicas %d is above worker.autoscaling.maxReplicas %d" (int $v.worker.autoscaling.minReplicas) (int $v.worker.autoscaling.maxReplicas)) -}}
 {{- end -}}
 {{- if $v.worker.keda.enabled -}}
 {{- if gt (int $v.worker.keda.minReplicas) (int $v.worker.keda.maxReplicas) -}}
-{{- fail (printf "worker.keda.minReplicas %d is above worker.keda.maxReplicas %d" (int $v.worker.keda.minReplicas) (int $v.worker.keda.maxReplicas)) -}}
+{{- fail (printf "templates/worker-scaling.yaml: worker.keda.minReplicas %d is above worker.keda.maxReplicas %d" (int $v.worker.keda.minReplicas) (int $v.worker.keda.maxReplicas)) -}}
 {{- end -}}
-{{- $served := list -}}
-{{- range splitList "," $v.worker.queues }}{{ $served = append $served (first (splitList "=" .)) }}{{ end -}}
-{{- if not (has $v.worker.keda.queue $served) -}}
-{{- fail (printf "worker.keda.queue %q is not one of worker.queues (%s): the workers would not serve what KEDA scales them for" $v.worker.keda.queue $v.worker.queues) -}}
+{{- $served := include "agentq.servedQueues" . | fromJsonArray -}}
+{{- range $v.worker.keda.queues -}}
+{{- if not (has . $served) -}}
+{{- fail (printf "templates/worker-scaling.yaml: worker.keda.queues: %q is not a queue the workers serve (worker.queues %s): KEDA would scale them for work they do not take" . $v.worker.queues) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $mode := include "agentq.redisMode" . -}}
 {{- if and (eq $mode "addr") (not $v.redis.addr) -}}
-{{- fail "redis.addr, redis.url, redis.sentinel or redis.cluster is required" -}}
+{{- fail "templates/configmap.yaml: redis.addr, redis.url, redis.sentinel or redis.cluster is required" -}}
 {{- end -}}
 {{- if and $v.redis.sentinel.addrs (not $v.redis.sentinel.masterName) -}}
-{{- fail "redis.sentinel.addrs is set without redis.sentinel.masterName" -}}
+{{- fail "templates/configmap.yaml: redis.sentinel.addrs is set without redis.sentinel.masterName" -}}
 {{- end -}}
 {{- if and (eq $mode "sentinel") (not $v.redis.sentinel.addrs) -}}
-{{- fail "redis.sentinel.masterName is set without redis.sentinel.addrs" -}}
+{{- fail "templates/configmap.yaml: redis.sentinel.masterName is set without redis.sentinel.addrs" -}}
 {{- end -}}
 {{- if and $v.redis.url (contains ":" (urlParse $v.redis.url).userinfo) -}}
-{{- fail "redis.url carries a password, which would sit in a ConfigMap (and KEDA cannot use it): put it in a Secret and name it in redis.passwordSecret" -}}
+{{- fail "templates/configmap.yaml: redis.url carries a password, which would sit in a ConfigMap (and KEDA cannot use it): put it in a Secret and name it in redis.passwordSecret" -}}
 {{- end -}}
 {{- range list "concurrency" "queues" "metrics_addr" "shutdown_timeout" -}}
 {{- if hasKey ($v.config.worker | default (dict)) . -}}
-{{- fail (printf "config.worker.%s is set by the chart: use worker.%s" . (get (dict "concurrency" "concurrency" "queues" "queues" "metrics_addr" "metricsPort" "shutdown_timeout" "shutdownTimeoutSeconds") .)) -}}
+{{- fail (printf "templates/configmap.yaml: config.worker.%s is set by the chart: use worker.%s" . (get (dict "concurrency" "concurrency" "queues" "queues" "metrics_addr" "metricsPort" "shutdown_timeout" "shutdownTimeoutSeconds") .)) -}}
 {{- end -}}
 {{- end -}}
 {{- if $v.dashboard.enabled -}}
 {{- if not $v.dashboard.tokenSecret.name -}}
-{{- fail "dashboard.tokenSecret.name is required with dashboard.enabled: without a token the dashboard listens on loopback inside its pod, out of reach of its Service, its Ingress and the kubelet's probes; create a Secret holding AGENTQ_DASHBOARD_TOKEN and name it there, or set dashboard.enabled=false" -}}
+{{- fail "templates/dashboard.yaml: dashboard.tokenSecret.name is required with dashboard.enabled: without a token the dashboard listens on loopback inside its pod, out of reach of its Service, its Ingress and the kubelet's probes; create a Secret holding AGENTQ_DASHBOARD_TOKEN and name it there, or set dashboard.enabled=false" -}}
 {{- end -}}
 {{- if and $v.dashboard.ingress.enabled (not $v.dashboard.ingress.host) -}}
-{{- fail "dashboard.ingress.host is required with dashboard.ingress.enabled" -}}
+{{- fail "templates/dashboard.yaml: dashboard.ingress.host is required with dashboard.ingress.enabled" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -83,7 +83,7 @@ type StepRecord struct {
 	// JSON is Output parsed, for steps with output.format json (filled in
 	// by tasks.Client, not stored).
 	JSON      any    `json:"json,omitempty"`
-	ToolCalls string `json:"tool_calls,omitempty"` // JSON list of tool calls the model made
+	ToolCalls RawJSON `json:"tool_calls,omitempty"` // JSON list of tool calls the model made, as a JSON array
 	Degraded  bool   `json:"degraded"`
 	Error     string `json:"error"`
 	// Class is, for a dead step, the error class that ended it.

@@ -123,7 +123,23 @@ func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
 	if err := c.markUnserved(ctx, wf); err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", id, err)
 	}
+	spec, err := c.spec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	parseOutputs(spec, wf)
 	return wf, nil
+}
+
+// parseOutputs sets JSON, beside Output, on each done step whose output
+// is JSON (a code step's value, a decision, a format: json answer).
+func parseOutputs(spec *Spec, wf *Workflow) {
+	for i := range wf.Steps {
+		s := &wf.Steps[i]
+		if st, ok := spec.Step(s.ID); ok && st.wantsJSON() && s.State == store.StepDone && !s.Degraded {
+			s.JSON, _ = ParseJSONAnswer(s.Output)
+		}
+	}
 }
 
 // Result is a workflow's outputs.
@@ -151,12 +167,7 @@ func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
 		}
 	}
 	r := &Result{Workflow: wf}
-	for i := range wf.Steps {
-		s := &wf.Steps[i]
-		if st, ok := spec.Step(s.ID); ok && st.wantsJSON() && s.State == store.StepDone && !s.Degraded {
-			s.JSON, _ = ParseJSONAnswer(s.Output)
-		}
-	}
+	parseOutputs(spec, wf)
 	for _, s := range wf.Steps {
 		if !used[s.ID] {
 			r.Final = append(r.Final, s)

@@ -257,7 +257,7 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
 		// checkpoint: a redelivery of a finished step does not call the LLM again
 		log.Info("step checkpoint hit: not calling the LLM again")
-		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: a.Step.ToolCalls, Degraded: a.Step.Degraded,
+		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: string(a.Step.ToolCalls), Degraded: a.Step.Degraded,
 			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, "")
 	}
 	key := answerKey{wf: p.Workflow, step: p.Step, gen: p.Gen, hash: hash}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/record"
 )
 
@@ -48,6 +49,13 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 	if n := min(limit, page.Counts.Started-offset); n > 0 {
 		if page.Instances, err = c.store.Instances(ctx, id, step, offset, n); err != nil {
 			return nil, err
+		}
+	}
+	if st.wantsJSON() {
+		for i := range page.Instances {
+			if s := &page.Instances[i]; s.State == store.StepDone && !s.Degraded {
+				s.JSON, _ = ParseJSONAnswer(s.Output)
+			}
 		}
 	}
 	return page, nil

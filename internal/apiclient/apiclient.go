@@ -220,6 +220,16 @@ func (c *Client) Result(ctx context.Context, id string) (*tasks.Result, error) {
 	return &tasks.Result{Workflow: r.Workflow, Final: r.Final}, nil
 }
 
+// Instances reads a page of a map step's instances.
+func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*tasks.InstancePage, error) {
+	var p tasks.InstancePage
+	path := fmt.Sprintf("/api/v1/workflows/%s/steps/%s/instances?offset=%d&limit=%d", url.PathEscape(id), url.PathEscape(step), offset, limit)
+	if err := c.do(ctx, "GET", path, nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // Wait polls until the workflow is settled (tasks.Settled) or ctx ends.
 func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error) {
 	if poll <= 0 {

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/tracing"
+	"github.com/agentq/agentq/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -284,7 +286,35 @@ func printResult(ctx context.Context, w io.Writer, cl producer, id string, all b
 		if len(steps) > 1 {
 			fmt.Fprintf(w, "== %s ==\n", s.ID)
 		}
+		if all && s.Map != nil {
+			if err := printInstances(ctx, w, cl, id, s.ID, s.Map.Started); err != nil {
+				return err
+			}
+			continue
+		}
 		fmt.Fprintln(w, s.Output)
+	}
+	return nil
+}
+
+// printInstances prints a map step's instance outputs in item order, read
+// a page at a time (a wide map is never held whole).
+func printInstances(ctx context.Context, w io.Writer, cl producer, id, step string, n int) error {
+	for off := 0; off < n; off += tasks.MaxInstancesPage {
+		p, err := cl.Instances(ctx, id, step, off, tasks.MaxInstancesPage)
+		if err != nil {
+			return fmt.Errorf("workflow %s step %s: instances from %d: %w", id, step, off, err)
+		}
+		for _, s := range p.Instances {
+			out := s.Output
+			if s.State != record.StepDone {
+				out = "(" + s.State + ")"
+			}
+			fmt.Fprintf(w, "[%s] %s\n", strings.TrimSuffix(strings.TrimPrefix(s.ID, step+"["), "]"), out)
+		}
+		if len(p.Instances) == 0 {
+			break
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ type producer interface {
 	SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (tasks.Submission, error)
 	Status(ctx context.Context, id string) (*tasks.Workflow, error)
 	Result(ctx context.Context, id string) (*tasks.Result, error)
+	Instances(ctx context.Context, id, step string, offset, limit int) (*tasks.InstancePage, error)
 	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error)
 	Cancel(ctx context.Context, id string) (string, error)
 	List(ctx context.Context, state string, limit int) ([]*tasks.Workflow, error)

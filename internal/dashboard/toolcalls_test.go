@@ -30,17 +30,19 @@ func TestStepShowsItsToolCalls(t *testing.T) {
 	}
 	d := serveDash(t, e, dashboard.Options{Token: token})
 	page := d.do(t, call{Path: "/workflows/" + id, Bearer: token})
-	want := `<details class="tool-calls"><summary>tool calls</summary><pre>` + html.EscapeString(wf.Steps[0].ToolCalls) + `</pre></details>`
+	want := `<details class="tool-calls"><summary>tool calls</summary><pre>` + html.EscapeString(string(wf.Steps[0].ToolCalls)) + `</pre></details>`
 	if page.Code != 200 || !strings.Contains(page.Body, want) {
 		t.Fatalf("workflow page (%d) does not show the tool calls %s:\n%s", page.Code, want, page.Body)
 	}
 	api := d.do(t, call{Path: "/api/v1/workflows/" + id, Bearer: token})
+	// the tool calls are a JSON array in the answer, not a string holding one
 	var got struct {
 		Steps []struct {
-			ToolCalls string `json:"tool_calls"`
+			ToolCalls []map[string]any `json:"tool_calls"`
 		} `json:"steps"`
 	}
-	if err := json.Unmarshal([]byte(api.Body), &got); err != nil || len(got.Steps) != 1 || !strings.Contains(got.Steps[0].ToolCalls, `"result":"north sold \u003c1200\u003e"`) {
+	if err := json.Unmarshal([]byte(api.Body), &got); err != nil || len(got.Steps) != 1 || len(got.Steps[0].ToolCalls) == 0 ||
+		got.Steps[0].ToolCalls[0]["result"] != "north sold <1200>" {
 		t.Fatalf("API (%d, %v): %s", api.Code, err, api.Body)
 	}
 }

@@ -160,7 +160,7 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, leas
 	a.Step.Attempts, _ = strconv.Atoi(v(5))
 	if len(res) > end { // the checkpoint, in checkpointFields' order
 		c := func(i int) string { return v(end + i) }
-		a.Step.InputHash, a.Step.Output, a.Step.ToolCalls, a.Step.Degraded, a.Step.Target = c(0), c(1), c(2), c(3) == "1", c(4)
+		a.Step.InputHash, a.Step.Output, a.Step.ToolCalls, a.Step.Degraded, a.Step.Target = c(0), c(1), RawJSON(c(2)), c(3) == "1", c(4)
 		a.Step.Usage.PromptTokens, _ = strconv.Atoi(c(5))
 		a.Step.Usage.CompletionTokens, _ = strconv.Atoi(c(6))
 	}

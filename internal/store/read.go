@@ -48,7 +48,7 @@ var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "d
 
 // stepRecord builds a step's record from its values in stepFields' order.
 func stepRecord(id string, v func(int) string) StepRecord {
-	r := StepRecord{ID: id, State: v(0), Output: v(2), ToolCalls: v(3), Degraded: v(4) == "1", Error: v(5), Target: v(6),
+	r := StepRecord{ID: id, State: v(0), Output: v(2), ToolCalls: RawJSON(v(3)), Degraded: v(4) == "1", Error: v(5), Target: v(6),
 		InputHash: v(9), StartedAt: parseTS(v(10)), FinishedAt: parseTS(v(11)),
 		Map: mapCounts(func(i int) string { return v(13 + i) })}
 	if r.State == StepDead { // a step retried after its dead letter keeps the field, not the class

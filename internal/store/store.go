@@ -21,6 +21,7 @@ type (
 	Usage      = record.Usage
 	Workflow   = record.Workflow
 	StepRecord = record.StepRecord
+	RawJSON    = record.RawJSON
 )
 
 // Workflow and step states.

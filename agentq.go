@@ -69,6 +69,8 @@ const (
 	StateCompleted = record.StateCompleted
 	StateFailed    = record.StateFailed
 	StateCanceled  = record.StateCanceled
+	StateWaiting   = record.StateWaiting  // an approval step waits for a person
+	StateTimedOut  = record.StateTimedOut // its deadline passed
 )
 
 // ErrNotFound is returned for a workflow id that does not exist or expired.

@@ -32,6 +32,8 @@ const (
 	StateCompleted = record.StateCompleted
 	StateFailed    = record.StateFailed
 	StateCanceled  = record.StateCanceled
+	StateWaiting   = record.StateWaiting
+	StateTimedOut  = record.StateTimedOut
 )
 
 // ErrNotFound is returned for a workflow id that does not exist or expired.

@@ -37,6 +37,7 @@ type Spec struct {
 
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared
+	topLines   map[string]int      // each top-level key's line, for problems that name one
 }
 
 // StepDefaults apply to every step that leaves the field out.
@@ -227,6 +228,7 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 	}
 	// remember each step's line for later errors
 	if len(root.Content) > 0 {
+		s.topLines = keyLines(root.Content[0])
 		for i, n := range stepNodes(root.Content[0]) {
 			if i < len(s.Steps) {
 				s.Steps[i].line = n.Line

@@ -7,7 +7,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
+
+// IsHidingRune reports a bidirectional formatting character: it reorders
+// the text shown around it (U+202A–U+202E embeddings and overrides,
+// U+2066–U+2069 isolates, U+200E/U+200F marks, U+061C), so a name holding
+// one can show as another.
+func IsHidingRune(r rune) bool {
+	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+func hidingOrControl(r rune) bool { return unicode.IsControl(r) || IsHidingRune(r) }
 
 // The checks a spec passes at submit: every problem, with its line.
 
@@ -18,11 +30,13 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	}
 	if strings.TrimSpace(s.Name) == "" {
 		bad(0, "name", "is empty")
+	} else if i := strings.IndexFunc(s.Name, hidingOrControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s.Name[i:])
+		bad(0, "name", "holds %U at byte %d: a control or bidirectional formatting character, which would act on a terminal or disguise the name", r, i)
 	}
 	if len(s.Steps) == 0 {
 		bad(0, "steps", "is empty")
 	}
-	s.checkBudget(bad)
 	s.checkBudget(bad)
 	if d := time.Duration(s.Deadline); d != 0 && d < time.Second {
 		bad(0, "deadline", "%s is under 1s", d)
@@ -181,6 +195,9 @@ var fieldOfStep = regexp.MustCompile(`^steps\[(\d+)\][^.]*\.([a-z_]+)`)
 func (s *Spec) fieldLine(line int, where string) int {
 	m := fieldOfStep.FindStringSubmatch(where)
 	if m == nil {
+		if key, _, _ := strings.Cut(where, "."); line == 0 {
+			return s.topLines[key] // a top-level field's (name, deadline, budget…); 0 if unknown
+		}
 		return line
 	}
 	i, _ := strconv.Atoi(m[1])

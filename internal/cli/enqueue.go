@@ -20,6 +20,7 @@ import (
 
 // Enqueue is the producer command tree.
 func Enqueue(env Env) *cobra.Command {
+	env = env.terminalSafe()
 	var (
 		inputs     []string
 		queue      string

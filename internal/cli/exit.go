@@ -90,6 +90,7 @@ func Code(err error) int {
 func Run(cmd *cobra.Command, env Env, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	env = env.terminalSafe()
 	cmd.SetArgs(args)
 	cmd.SetOut(env.Out)
 	cmd.SetErr(env.Err)

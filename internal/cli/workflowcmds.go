@@ -14,6 +14,9 @@ func statusCmd(c *common) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use: "status ID", Short: "Print a workflow's state and its steps (a table)", Args: cobra.ExactArgs(1),
+		Long: `status prints a workflow's state and its steps. It exits 1 for a workflow
+that failed, is blocked on a dead-lettered step, was canceled or timed out
+(as --wait does), 0 for one that completed or is still on its way.`,
 		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, c, func(cl producer) error {
@@ -22,9 +25,16 @@ func statusCmd(c *common) *cobra.Command {
 					return notFound(err, args[0])
 				}
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), wf)
+					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
+						return err
+					}
+				} else {
+					printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
 				}
-				printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
+				switch wf.State {
+				case tasks.StateFailed, tasks.StateBlocked, tasks.StateCanceled, tasks.StateTimedOut:
+					return endState(wf)
+				}
 				return nil
 			})
 		},

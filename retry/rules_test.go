@@ -5,7 +5,7 @@ import "testing"
 // Every class has its row in the table, and the rows keep the invariants
 // the policies rely on.
 func TestEveryClassHasARule(t *testing.T) {
-	all := []Class{OK, Network, Timeout, Server, RateLimited, Quota, Auth, BadRequest, ContextLength, ContentFilter, NotFound, Canceled, InvalidOutput, Handler, BudgetExceeded}
+	all := []Class{OK, Network, Timeout, Server, RateLimited, Quota, Auth, BadRequest, ContextLength, ContentFilter, NotFound, Canceled, InvalidOutput, OutputTooLarge, Handler, BudgetExceeded}
 	if len(all) != len(rules) {
 		t.Fatalf("%d classes, %d rules", len(all), len(rules))
 	}

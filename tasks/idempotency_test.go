@@ -145,3 +145,25 @@ func dbKeys(t *testing.T, e *testenv.Env) int64 {
 	}
 	return n
 }
+
+// A deadline given beside the spec (enqueue --deadline) is part of what
+// an idempotency key fingerprints: the same key with another deadline is
+// a conflict, not the earlier workflow with its own deadline; with the
+// same deadline it is the earlier workflow.
+func TestIdempotencyKeyCoversTheDeadline(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	ctx := t.Context()
+	first, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), tasks.WithIdempotencyKey("k-deadline"), tasks.WithDeadline(time.Hour))
+	if err != nil || first.Existing {
+		t.Fatalf("first submit: %+v %v", first, err)
+	}
+	if again, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), tasks.WithIdempotencyKey("k-deadline"), tasks.WithDeadline(time.Hour)); err != nil || !again.Existing {
+		t.Fatalf("the same submit again: %+v %v", again, err)
+	}
+	for _, opts := range [][]tasks.SubmitOption{{tasks.WithDeadline(time.Minute)}, nil} {
+		_, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), append(opts, tasks.WithIdempotencyKey("k-deadline"))...)
+		if !errors.Is(err, tasks.ErrIdempotencyConflict) {
+			t.Fatalf("the key with another deadline (%d options): %v, want a conflict", len(opts), err)
+		}
+	}
+}

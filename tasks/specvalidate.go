@@ -192,6 +192,25 @@ var fieldOfStep = regexp.MustCompile(`^steps\[(\d+)\][^.]*\.([a-z_]+)`)
 // fieldLine is the line of the field a problem names (steps[2] (x).route:
 // the line of that step's route), or line when the spec has no such field
 // (it is missing, or the spec came as JSON).
+// LineOf is the line of the spec's source a problem's Where (SpecError)
+// names: a step's field, a step, or a top-level field; 0 if unknown. A
+// problem found elsewhere (a dashboard that checked the spec against its
+// workers) is put back on the submitter's own file with it.
+func (s *Spec) LineOf(where string) int {
+	if l := s.fieldLine(0, where); l > 0 {
+		return l
+	}
+	if m := stepOfWhere.FindStringSubmatch(where); m != nil {
+		if i, _ := strconv.Atoi(m[1]); i < len(s.Steps) {
+			return s.Steps[i].line
+		}
+	}
+	return 0
+}
+
+// stepOfWhere reads the step's index of a Where ("steps[2] (clean)…").
+var stepOfWhere = regexp.MustCompile(`^steps\[(\d+)\]`)
+
 func (s *Spec) fieldLine(line int, where string) int {
 	m := fieldOfStep.FindStringSubmatch(where)
 	if m == nil {

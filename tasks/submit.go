@@ -42,7 +42,15 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 	set := ApplySubmitOptions(opts...)
 	var idem *keyed
 	if set.IdempotencyKey != "" {
-		k, found, err := c.lookupKey(ctx, set.IdempotencyKey, spec)
+		// the key's fingerprint covers what the submit asks for: the spec,
+		// its input, and a deadline given beside it (WithDeadline)
+		asked := spec
+		if set.Deadline > 0 {
+			cp := *spec
+			cp.Deadline = Duration(set.Deadline)
+			asked = &cp
+		}
+		k, found, err := c.lookupKey(ctx, set.IdempotencyKey, asked)
 		if err != nil || found {
 			return Submission{ID: k.id, Existing: found}, err
 		}

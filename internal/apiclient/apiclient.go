@@ -65,11 +65,24 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 			Error    string   `json:"error"`
 			Code     string   `json:"code"`
 			Problems []string `json:"problems"`
+			Details  []struct {
+				Where   string `json:"where"`
+				Message string `json:"message"`
+			} `json:"details"`
 		}
 		_ = json.Unmarshal(data, &e)
 		msg := e.Error
 		if msg == "" {
 			msg = strings.TrimSpace(string(data))
+		}
+		if resp.StatusCode == http.StatusBadRequest && len(e.Details) > 0 {
+			// a spec's problems, without the request body's source and
+			// lines: the caller puts them on its own file
+			errs := make([]error, len(e.Details))
+			for i, d := range e.Details {
+				errs[i] = &tasks.SpecError{Where: d.Where, Msg: d.Message}
+			}
+			return errors.Join(errs...)
 		}
 		if resp.StatusCode == http.StatusBadRequest && len(e.Problems) > 0 {
 			// one error a problem, so each is one line
@@ -157,9 +170,16 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...t
 		return tasks.Submission{}, err
 	}
 	set := tasks.ApplySubmitOptions(opts...)
-	path := "/api/v1/workflows"
+	q := url.Values{}
 	if set.SkipWorkerCheck {
-		path += "?check=false"
+		q.Set("check", "false")
+	}
+	if set.Deadline > 0 {
+		q.Set("deadline", set.Deadline.String())
+	}
+	path := "/api/v1/workflows"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var h http.Header
 	if set.IdempotencyKey != "" {

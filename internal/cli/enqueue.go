@@ -170,7 +170,7 @@ all (--no-check submits anyway).`,
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		if err != nil {
-			return submitErr(source, err)
+			return submitErr(source, spec, err)
 		}
 		id := sub.ID
 		if sub.Existing {

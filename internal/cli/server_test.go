@@ -60,9 +60,20 @@ func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 	if r = run(t, cli.Enqueue, vars, "status", "wf_nope"); r.code != 2 || !strings.Contains(r.err, "not found") {
 		t.Fatalf("status of a missing workflow: %d %q", r.code, r.err)
 	}
+	// a spec the server refuses is refused on the submitter's own file and
+	// line (the server's request body is not that file)
 	bad := writeFile(t, "bad.yaml", strings.Replace(hello, "route: solo", "route: nope", 1))
-	if r = run(t, cli.Enqueue, map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "api-token"}, bad); r.code != 2 || !strings.Contains(r.err, `unknown route "nope"`) {
+	if r = run(t, cli.Enqueue, map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "api-token"}, bad); r.code != 2 ||
+		!strings.Contains(r.err, bad+`:4: steps[0] (greet).route: unknown route "nope"`) || strings.Contains(r.err, "request body") {
 		t.Fatalf("a spec the server refuses: %d %q", r.code, r.err)
+	}
+	unserved := writeFile(t, "unserved.yaml", "name: code\nsteps:\n  - { id: a, route: solo, prompt: hi }\n  - { id: b, run: nobody, depends_on: [a] }\n")
+	if r = run(t, cli.Enqueue, vars, unserved); r.code != 2 || !strings.Contains(r.err, unserved+`:4: steps[1] (b)`) {
+		t.Fatalf("a step no live worker serves, through the server: %d %q", r.code, r.err)
+	}
+	// --deadline reaches the server
+	if r = run(t, cli.Enqueue, vars, spec, "--deadline", "1h", "--json"); r.code != 0 || !strings.Contains(r.out, `"deadline_at"`) {
+		t.Fatalf("--deadline through the server: %d %q %q", r.code, r.out, r.err)
 	}
 	if r = run(t, cli.Enqueue, map[string]string{"AGENTQ_SERVER": "http://127.0.0.1:1"}, "status", id); r.code != 3 {
 		t.Fatalf("unreachable server: %d %q", r.code, r.err)

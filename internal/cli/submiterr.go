@@ -9,8 +9,9 @@ import (
 )
 
 // submitErr is a refused submit: one line per step no live worker serves
-// (exit 2), or exit 5 when no worker is alive at all.
-func submitErr(source string, err error) error {
+// (exit 2), or exit 5 when no worker is alive at all. A problem without a
+// source (found by a dashboard, --server) is put on spec's file and line.
+func submitErr(source string, spec *tasks.Spec, err error) error {
 	switch {
 	case errors.Is(err, tasks.ErrNoWorkers):
 		return &ExitError{Code: ExitNoWorkers, Err: fmt.Errorf("submit %s: %w; --no-check submits anyway (the workflow waits for a worker)", source, err)}
@@ -20,6 +21,9 @@ func submitErr(source string, err error) error {
 			var se *tasks.SpecError
 			if errors.As(e, &se) && se.Source == "" {
 				se.Source = source
+				if se.Line == 0 {
+					se.Line = spec.LineOf(se.Where)
+				}
 			}
 			out = append(out, e)
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/tasks"
@@ -12,6 +13,13 @@ import (
 
 // submitted is the answer to a submit: the workflow, and whether its
 // idempotency key named one that existed already.
+// problemDetail is one problem of a refused spec: where in the spec, and
+// what.
+type problemDetail struct {
+	Where   string `json:"where"`
+	Message string `json:"message"`
+}
+
 type submitted struct {
 	*tasks.Workflow
 	Existing bool `json:"existing"`
@@ -34,9 +42,9 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		opts = append(opts, tasks.WithIdempotencyKey(key))
 	}
-	spec, err := s.client.Parse("request body", body)
+	spec, err := s.client.Parse("", body)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": problem.Lines(err)})
+		specRefused(w, err)
 		return
 	}
 	for _, kv := range r.URL.Query()["input"] {
@@ -49,6 +57,14 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 			spec.Input = map[string]any{}
 		}
 		spec.Input[k] = v
+	}
+	if d := r.URL.Query().Get("deadline"); d != "" {
+		dl, err := time.ParseDuration(d)
+		if err != nil || dl < time.Second {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "deadline " + d + ": want a duration of at least 1s"})
+			return
+		}
+		opts = append(opts, tasks.WithDeadline(dl))
 	}
 	switch r.URL.Query().Get("check") {
 	case "", "true":
@@ -67,15 +83,7 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "code": "idempotency_conflict"})
 		return
 	case errors.Is(err, tasks.ErrInvalidSpec):
-		var lines []string
-		for _, e := range problem.Split(err) {
-			var se *tasks.SpecError
-			if errors.As(e, &se) && se.Source == "" {
-				se.Source = "request body"
-			}
-			lines = append(lines, problem.Lines(e)...)
-		}
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": lines})
+		specRefused(w, err)
 		return
 	case err != nil:
 		apiError(w, err)
@@ -91,4 +99,30 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, submitted{Workflow: wf, Existing: sub.Existing})
+}
+
+// specRefused answers 400 with a spec's problems, as lines ("request
+// body:LINE: where: message") and as where and message, so a client puts
+// each back on its own file's line (the body it sent may be that file
+// re-encoded, whose lines are not the file's). A problem that names no
+// place (YAML that does not parse) keeps its line.
+func specRefused(w http.ResponseWriter, err error) {
+	var lines []string
+	details := []problemDetail{}
+	for _, e := range problem.Split(err) {
+		var se *tasks.SpecError
+		if errors.As(e, &se) {
+			if se.Where != "" {
+				details = append(details, problemDetail{Where: se.Where, Message: se.Msg})
+			}
+			if se.Source == "" {
+				se.Source = "request body"
+			}
+		}
+		lines = append(lines, problem.Lines(e)...)
+	}
+	if len(details) != len(lines) {
+		details = nil // not every problem has a place: the client shows the lines
+	}
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid workflow spec", "problems": lines, "details": details})
 }

@@ -95,6 +95,10 @@ func (e *BudgetError) Error() string {
 	if e.Unit == UnitUSD {
 		left, need = fmt.Sprintf("$%.6f", float64(max(e.Remaining, 0))/1e6), fmt.Sprintf("$%.6f", float64(e.Needed)/1e6)
 	}
+	if e.Period <= 0 { // a cap on the whole of something (a workflow's budget): it never resets
+		return fmt.Sprintf("%s: budget %s has %s left of its whole cap, the call needs up to %s; it does not reset (raise the cap and rerun); not called",
+			e.Target, e.Budget, left, need)
+	}
 	return fmt.Sprintf("%s: budget %s (%s) has %s left, the call needs up to %s; it resets at %s; not called",
 		e.Target, e.Budget, period(e.Period), left, need, e.Resets.UTC().Format(time.RFC3339))
 }

@@ -135,6 +135,9 @@ func TestWorkflowBudgetIsNeverOverspentUnderConcurrency(t *testing.T) {
 			spent += s.Usage.PromptTokens + s.Usage.CompletionTokens
 		case s.State == store.StepDead && s.Class == string(retry.BudgetExceeded) && strings.Contains(s.Error, "workflow "+id):
 			refused++
+			if strings.Contains(s.Error, "resets at") || !strings.Contains(s.Error, "it does not reset") {
+				t.Errorf("step %s: a workflow budget's refusal %q says it resets", s.ID, s.Error)
+			}
 		default:
 			t.Errorf("step %s: %s %s %q", s.ID, s.State, s.Class, s.Error)
 		}

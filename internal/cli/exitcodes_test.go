@@ -33,6 +33,7 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 	spec := writeFile(t, "h.yaml", hello)
 
 	noPort := map[string]string{"AGENTQ_REDIS_ADDR": "localhost"}
+	badURL := map[string]string{"AGENTQ_REDIS_URL": "redis://:pw@127.0.0.1:6379/notanumber"}
 	down := map[string]string{"AGENTQ_REDIS_ADDR": "127.0.0.1:1"}
 	wrongToken := map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "wrong-token"}
 	rightToken := map[string]string{"AGENTQ_SERVER": hs.URL, "AGENTQ_DASHBOARD_TOKEN": "right-token"}
@@ -50,6 +51,7 @@ func TestExitCodesOfEveryCommand(t *testing.T) {
 	for _, a := range append(readers, []string{spec}, []string{"keys", "list"}) {
 		cases = append(cases,
 			tc{"no port: " + strings.Join(a, " "), cli.Enqueue, noPort, a, 2, `redis.addr: "localhost" is not host:port`},
+			tc{"bad url: " + strings.Join(a, " "), cli.Enqueue, badURL, a, 2, `redis.url: "redis://:xxxxx@127.0.0.1:6379/notanumber": redis: invalid database number`},
 			tc{"down: " + strings.Join(a, " "), cli.Enqueue, down, a, 3, "cannot reach Redis at 127.0.0.1:1"})
 	}
 	for _, a := range readers[:3] {

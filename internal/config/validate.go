@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // validate returns every problem, one error each, naming the field.
@@ -25,6 +27,9 @@ func (c *Config) validate() error {
 		u, err := url.Parse(c.Redis.URL)
 		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
 			bad("redis.url", "%q is not a redis:// or rediss:// URL", redactURL(c.Redis.URL))
+		} else if _, err := redis.ParseURL(c.Redis.URL); err != nil {
+			// the database, a query option: what the client itself refuses
+			bad("redis.url", "%q: %v", redactURL(c.Redis.URL), err)
 		}
 	} else if c.Redis.Addr == "" {
 		bad("redis.addr", "is empty (set redis.addr or redis.url)")

@@ -95,6 +95,9 @@ type StepRecord struct {
 	CostUSD    float64    `json:"cost_usd,omitempty"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// NextAttemptAt is, for a step waiting between attempts (a failed
+	// attempt's backoff), when its next attempt is due; nil otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	InputHash  string     `json:"-"`
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).

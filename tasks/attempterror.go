@@ -29,7 +29,11 @@ const busyRecheck = time.Second
 type StepError struct {
 	Class      retry.Class
 	RetryAfter time.Duration // the earliest wait a provider asked for
-	Free       bool          // does not use up one of the step's retries
+	// Delay, when set, is the wait before the next attempt exactly: the
+	// handler decided it with the worker's RetryPolicy and recorded when
+	// the attempt is due (status shows it), so asynq waits just that.
+	Delay time.Duration
+	Free  bool // does not use up one of the step's retries
 	Err        error
 }
 

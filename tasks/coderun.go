@@ -137,12 +137,7 @@ func (h *Handler) codeFailed(ctx context.Context, run stepRun, err error, hash, 
 		return h.settle(ctx, run, store.Outcome{Done: true, Optional: st.Optional, Output: string(b), Degraded: true,
 			Target: target, InputHash: hash, Error: store.Excerpt(err.Error()), Attempt: attempt}, retry.Handler)
 	}
-	serr := h.failed(ctx, run, &handlerError{err: err}, hash)
-	var se *StepError
-	if errors.As(serr, &se) && se.Class == retry.Handler {
-		se.RetryAfter = max(se.RetryAfter, v.after)
-	}
-	return serr
+	return h.failed(ctx, run, &handlerError{err: err}, hash) // it waits v.after at least
 }
 
 // storedCalls loads the durable calls earlier attempts of the step stored;

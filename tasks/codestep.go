@@ -1,8 +1,10 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -47,10 +49,27 @@ func (s *CodeStep) ID() string { return s.id }
 func (s *CodeStep) Attempt() int { return s.attempt }
 
 // Args decodes the step's arguments (its with:, rendered) into v, as
-// encoding/json does. An error names the step.
+// encoding/json does, numbers into an any as json.Number. An error names
+// the step and, returned by the step, dead-letters it at once: arguments
+// that do not fit are not fixed by a retry.
 func (s *CodeStep) Args(v any) error {
-	if err := json.Unmarshal(s.args, v); err != nil {
-		return fmt.Errorf("step %s: arguments %s do not fit %T: %w", s.id, excerptJSON(s.args), v, err)
+	if err := decodeJSON(s.args, v); err != nil {
+		return ToDeadLetter(fmt.Errorf("step %s: arguments %s do not fit %T: %w", s.id, excerptJSON(s.args), v, err))
+	}
+	return nil
+}
+
+// decodeJSON is json.Unmarshal with numbers decoded into an any as
+// json.Number: every number a step sees as any is one (exact, however
+// large the integer; .Int64 or .Float64 reads it).
+func decodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("invalid character after the JSON value")
 	}
 	return nil
 }
@@ -58,7 +77,8 @@ func (s *CodeStep) Args(v any) error {
 // RawArgs is the step's arguments as JSON ("null" when it has no with:).
 func (s *CodeStep) RawArgs() json.RawMessage { return append(json.RawMessage(nil), s.args...) }
 
-// Input is the workflow's input.
+// Input is the workflow's input (numbers as json.Number, as everywhere a
+// step sees a value as any).
 func (s *CodeStep) Input() map[string]any { return s.input }
 
 // Step returns an ancestor's output: its text, its parsed JSON (a code
@@ -85,14 +105,16 @@ func excerptJSON(b []byte) string {
 }
 
 // Item decodes, in an instance of a map step (for_each), its item into v,
-// as encoding/json does; outside a map it is an error.
+// as Args does. Outside a map it is an error, and so is an item that does
+// not fit v; returned by the step, either dead-letters it at once (a
+// programming error, or data no retry changes).
 func (s *CodeStep) Item(v any) error {
 	if s.inst == nil {
-		return fmt.Errorf("step %s is not a map step's instance: it has no item", s.id)
+		return ToDeadLetter(fmt.Errorf("step %s is not a map step's instance: it has no item (Item is for a step with for_each)", s.id))
 	}
 	b, _ := json.Marshal(s.inst.item)
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("step %s: item %s does not fit %T: %w", s.id, excerptJSON(b), v, err)
+	if err := decodeJSON(b, v); err != nil {
+		return ToDeadLetter(fmt.Errorf("step %s: item %s does not fit %T: %w", s.id, excerptJSON(b), v, err))
 	}
 	return nil
 }
@@ -114,9 +136,9 @@ func (s *CodeStep) Index() int {
 // not a map among this step's inputs, the only value is an error.
 func (s *CodeStep) Outputs(ctx context.Context, id string) iter.Seq2[StepView, error] {
 	m, ok := s.maps[id]
-	if !ok {
+	if !ok { // a programming error: returned by the step, it dead-letters it at once
 		return func(yield func(StepView, error) bool) {
-			yield(StepView{}, fmt.Errorf("step %s: %q is not a map step among its inputs", s.id, id))
+			yield(StepView{}, ToDeadLetter(fmt.Errorf("step %s: %q is not a map step among its inputs (Outputs reads a for_each step's instances)", s.id, id)))
 		}
 	}
 	return m.pages(ctx)

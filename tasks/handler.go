@@ -39,6 +39,12 @@ type HandlerOptions struct {
 	Logger *slog.Logger // nil: discard
 	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
 	MaxOutputBytes int
+	// Retry, when set, is the worker's retry policy (the one its asynq
+	// server's RetryDelayFunc uses): a failed attempt's wait is decided
+	// with it when the attempt fails, and the next attempt's due time is
+	// recorded with the error (status shows it). Nil: asynq decides the
+	// wait alone and no due time is shown.
+	Retry *RetryPolicy
 	// MaxMapItems caps one map step's items on this worker, whatever the
 	// submitting producer's cap (limits.max_map_items); 0: the default.
 	MaxMapItems int
@@ -311,20 +317,28 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 	if !class.Retryable() || retried >= maxRetry {
 		return h.deadLetter(ctx, run, class, err)
 	}
-	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, err.Error()); errors.Is(rerr, store.ErrStaleAttempt) {
-		return h.stale(p, attempt, rerr)
-	} else if rerr != nil {
-		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))
-	}
 	se := &StepError{Class: class, Err: err}
 	var re *llmclient.RouteError
 	if errors.As(err, &re) {
 		se.RetryAfter = re.RetryAfter(time.Now())
 	}
+	if v, ok := asVerdict(err); ok && v.verdict == verdictRetry { // a code step's RetryAfter(d, err)
+		se.RetryAfter = max(se.RetryAfter, v.after)
+	}
 	// waiting for rate limits to pass is not the step failing: it uses no
 	// retry, within a bound so that a provider that never lets up still
 	// ends in the dead-letter queue
 	se.Free = class == retry.RateLimited && attempt <= 3*(maxRetry+1)
+	var due time.Time
+	if h.o.Retry != nil { // the wait, decided here so that its end is recorded with the error
+		se.Delay = h.o.Retry.RetryDelay(retried, se, nil)
+		due = time.Now().Add(se.Delay)
+	}
+	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, err.Error(), due); errors.Is(rerr, store.ErrStaleAttempt) {
+		return h.stale(p, attempt, rerr)
+	} else if rerr != nil {
+		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))
+	}
 	h.o.Logger.Warn("step attempt failed; will retry", "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", store.Excerpt(err.Error()))
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "retrying", Attempt: attempt, Class: class, Err: err, RetryAfter: se.RetryAfter})
 	return se

@@ -23,9 +23,12 @@ type RetryPolicy struct {
 // retry times in whole seconds, rounding down, so a wait for a cooldown
 // gets one more second: the retry must not come before the key is usable.
 func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
-	d := p.Backoff.Delay(n, p.Random)
 	var se *StepError
-	if errors.As(err, &se) && se.RetryAfter > d {
+	if errors.As(err, &se) && se.Delay > 0 {
+		return se.Delay // decided, and recorded, by the handler
+	}
+	d := p.Backoff.Delay(n, p.Random)
+	if se != nil && se.RetryAfter > d {
 		d = se.RetryAfter + time.Second
 	}
 	if se != nil {

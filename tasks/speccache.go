@@ -89,7 +89,7 @@ func (c *specCache) parse(raw []byte) (*Spec, error) {
 	// the steps are read-only once prepared, so workflows share them
 	s := *shape
 	if in := parts["input"]; len(in) > 0 && string(in) != "null" {
-		if err := json.Unmarshal(in, &s.Input); err != nil {
+		if err := decodeJSON(in, &s.Input); err != nil { // numbers as json.Number, as everywhere a step sees them
 			return nil, fmt.Errorf("input unreadable: %v", err)
 		}
 	}

@@ -52,6 +52,10 @@ func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Pric
 		if target == "" {
 			target = "-"
 		}
+		if s.NextAttemptAt != nil { // between attempts: not running, waiting out a backoff
+			flags += fmt.Sprintf(" (next attempt at %s, in %s)", s.NextAttemptAt.Local().Format("15:04:05"),
+				max(time.Until(*s.NextAttemptAt), 0).Round(time.Second))
+		}
 		fmt.Fprintf(tw, "  %s\t%s%s\tattempts=%d\t%s\ttokens=%d/%d\n", s.ID, s.State, flags, s.Attempts, target,
 			s.Usage.PromptTokens, s.Usage.CompletionTokens)
 	}

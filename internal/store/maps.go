@@ -129,8 +129,11 @@ func (s *Store) Instances(ctx context.Context, wf, step string, from, n int) ([]
 		return nil, fmt.Errorf("store: instances of %s/%s: %w", wf, step, err)
 	}
 	out := make([]StepRecord, 0, n)
+	now := s.now()
 	for i := range n {
-		out = append(out, stepRecord(InstanceID(step, from+i), func(f int) string { return str(vals[i*len(stepFields)+f]) }))
+		r := stepRecord(InstanceID(step, from+i), func(f int) string { return str(vals[i*len(stepFields)+f]) })
+		r.NextAttemptAt = dueAfter(r.NextAttemptAt, now)
+		out = append(out, r)
 	}
 	return out, nil
 }

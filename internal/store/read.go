@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentq/agentq/record"
 )
@@ -44,7 +45,7 @@ func (s *Store) Summary(ctx context.Context, id string) (*Workflow, error) {
 // stepFields are the fields of a step that Get reads, in this order (a map
 // step's counters last, in mapCountFields' order).
 var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros")...)
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at")...)
 
 // stepRecord builds a step's record from its values in stepFields' order.
 func stepRecord(id string, v func(int) string) StepRecord {
@@ -59,6 +60,9 @@ func stepRecord(id string, v func(int) string) StepRecord {
 	r.Usage.CompletionTokens, _ = strconv.Atoi(v(8))
 	if micro, _ := strconv.ParseInt(v(13+len(mapCountFields)), 10, 64); micro > 0 {
 		r.CostUSD = float64(micro) / 1e6
+	}
+	if r.State == StepRunning { // between attempts: the next one's due time (dueNow drops a past one)
+		r.NextAttemptAt = parseTS(v(14 + len(mapCountFields)))
 	}
 	if r.State == "" {
 		r.State = StepPending
@@ -94,8 +98,20 @@ func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
 	}
 	w := workflowRecord(h)
 	w.Steps = make([]StepRecord, 0, len(steps))
+	now := s.now()
 	for i, st := range steps {
-		w.Steps = append(w.Steps, stepRecord(st, func(f int) string { return str(vals[i*len(stepFields)+f]) }))
+		r := stepRecord(st, func(f int) string { return str(vals[i*len(stepFields)+f]) })
+		r.NextAttemptAt = dueAfter(r.NextAttemptAt, now)
+		w.Steps = append(w.Steps, r)
 	}
 	return w, nil
+}
+
+// dueAfter is a next attempt's due time if it is still ahead of now: once
+// it passed, the attempt runs (or has run).
+func dueAfter(at *time.Time, now time.Time) *time.Time {
+	if at == nil || !at.After(now) {
+		return nil
+	}
+	return at
 }

@@ -188,13 +188,18 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 }
 
 // RecordError notes a failed attempt's error on the step without settling
-// it (bounded by Excerpt). gen and attempt are checked as Settle checks
-// Outcome.Gen and Outcome.Attempt (ErrStaleAttempt for both); a gone
-// workflow is ErrNotFound and is not recreated.
-func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt int, msg string) error {
+// it (bounded by Excerpt), and when its next attempt is due (zero: not
+// known). gen and attempt are checked as Settle checks Outcome.Gen and
+// Outcome.Attempt (ErrStaleAttempt for both); a gone workflow is
+// ErrNotFound and is not recreated.
+func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt int, msg string, due time.Time) error {
 	p := step + "."
+	at := ""
+	if !due.IsZero() {
+		at = ts(due)
+	}
 	n, err := recordErrorScript.Run(ctx, s.rdb, []string{wfKey(wf)}, p+"attempts", p+"abandoned", p+"error", max(attempt, 0), Excerpt(msg),
-		strconv.Itoa(gen)).Int()
+		strconv.Itoa(gen), p+"retry_at", at).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("store: record error %s/%s: %w", wf, step, err)

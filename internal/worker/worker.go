@@ -111,17 +111,19 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	client := asynq.NewClientFromRedisClient(rdb)
-	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
-		Prices: app.Prices(cfg)})
-	if err != nil {
-		return err
-	}
 	random := o.Random
 	if random == nil {
 		random = rand.Float64
 	}
+	// one policy: the handler decides (and records) each failed attempt's
+	// wait with it, and asynq's RetryDelayFunc answers with it
 	policy := tasks.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
+	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
+		Prices: app.Prices(cfg), Retry: &policy})
+	if err != nil {
+		return err
+	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:    cfg.Worker.Concurrency,
 		Queues:         wh.queues,

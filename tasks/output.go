@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -243,6 +244,60 @@ func rejectedOutput(err error) string {
 	var inv *llmclient.InvalidOutputError
 	if errors.As(err, &inv) {
 		return inv.Output
+	}
+	return ""
+}
+
+// schemaRefuses says why a JSON answer valid under schema cannot have the
+// field path a template reads (.Steps.X.JSON.a.b), or "" when it may (or
+// the schema does not say: a composition, a reference, pattern
+// properties, additional properties allowed, or not an object there). An
+// object schema refuses a field its properties and required list lack
+// when it lists either, unless it allows additional properties.
+func schemaRefuses(schema map[string]any, path []string) string {
+	node := schema
+	for i, name := range path {
+		for _, k := range []string{"$ref", "anyOf", "oneOf", "allOf", "patternProperties", "if"} {
+			if _, ok := node[k]; ok {
+				return "" // the schema's shape is not read here
+			}
+		}
+		if t, ok := node["type"].(string); ok && t != "object" {
+			if i == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%s is of type %s, which has no fields", strings.Join(path[:i], "."), t)
+		}
+		props, _ := node["properties"].(map[string]any)
+		required, _ := node["required"].([]any)
+		if sub, ok := props[name].(map[string]any); ok {
+			node = sub
+			continue
+		}
+		if _, ok := props[name]; ok {
+			return "" // true or another form: anything goes
+		}
+		for _, r := range required {
+			if r == name {
+				return ""
+			}
+		}
+		if ap, ok := node["additionalProperties"]; ok && ap != false {
+			return "" // extra fields allowed
+		}
+		if props == nil && required == nil && node["additionalProperties"] != false {
+			return "" // the schema lists no fields there
+		}
+		names := make([]string, 0, len(props))
+		for n := range props {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		at := "its top level"
+		if i > 0 {
+			at = strings.Join(path[:i], ".")
+		}
+		return fmt.Sprintf("%s has no field %q (its fields: %s)", at, name, strings.Join(names, ", "))
 	}
 	return ""
 }

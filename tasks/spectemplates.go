@@ -9,8 +9,12 @@ import (
 // What a spec's templates read: the .Steps.<id> references checked at
 // submit and the inputs a step waits for.
 
-// stepRef is one .Steps.<step>[.<field>] a template reads.
-type stepRef struct{ step, field string }
+// stepRef is one .Steps.<step>[.<field>[.<path>…]] a template reads (path:
+// what it reads inside .JSON).
+type stepRef struct {
+	step, field string
+	path        []string
+}
 
 // stepFields are the fields of a StepView.
 var stepFields = map[string]bool{"Output": true, "JSON": true, "Degraded": true, "Missing": true, "Outputs": true}
@@ -102,6 +106,9 @@ func parsedRefs(t *promptTemplate) ([]stepRef, error) {
 			r := stepRef{step: ident[1]}
 			if len(ident) >= 3 {
 				r.field = ident[2]
+				if r.field == "JSON" && len(ident) > 3 {
+					r.path = ident[3:]
+				}
 				if !stepFields[r.field] {
 					problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing; a map step .Outputs too)", r.step, r.field)
 				}

@@ -164,6 +164,13 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 					bad(line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
 				case r.field == "JSON" && !dep.wantsJSON() && !dep.IsMap():
 					bad(line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
+				case r.field == "JSON" && len(r.path) > 0:
+					if schema, ok := dep.Output.schemaMap(); ok {
+						if why := schemaRefuses(schema, r.path); why != "" {
+							bad(line, where+"."+f.name, "reads .Steps.%s.JSON.%s, which step %s's output.schema cannot have: %s",
+								r.step, strings.Join(r.path, "."), r.step, why)
+						}
+					}
 				case r.field == "Outputs" && !dep.IsMap():
 					bad(line, where+"."+f.name, "reads .Steps.%s.Outputs, but step %s is not a map step (for_each)", r.step, r.step)
 				}
@@ -189,9 +196,6 @@ func capProblems(errs []error) []error {
 
 var fieldOfStep = regexp.MustCompile(`^steps\[(\d+)\][^.]*\.([a-z_]+)`)
 
-// fieldLine is the line of the field a problem names (steps[2] (x).route:
-// the line of that step's route), or line when the spec has no such field
-// (it is missing, or the spec came as JSON).
 // LineOf is the line of the spec's source a problem's Where (SpecError)
 // names: a step's field, a step, or a top-level field; 0 if unknown. A
 // problem found elsewhere (a dashboard that checked the spec against its
@@ -211,6 +215,9 @@ func (s *Spec) LineOf(where string) int {
 // stepOfWhere reads the step's index of a Where ("steps[2] (clean)…").
 var stepOfWhere = regexp.MustCompile(`^steps\[(\d+)\]`)
 
+// fieldLine is the line of the field a problem names (steps[2] (x).route:
+// the line of that step's route), or line when the spec has no such field
+// (it is missing, or the spec came as JSON).
 func (s *Spec) fieldLine(line int, where string) int {
 	m := fieldOfStep.FindStringSubmatch(where)
 	if m == nil {

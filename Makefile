@@ -54,6 +54,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s; Nx for N executions)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseScenario$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./redact
+	$(GO) test -run '^$$' -fuzz '^FuzzRedactAnySecret$$' -fuzztime $(FUZZTIME) ./redact
 
 clean: ## remove build output
 	rm -rf $(BIN)

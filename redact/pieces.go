@@ -101,6 +101,7 @@ func (p *pieces) remove(s string) string {
 		for runStart > last && !utf8.RuneStart(s[runStart]) { // no rune cut in half
 			runStart--
 		}
+		runStart = max(runStart, last) // a run may begin inside the previous one's widened end
 		for runEnd < len(s) && !utf8.RuneStart(s[runEnd]) {
 			runEnd++
 		}
@@ -125,7 +126,7 @@ func (p *pieces) remove(s string) string {
 		if runStart < 0 {
 			runStart, runLabel = i, label
 		}
-		runEnd = i + minPiece
+		runEnd = max(runEnd, i+minPiece)
 	}
 	if runStart >= 0 {
 		flush()

@@ -179,3 +179,36 @@ func BenchmarkString(b *testing.B) {
 		})
 	}
 }
+
+// A secret that is not UTF-8 (a webhook secret's decoded bytes) is removed
+// like any other, without a panic, whatever text it is found in (found by
+// review: runs widened to whole runes overlapped and cut the text wrongly).
+func TestPiecesOfABinarySecret(t *testing.T) {
+	sec := "aaaxaa€\x80b\x80aпa"
+	r := redact.New(sec)
+	for _, txt := range []string{sec, "x" + sec + "y", sec[:9] + "€" + sec[3:], "€€" + sec[2:] + sec[:12]} {
+		got := r.String(txt)
+		if leaks(got, sec) {
+			t.Errorf("String(%q) = %q leaks the secret", txt, got)
+		}
+	}
+}
+
+// FuzzRedactAnySecret: whatever the secret's bytes and the text, String
+// and Truncate do not panic, keep valid UTF-8 valid, and leave no run of 8
+// of the secret's bytes the text did not need to hold itself.
+func FuzzRedactAnySecret(f *testing.F) {
+	f.Add("aaaxaa€\x80b\x80aпa", "aaaxaa€\x80b\x80aпa tail")
+	f.Add("sk-fakeSecretTwo-QrStUvWxYz", "key sk-fakeSecretTwo-Q rStUvWxYz echoed")
+	f.Fuzz(func(t *testing.T, secret, text string) {
+		r := redact.New(secret)
+		got := r.String(text)
+		_ = r.Truncate(text, len(text)/2)
+		if utf8.ValidString(text) && !utf8.ValidString(got) {
+			t.Fatalf("String(%q) = %q is not UTF-8", text, got)
+		}
+		if len(secret) >= 8 && strings.Contains(got, secret) && !strings.Contains(redact.Mask, secret) {
+			t.Fatalf("String(%q) = %q holds the whole secret %q", text, got, secret)
+		}
+	})
+}

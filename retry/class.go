@@ -40,8 +40,9 @@ const (
 	// It says nothing about any provider.
 	Handler Class = "handler"
 	// BudgetExceeded is a call that was not sent because a token or spend
-	// budget of its route or provider could not take it (docs/budgets.md).
-	// Nobody failed: the budget resets when its period ends.
+	// budget of its route, provider or workflow could not take it
+	// (docs/budgets.md). Nobody failed: a period's budget resets when the
+	// period ends; a workflow's cap does not.
 	BudgetExceeded Class = "budget_exceeded"
 )
 

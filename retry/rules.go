@@ -43,8 +43,8 @@ const (
 // other internal markers) gets the zero Rule's opposite of caution:
 // retryable, nobody's fault.
 //
-// BudgetExceeded is a limit that resets when its period ends, not a
-// failure: no provider is at fault (no breaker, no health score, no key
+// BudgetExceeded is a limit (one that resets when its period ends, or a
+// workflow's whole cap, which does not), not a failure: no provider is at fault (no breaker, no health score, no key
 // cooling: the call was never sent), and it is not the request's own fault
 // either (another target of the route, under another provider's budget,
 // may still take it, so the route moves on). It is not retryable: a
@@ -52,7 +52,8 @@ const (
 // retrying would only spend the step's retries; a step refused by every
 // target ends with its route's fallback_text when it has degrade:
 // template, else in the dead-letter queue with the budget named, to be
-// requeued once the period has reset.
+// requeued once the period has reset (a workflow's cap: rerun it with a
+// larger one).
 var rules = map[Class]Rule{
 	OK:            {Answered: true},
 	Network:       {Retryable: true, ProviderFault: true, LowersHealth: true},

@@ -89,10 +89,13 @@ func (d *durable) next(kind, name string, req any) (seq int, hash string, prev *
 
 // save stores a call's answer for this attempt. A later attempt having
 // taken the step is an error (this attempt's work is void); Redis being
-// away is not: the answer is used, only not kept.
+// away is not: the answer is tried for as long as the step's lease may
+// still be this worker's (answerContext), then used, only not kept.
 func (d *durable) save(ctx context.Context, seq int, hash string, value []byte) error {
-	err := untilStored(ctx, func() error {
-		return d.st.SaveCall(context.WithoutCancel(ctx), d.wf, d.step, d.gen, d.attempt, seq, store.Call{Hash: hash, Value: string(value)})
+	actx, cancel := answerContext(ctx)
+	defer cancel()
+	err := untilStored(actx, func() error {
+		return d.st.SaveCall(actx, d.wf, d.step, d.gen, d.attempt, seq, store.Call{Hash: hash, Value: string(value)})
 	})
 	switch {
 	case err == nil:

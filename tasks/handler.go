@@ -332,7 +332,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 	var due time.Time
 	if h.o.Retry != nil { // the wait, decided here so that its end is recorded with the error
 		se.Delay = h.o.Retry.RetryDelay(retried, se, nil)
-		due = time.Now().Add(se.Delay)
+		due = time.Now().Add(se.Delay).Truncate(time.Second) // asynq keeps the due time in whole seconds, rounded down
 	}
 	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, err.Error(), due); errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)

@@ -12,7 +12,9 @@ var ErrNotFinished = store.ErrNotFinished
 
 // Rerun runs a workflow that ended (completed, failed, timed out, canceled)
 // or is blocked again from step from: the outputs of the steps before it
-// are kept; from and every step downstream of it lose their records,
+// are kept; from and every step downstream of it (and every step a cancel
+// or deadline stopped, with what is downstream of those: nothing else
+// would ever run them) lose their records,
 // checkpoints, map instances and durable sub-calls, and run again in the
 // workflow's next generation, whose task ids ("<wf>:<step>@<gen>") never
 // collide with those asynq keeps of earlier runs, and whose tasks are the
@@ -26,7 +28,17 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 	if _, ok := spec.Step(from); !ok {
 		return 0, fmt.Errorf("workflow %s has no step %q: %w", id, from, ErrInvalidSpec)
 	}
-	again := downstream(spec, from)
+	wf, err := c.store.Get(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	roots := []string{from}
+	for _, s := range wf.Steps {
+		if s.State == store.StepCanceled {
+			roots = append(roots, s.ID)
+		}
+	}
+	again := downstream(spec, roots...)
 	inputs := make(map[string][]string, len(again))
 	items := map[string]int{}
 	for _, sid := range again {
@@ -53,10 +65,13 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 	return gen, nil
 }
 
-// downstream is step from and every step that depends on it, directly or
-// not, in spec order.
-func downstream(spec *Spec, from string) []string {
-	in := map[string]bool{from: true}
+// downstream is the steps from and every step that depends on one of them,
+// directly or not, in spec order.
+func downstream(spec *Spec, from ...string) []string {
+	in := map[string]bool{}
+	for _, f := range from {
+		in[f] = true
+	}
 	var walk func(string)
 	walk = func(id string) {
 		for _, d := range spec.Dependents(id) {
@@ -66,7 +81,9 @@ func downstream(spec *Spec, from string) []string {
 			}
 		}
 	}
-	walk(from)
+	for _, f := range from {
+		walk(f)
+	}
 	var out []string
 	for _, st := range spec.Steps {
 		if in[st.ID] {

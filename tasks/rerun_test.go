@@ -331,3 +331,83 @@ func TestAnEarlierRunsLateOutcomeIsRefused(t *testing.T) {
 		t.Fatalf("durable calls after the late answer: %+v %v", stored, err)
 	}
 }
+
+// A blocked workflow whose map has a dead-lettered instance (the map stays
+// mapped, every instance stopped) is rerun from the map (it was refused as
+// still running the map), and every item runs again.
+func TestRerunOfAMapWithADeadInstance(t *testing.T) {
+	var mu sync.Mutex
+	ran := map[int]int{}
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"item": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			mu.Lock()
+			ran[s.Index()]++
+			first := ran[s.Index()] == 1
+			mu.Unlock()
+			if first && s.Index() == 1 {
+				return nil, tasks.ToDeadLetter(errors.New("bad item"))
+			}
+			return s.Index(), nil
+		}}})
+	id := e.Submit(t, e.Spec(`name: deadmap
+input: { items: [1, 2, 3] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", run: item }
+`))
+	wf := e.Wait(t, id, 20*time.Second, store.StateBlocked)
+	if wf.Steps[0].State != store.StepMapped {
+		t.Fatalf("map %s, want mapped with a dead instance", wf.Steps[0].State)
+	}
+	if _, err := e.Client.Rerun(t.Context(), id, "m"); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range 3 {
+		if ran[i] != 2 {
+			t.Errorf("item %d ran %d times, want twice", i, ran[i])
+		}
+	}
+}
+
+// A canceled workflow rerun from one branch: the steps the cancel stopped
+// on the other branch run again too (they were left canceled, and the
+// fan-in waiting for them kept the workflow running for ever).
+func TestRerunOfACanceledWorkflowRunsWhatTheCancelStopped(t *testing.T) {
+	release := make(chan struct{})
+	var runs sync.Map
+	count := func(id string) int { v, _ := runs.Load(id); n, _ := v.(int); return n }
+	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
+		"step": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			n := count(s.ID()) + 1
+			runs.Store(s.ID(), n)
+			if s.ID() == "a" && n == 1 {
+				select { // the first run of a is in flight at the cancel
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil, ctx.Err()
+			}
+			return s.ID(), nil
+		}}})
+	id := e.Submit(t, e.Spec(`name: branches
+steps:
+  - { id: a, run: step }
+  - { id: b, run: step }
+  - { id: c, run: step, depends_on: [a, b] }
+`))
+	poll.Until(t, 20*time.Second, func() (bool, string) { return count("a") == 1 && count("b") == 1, "a and b did not start" })
+	if _, err := e.Client.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCanceled)
+	close(release)
+	if _, err := e.Client.Rerun(t.Context(), id, "b"); err != nil {
+		t.Fatal(err)
+	}
+	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	if count("a") != 2 || count("c") != 1 || wf.Steps[2].State != store.StepDone {
+		t.Fatalf("runs a %d, c %d, steps %+v: want a run again and c once", count("a"), count("c"), wf.Steps)
+	}
+}

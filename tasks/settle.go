@@ -67,10 +67,37 @@ func (h *Handler) settle(ctx context.Context, run stepRun, o store.Outcome, clas
 // settleAs is settle; reconciled, when set, says why the reconciler settled
 // the step (its StepEvent carries it).
 func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
-	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
-	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	return h.record(ctx, run, o, class, reconciled)
+}
+
+// answerWindow is how long an answer is tried to be recorded while Redis
+// does not answer: about asynq's lease on the step's task (30s, renewed by
+// a heartbeat that needs Redis too), so an outage shorter than that
+// loses no answer. The step does not pass to another worker before the
+// lease lapses, and a lapse cancels the attempt's context, which ends the
+// tries at once (the answer is then kept in this worker's memory).
+const answerWindow = 25 * time.Second
+
+// answerContext bounds the recording of an answer (answerWindow), and ends
+// when the attempt's context is canceled (asynq's lease lapsed, or the
+// workflow was canceled), not when its deadline passes: past the step's
+// timeout the lease may still be this worker's.
+func answerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerWindow)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return actx, func() { stop(); cancel() }
+}
+
+// record records an outcome within ctx (see settle).
+func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
+	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
+	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
 		if h.st.EnqueuesTasks() {
@@ -156,7 +183,9 @@ func (h *Handler) stale(p Payload, attempt int, err error) error {
 // attempt on this worker records it instead of paying the provider again.
 func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, o store.Outcome) error {
 	p, r := run.p, run.r
-	err := h.settle(ctx, run, o, "")
+	actx, cancel := answerContext(ctx)
+	err := h.record(actx, run, o, "", "")
+	cancel()
 	switch {
 	case err == nil:
 		h.answers.remove(key)

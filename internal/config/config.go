@@ -190,7 +190,9 @@ type Worker struct {
 	Concurrency int `yaml:"concurrency"`
 	// Queues with priorities, "critical=6,default=3,low=1" by default.
 	Queues map[string]int `yaml:"queues"`
-	// MetricsAddr serves /metrics and /healthz; empty: off.
+	// MetricsAddr serves /metrics and the probes /livez (the process
+	// serves) and /readyz (Redis answers, the worker is advertised); empty:
+	// off.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// ShutdownTimeout is how long running steps may finish after SIGTERM;
 	// default 30s.

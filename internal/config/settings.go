@@ -34,7 +34,7 @@ func Settings() []Setting {
 			}
 			return err
 		}},
-		{"worker.metrics_addr", "AGENTQ_METRICS_ADDR", "metrics-addr", "serve /metrics and /healthz here, e.g. :9091 (empty: off)", func(c *Config, v string) error { c.Worker.MetricsAddr = v; return nil }},
+		{"worker.metrics_addr", "AGENTQ_METRICS_ADDR", "metrics-addr", "serve /metrics, /livez and /readyz here, e.g. :9091 (empty: off)", func(c *Config, v string) error { c.Worker.MetricsAddr = v; return nil }},
 		{"worker.shutdown_timeout", "AGENTQ_SHUTDOWN_TIMEOUT", "shutdown-timeout", "how long running steps may finish after SIGTERM", func(c *Config, v string) error { return setDuration(&c.Worker.ShutdownTimeout, v) }},
 		{"resilience.retry.max_retries", "AGENTQ_MAX_RETRIES", "max-retries", "default retries of a step before it is dead-lettered", func(c *Config, v string) error {
 			n := 0

@@ -22,10 +22,12 @@ var ErrNotFinished = errors.New("the workflow has not finished")
 // the workflow, marks queued the steps whose inputs are all settled (an
 // input that runs again is not: its settle in the new run counts it, as
 // in a first run), and starts the next generation.
-// A blocked or failed workflow whose steps are not all done or dead (one
-// is queued, running, mapped or waiting) is refused: a step of the earlier
-// run still in flight would settle into a run that no longer waits for it
-// (its outcome is refused by generation) and strand the new run.
+// A blocked or failed workflow with a step still in flight (queued,
+// running or waiting, or a map with a released instance that is queued,
+// running or not begun yet) is refused: a step of the earlier run still in flight would
+// settle into a run that no longer waits for it (its outcome is refused by
+// generation) and strand the new run. A map whose instances all stopped
+// (one dead-lettered: the map stays mapped) is not in flight.
 // KEYS: wf. ARGV: per step run again: its id, its number of inputs, the
 // number of those that are not run again, then their settled fields.
 // Returns {generation, index (1-based) of each step now queued...},
@@ -43,7 +45,21 @@ if s == 'blocked' or s == 'failed' then -- canceled and timed_out marked every o
   local v = hmget(K, q)
   local busy = {'inflight', s}
   for x, id in ipairs(steps) do
-    if v[x] == 'queued' or v[x] == 'running' or v[x] == 'mapped' or v[x] == 'waiting' then busy[#busy + 1] = id end
+    if v[x] == 'queued' or v[x] == 'running' or v[x] == 'waiting' then
+      busy[#busy + 1] = id
+    elseif v[x] == 'mapped' then -- in flight while one of its released instances is
+      local next = tonumber(redis.call('HGET', K, id .. '.next') or '0')
+      local open = false
+      for from = 0, next - 1, 1000 do
+        local f = {}
+        for n = from, math.min(from + 999, next - 1) do f[#f + 1] = id .. '[' .. n .. '].state' end
+        for _, st in ipairs(redis.call('HMGET', K, unpack(f))) do
+          if not st or st == 'queued' or st == 'running' then open = true end -- no record yet: its task waits
+        end
+        if open then break end
+      end
+      if open then busy[#busy + 1] = id end
+    end
   end
   if #busy > 2 then return busy end
 end
@@ -75,7 +91,9 @@ for x = 1, #v, 3 do
   if v[x + 2] == 'waiting' then nwaiting = nwaiting + 1 end
 end
 local gen = tonumber(h[3] or '0') + 1
-local w = {'state', 'running', 'nsettled', nsettled, 'nfailed', nfailed, 'nwaiting', nwaiting, 'gen', gen}
+local ns = 'running'
+if nfailed > 0 then ns = 'blocked' end -- a dead step the rerun does not run again still blocks it
+local w = {'state', ns, 'nsettled', nsettled, 'nfailed', nfailed, 'nwaiting', nwaiting, 'gen', gen}
 local out = {gen}
 for n, id in ipairs(order) do
   local nd, d = deps[n][1], deps[n][2]

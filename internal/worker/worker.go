@@ -207,7 +207,6 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// serveMux answers /metrics and /healthz (Redis reachability).
 // serveMux serves /metrics and the probes: /livez (and /healthz) answer
 // 200 while the process serves, whatever Redis does (a Redis outage must
 // not restart every worker: they resume by themselves when it is back);

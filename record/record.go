@@ -82,10 +82,10 @@ type StepRecord struct {
 	Output   string `json:"output"`
 	// JSON is Output parsed, for steps with output.format json (filled in
 	// by tasks.Client, not stored).
-	JSON      any    `json:"json,omitempty"`
+	JSON      any     `json:"json,omitempty"`
 	ToolCalls RawJSON `json:"tool_calls,omitempty"` // JSON list of tool calls the model made, as a JSON array
-	Degraded  bool   `json:"degraded"`
-	Error     string `json:"error"`
+	Degraded  bool    `json:"degraded"`
+	Error     string  `json:"error"`
 	// Class is, for a dead step, the error class that ended it.
 	Class  string `json:"class,omitempty"`
 	Target string `json:"target"`
@@ -98,7 +98,7 @@ type StepRecord struct {
 	// NextAttemptAt is, for a step waiting between attempts (a failed
 	// attempt's backoff), when its next attempt is due; nil otherwise.
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
-	InputHash  string     `json:"-"`
+	InputHash     string     `json:"-"`
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).
 	Unserved string `json:"unserved,omitempty"`

@@ -34,7 +34,7 @@ type StepError struct {
 	// the attempt is due (status shows it), so asynq waits just that.
 	Delay time.Duration
 	Free  bool // does not use up one of the step's retries
-	Err        error
+	Err   error
 }
 
 func (e *StepError) Error() string { return fmt.Sprintf("%s: %v", e.Class, e.Err) }

@@ -68,7 +68,9 @@ steps:
 func TestOneNumberTypeEverywhere(t *testing.T) {
 	saw := make(chan map[string]any, 1)
 	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
-		"make": func(ctx context.Context, s *tasks.CodeStep) (any, error) { return map[string]any{"id": json.Number("9007199254740993")}, nil },
+		"make": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			return map[string]any{"id": json.Number("9007199254740993")}, nil
+		},
 		"look": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
 			v, _ := s.Step("make")
 			var args, item any

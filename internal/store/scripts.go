@@ -333,25 +333,3 @@ if s ~= 'blocked' then return s end
 redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[1])
 return 'failed'
 `)
-
-// recordErrorScript notes a failed attempt's error on its step, unless the
-// workflow is gone or the attempt is stale or of another run (as
-// settleScript decides).
-// KEYS: wf. ARGV: the step's attempts, abandoned and error field names,
-// attempt (0: not checked), message, generation, the retry_at field name
-// and when the next attempt is due ('': not known, the field is cleared).
-// Returns 1, 0 if gone, -1 if stale.
-var recordErrorScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[2], 'gen')
-if not v[1] then return 0 end
-if (v[4] or '0') ~= ARGV[6] then return -1 end
-local attempt = tonumber(ARGV[4])
-if attempt > 0 and (attempt < tonumber(v[2] or '0') or v[3] == ARGV[4]) then return -1 end
-if ARGV[8] ~= '' then
-  redis.call('HSET', KEYS[1], ARGV[3], ARGV[5], ARGV[7], ARGV[8])
-else
-  redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
-  redis.call('HDEL', KEYS[1], ARGV[7])
-end
-return 1
-`)

@@ -187,30 +187,6 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 	return nil
 }
 
-// RecordError notes a failed attempt's error on the step without settling
-// it (bounded by Excerpt), and when its next attempt is due (zero: not
-// known). gen and attempt are checked as Settle checks Outcome.Gen and
-// Outcome.Attempt (ErrStaleAttempt for both); a gone workflow is
-// ErrNotFound and is not recreated.
-func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt int, msg string, due time.Time) error {
-	p := step + "."
-	at := ""
-	if !due.IsZero() {
-		at = ts(due)
-	}
-	n, err := recordErrorScript.Run(ctx, s.rdb, []string{wfKey(wf)}, p+"attempts", p+"abandoned", p+"error", max(attempt, 0), Excerpt(msg),
-		strconv.Itoa(gen), p+"retry_at", at).Int()
-	switch {
-	case err != nil:
-		return fmt.Errorf("store: record error %s/%s: %w", wf, step, err)
-	case n == 0:
-		return fmt.Errorf("store: record error %s/%s: %w", wf, step, ErrNotFound)
-	case n < 0:
-		return fmt.Errorf("store: record error %s/%s attempt %d: %w", wf, step, attempt, ErrStaleAttempt)
-	}
-	return nil
-}
-
 // Cancel marks a workflow and its unsettled steps canceled; steps stop at
 // their next start. It returns the workflow's state after the call.
 func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, error) {

@@ -7,7 +7,8 @@ import (
 
 // minPiece is the shortest run of a secret's characters removed wherever
 // it stands in a text (a key echoed in two halves, or with a character
-// changed): every window of this many bytes of a secret is looked up.
+// changed, or in another letter case): every window of this many bytes of
+// a secret is looked up.
 // Shorter runs are too likely to be ordinary text.
 const minPiece = 8
 
@@ -19,11 +20,19 @@ type pieces struct {
 	bloom [1 << 10]uint64   // a 64 Kibit filter of the windows: most windows of a text miss it
 }
 
-// window packs s[i:i+minPiece] into a uint64.
+// window packs s[i:i+minPiece] into a uint64, ASCII letters folded to
+// lower case: a key echoed upper-cased is found as well.
 func window(s string, i int) uint64 {
 	_ = s[i+minPiece-1]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	var w uint64
+	for k := 7; k >= 0; k-- {
+		c := s[i+k]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		w = w<<8 | uint64(c)
+	}
+	return w
 }
 
 func bit(w uint64) (int, uint64) {

@@ -137,6 +137,9 @@ func TestPiecesOfASecretAreRemovedWhereverTheyStand(t *testing.T) {
 		if got := r.String(string(changed)); leaks(got, k) {
 			t.Fatalf("a key with one character changed: %q", got)
 		}
+		if got := r.String("bad key [" + strings.ToUpper(k) + "]"); leaks(strings.ToLower(got), k) {
+			t.Fatalf("a key echoed upper-cased: %q", got)
+		}
 		for user := range 5 {
 			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
 				plain := strings.Repeat("u", user) + ":" + k

@@ -226,6 +226,34 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 	return state, nil
 }
 
+// ListOptions filters and pages ListPage.
+type ListOptions struct {
+	State string // only workflows in this state; "": any
+	Name  string // only workflows of this name (the spec's name:); "": any
+	Limit int    // at most this many, 1 to 1000; 0: 50
+	// After, a workflow id (the last of the previous page), lists only
+	// workflows submitted before it; "": from the newest.
+	After string
+}
+
+// ListPage returns workflows newest first, filtered and paged by o,
+// without their steps (Status reads one whole): a page costs the same
+// however wide its workflows. An After that is unknown or expired is
+// ErrNotFound.
+func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, error) {
+	return c.store.ListPage(ctx, store.ListQuery{State: o.State, Name: o.Name, Limit: o.Limit, After: o.After})
+}
+
+// DeadLetterTask is the task id of step's dead letter in workflow id (of
+// its current run), for Requeue, Discard and DeadLetterDetail.
+func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
+	w, err := c.store.Summary(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return genTaskID(id, step, w.Generation), nil
+}
+
 // List returns recent workflows, newest first, optionally in one state.
 func (c *Client) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
 	return c.store.List(ctx, state, limit)

@@ -129,3 +129,41 @@ func workflowsMetric(t *testing.T, e *testenv.Env) string {
 	body, _ := io.ReadAll(resp.Body)
 	return grepLines(string(body), "agentq_workflows_total{")
 }
+
+// Every worker slot is held by step code that ignores its context, so the
+// deadline's own task waits for a slot: an outcome that arrives past the
+// deadline is not recorded, the workflow ends timed_out (it ended
+// completed on outputs made after its deadline).
+func TestADeadlineHoldsWhenEverySlotIsHeld(t *testing.T) {
+	release := make(chan struct{})
+	var started atomic.Int32
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]tasks.StepFunc{
+		"hang": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+			started.Add(1)
+			<-release // ignores its context
+			return "late", nil
+		}}})
+	e.Config.Worker.Concurrency = 2
+	e.StartWorker(t)
+	spec := e.Spec("name: full\nsteps:\n  - { id: a, run: hang }\n  - { id: b, run: hang }\n")
+	id, err := e.Client.Submit(t.Context(), spec, tasks.WithDeadline(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() (bool, string) { return started.Load() == 2, "the steps did not start" })
+	var wf *store.Workflow
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		wf, err = e.Store.Get(t.Context(), id)
+		return err == nil && wf.DeadlineAt != nil && time.Now().After(*wf.DeadlineAt), "deadline not passed"
+	})
+	close(release)
+	wf = e.Wait(t, id, 20*time.Second, store.StateTimedOut, store.StateCompleted)
+	if wf.State != store.StateTimedOut {
+		t.Fatalf("workflow %s with steps %+v: want timed_out, nothing recorded past the deadline", wf.State, wf.Steps)
+	}
+	for _, s := range wf.Steps {
+		if s.Output != "" {
+			t.Errorf("step %s kept an output made past the deadline: %q", s.ID, s.Output)
+		}
+	}
+}

@@ -191,7 +191,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log}, a)
+	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt}, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
 		return h.timeOut(ctx, p.Workflow, spec) // not retried: the workflow is over
 	}

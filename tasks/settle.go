@@ -94,9 +94,14 @@ func answerContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return actx, func() { stop(); cancel() }
 }
 
-// record records an outcome within ctx (see settle).
+// record records an outcome within ctx (see settle). Past the workflow's
+// deadline nothing is recorded: the workflow ends timed out.
 func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
 	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
+	if pastDeadline(run.deadline) {
+		run.log.Info("outcome not recorded: the workflow's deadline passed while the step ran")
+		return h.timeOut(ctx, p.Workflow, spec)
+	}
 	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it

@@ -1,6 +1,9 @@
 package tasks
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // stepRun is one attempt of one step, as the handler passes it along
 // (process → failed → deadLetter → settle): the task's payload, the spec,
@@ -15,6 +18,11 @@ type stepRun struct {
 	// inst is set when the step is an instance of a map step (p.Step is
 	// then "<id>[<n>]" and st the map step).
 	inst *instance
+	// deadline is the workflow's, if it has one: an outcome that arrives
+	// past it ends the workflow timed out instead of being recorded (the
+	// deadline's own task may be waiting for a worker slot that code
+	// ignoring its context holds).
+	deadline *time.Time
 }
 
 // instance is one item of a map step.

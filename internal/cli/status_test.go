@@ -17,7 +17,7 @@ import (
 // acted on by the terminal; a workflow name holding one is refused at
 // submit, naming where.
 func TestStatusExitCodeAndNoTerminalEscapes(t *testing.T) {
-	hostile := "bad \x1b]0;pwned\x07\x1b[31mred\u202egnp.exe"
+	hostile := "bad \x1b]0;pwned\x07\x1b[31mred\u202egnp.exe \x9b31m"
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 400, Message: hostile}}, {}}}})
 	vars, cfg := envFor(t, e)
@@ -29,7 +29,7 @@ func TestStatusExitCodeAndNoTerminalEscapes(t *testing.T) {
 		if args[0] == "status" && r.code != 1 {
 			t.Errorf("%v of a blocked workflow: exit %d, want 1 (stderr %q)", args, r.code, r.err)
 		}
-		for _, raw := range []string{"\x1b", "\x07", "\u202e"} {
+		for _, raw := range []string{"\x1b", "\x07", "\u202e", "\x9b"} {
 			if strings.Contains(r.out+r.err, raw) {
 				t.Errorf("%v prints %q raw:\n%q", args, raw, r.out+r.err)
 			}

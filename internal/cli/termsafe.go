@@ -35,7 +35,9 @@ func (t termSafe) Write(p []byte) (int, error) {
 	for i := 0; i < len(p); {
 		r, n := utf8.DecodeRune(p[i:])
 		if escapeRune(r, n) {
-			if r < 0x100 {
+			if r == utf8.RuneError {
+				out = fmt.Appendf(out, `\x%02x`, p[i]) // the byte itself
+			} else if r < 0x100 {
 				out = fmt.Appendf(out, `\x%02x`, r)
 			} else {
 				out = fmt.Appendf(out, `\u%04x`, r)
@@ -51,11 +53,12 @@ func (t termSafe) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// escapeRune: the rune (of n bytes; an invalid byte is passed through as
-// it is) acts on a terminal.
+// escapeRune: the rune (of n bytes) acts on a terminal. A byte that is not
+// UTF-8 is escaped too: 0x9b alone is a terminal's 8-bit control sequence
+// introducer.
 func escapeRune(r rune, n int) bool {
 	if r == utf8.RuneError && n <= 1 {
-		return false
+		return n == 1
 	}
 	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || tasks.IsHidingRune(r)
 }

@@ -242,32 +242,6 @@ func (s *Store) Spec(ctx context.Context, id string) ([]byte, error) {
 	return v, err
 }
 
-// List returns the newest workflows first, at most limit, optionally only
-// those in state.
-func (s *Store) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
-	ids, err := s.rdb.ZRevRange(ctx, indexKey(), 0, 999).Result()
-	if err != nil {
-		return nil, fmt.Errorf("store: list: %w", err)
-	}
-	var out []*Workflow
-	for _, id := range ids {
-		if len(out) >= limit {
-			break
-		}
-		w, err := s.Get(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if state == "" || w.State == state {
-			out = append(out, w)
-		}
-	}
-	return out, nil
-}
-
 func str(v any) string {
 	switch x := v.(type) {
 	case string:

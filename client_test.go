@@ -1,0 +1,166 @@
+package agentq_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// The Go client has the enqueue command's verbs: approve and reject a
+// waiting step, list workflows by state and name a page at a time, review
+// dead letters by workflow and step (requeue, discard), rerun from a step.
+func TestTheClientHasTheCLIsVerbs(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	cfg := sdkConfig(t, e)
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	ready := make(chan struct{})
+	w, err := agentq.NewWorker(cfg, agentq.WithReady(func() { close(ready) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleStep("once", func(ctx context.Context, s *agentq.Step) (any, error) {
+		mu.Lock()
+		first := !failed[s.Workflow()]
+		failed[s.Workflow()] = true
+		mu.Unlock()
+		if first { // the first attempt of each workflow is parked
+			return nil, agentq.DeadLetter(errors.New("needs a look"))
+		}
+		return "ok", nil
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("worker: %v", err)
+	}
+	c, err := agentq.NewClient(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parse := func(y string) *agentq.Spec {
+		s, err := c.Parse("t.yaml", []byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	gate := parse("name: gate\nsteps:\n  - { id: review, approve: { message: \"ok?\" } }\n")
+	parked := parse("name: parked\nsteps:\n  - { id: s, run: once }\n")
+	var gates, parks []string
+	for range 3 {
+		id, err := c.Submit(ctx, gate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gates = append(gates, id)
+		if id, err = c.Submit(ctx, parked); err != nil {
+			t.Fatal(err)
+		}
+		parks = append(parks, id)
+	}
+	wait := func(id, state string) *agentq.Workflow {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			wf, err := c.Status(ctx, id)
+			if err == nil && wf.State == state {
+				return wf
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("workflow %s: %v %v, want %s", id, wf, err, state)
+			}
+			<-time.After(20 * time.Millisecond)
+		}
+	}
+	for _, id := range gates {
+		wait(id, agentq.StateWaiting)
+	}
+	for _, id := range parks {
+		wait(id, agentq.StateBlocked)
+	}
+
+	// approve and reject; a second decision is refused
+	if err := c.Approve(ctx, gates[0], "review", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reject(ctx, gates[1], "review", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Approve(ctx, gates[0], "review", "again"); !errors.Is(err, agentq.ErrNotWaiting) {
+		t.Fatalf("a second decision: %v, want ErrNotWaiting", err)
+	}
+	wait(gates[0], agentq.StateCompleted)
+	wait(gates[1], agentq.StateCompleted)
+
+	// list by state and name, a page at a time: two pages hold the three
+	// parked workflows once each (newest first, by the millisecond)
+	page1, err := c.List(ctx, agentq.ListOptions{Name: "parked", Limit: 2})
+	if err != nil || len(page1) != 2 {
+		t.Fatalf("first page of parked: %v %v", ids(page1), err)
+	}
+	page2, err := c.List(ctx, agentq.ListOptions{Name: "parked", Limit: 2, After: page1[1].ID})
+	if err != nil || len(page2) != 1 {
+		t.Fatalf("second page of parked: %v %v", ids(page2), err)
+	}
+	got := append(ids(page1), ids(page2)...)
+	slices.Sort(got)
+	want := slices.Clone(parks)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages %v, want each of %v once", got, want)
+	}
+	if _, err := c.List(ctx, agentq.ListOptions{After: "wf_nope"}); !errors.Is(err, agentq.ErrNotFound) {
+		t.Fatalf("a page after an unknown id: %v, want ErrNotFound", err)
+	}
+	if ws, err := c.List(ctx, agentq.ListOptions{State: agentq.StateWaiting}); err != nil || len(ws) != 1 || ws[0].ID != gates[2] {
+		t.Fatalf("waiting workflows: %v %v", ids(ws), err)
+	}
+
+	// dead letters by workflow and step
+	dls, err := c.DeadLetters(ctx)
+	if err != nil || len(dls) != 3 {
+		t.Fatalf("dead letters: %+v %v", dls, err)
+	}
+	if err := c.Requeue(ctx, parks[0], "s"); err != nil {
+		t.Fatal(err)
+	}
+	wait(parks[0], agentq.StateCompleted)
+	if err := c.Discard(ctx, parks[1], "s"); err != nil {
+		t.Fatal(err)
+	}
+	wait(parks[1], agentq.StateFailed)
+	if err := c.Requeue(ctx, parks[1], "s"); !errors.Is(err, agentq.ErrNoDeadLetter) {
+		t.Fatalf("requeue of a discarded step: %v, want ErrNoDeadLetter", err)
+	}
+
+	// rerun a finished workflow from a step
+	if gen, err := c.Rerun(ctx, parks[0], "s"); err != nil || gen != 1 {
+		t.Fatalf("rerun: %d %v", gen, err)
+	}
+	if wf := wait(parks[0], agentq.StateCompleted); wf.Generation != 1 {
+		t.Fatalf("after the rerun: run %d", wf.Generation)
+	}
+	if _, err := c.Rerun(ctx, gates[2], "review"); !errors.Is(err, agentq.ErrNotFinished) {
+		t.Fatalf("rerun of a waiting workflow: %v, want ErrNotFinished", err)
+	}
+}
+
+func ids(ws []agentq.Workflow) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.ID
+	}
+	return out
+}

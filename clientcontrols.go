@@ -1,0 +1,105 @@
+package agentq
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// The controls a person or a program applies to workflows: the enqueue
+// command's verbs (approve, reject, rerun, list, dlq) on the Go client.
+
+// Errors a control returns, to branch on with errors.Is.
+var (
+	// ErrNotWaiting: the step is not waiting for a decision (decided
+	// already, not reached yet, or its workflow ended).
+	ErrNotWaiting = tasks.ErrNotWaiting
+	// ErrNotFinished: a rerun of a workflow still running, or blocked
+	// while steps of it are still in flight (the error names them).
+	ErrNotFinished = tasks.ErrNotFinished
+	// ErrNoDeadLetter: no dead letter has that task id.
+	ErrNoDeadLetter = tasks.ErrNoDeadLetter
+	// ErrUnavailable: Redis did not answer a read; the workflow goes on.
+	// Wait returns it at once: call Wait again to wait through an outage.
+	ErrUnavailable = tasks.ErrUnavailable
+)
+
+// WithDeadline bounds the submitted workflow to d from now (at least 1s),
+// over its spec's deadline: past it the workflow ends timed_out.
+func WithDeadline(d time.Duration) SubmitOption { return tasks.WithDeadline(d) }
+
+// Approve decides approval step step of workflow id: approved, with a
+// comment (kept in the decision, by "api"). ErrNotWaiting if the step is
+// not waiting for a decision.
+func (c *Client) Approve(ctx context.Context, id, step, comment string) error {
+	_, err := c.c.Decide(ctx, id, step, true, comment, "api")
+	return err
+}
+
+// Reject decides approval step step of workflow id: rejected. The
+// workflow goes on; its dependents read the decision.
+func (c *Client) Reject(ctx context.Context, id, step, comment string) error {
+	_, err := c.c.Decide(ctx, id, step, false, comment, "api")
+	return err
+}
+
+// Rerun runs a finished (or blocked) workflow again from step from: the
+// steps before it keep their outputs; from and what follows it run again,
+// in order, in the workflow's next run, whose number it returns.
+// ErrNotFinished for a workflow still running.
+func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) { return c.c.Rerun(ctx, id, from) }
+
+// ListOptions filters and pages List: State, Name, Limit (0: 50, at most
+// 1000) and After (the last id of the previous page).
+type ListOptions = tasks.ListOptions
+
+// List returns workflows newest first, filtered and paged by o, without
+// their steps (Status reads one whole).
+func (c *Client) List(ctx context.Context, o ListOptions) ([]Workflow, error) {
+	ws, err := c.c.ListPage(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Workflow, len(ws))
+	for i, w := range ws {
+		out[i] = *w
+	}
+	return out, nil
+}
+
+// InstancePage is one page of a map step's instances.
+type InstancePage = tasks.InstancePage
+
+// Instances reads instances [offset, offset+limit) of map step step (limit
+// at most 500): a wide map is paged, never loaded whole.
+func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*InstancePage, error) {
+	return c.c.Instances(ctx, id, step, offset, limit)
+}
+
+// ParkedStep is a dead letter: a step parked for a person's review, with
+// its workflow, step, error class and reason.
+type ParkedStep = tasks.DeadLetter
+
+// DeadLetters lists the dead letters, newest first.
+func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) { return c.c.DeadLetters(ctx, "") }
+
+// Requeue runs step of workflow id again from the dead-letter queue (its
+// workflow resumes). ErrNoDeadLetter if the step is not parked there.
+func (c *Client) Requeue(ctx context.Context, id, step string) error {
+	task, err := c.c.DeadLetterTask(ctx, id, step)
+	if err != nil {
+		return err
+	}
+	return c.c.Requeue(ctx, task)
+}
+
+// Discard drops step of workflow id from the dead-letter queue: a workflow
+// blocked on it ends failed.
+func (c *Client) Discard(ctx context.Context, id, step string) error {
+	task, err := c.c.DeadLetterTask(ctx, id, step)
+	if err != nil {
+		return err
+	}
+	return c.c.Discard(ctx, task)
+}

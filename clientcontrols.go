@@ -48,7 +48,9 @@ func (c *Client) Reject(ctx context.Context, id, step, comment string) error {
 // steps before it keep their outputs; from and what follows it run again,
 // in order, in the workflow's next run, whose number it returns.
 // ErrNotFinished for a workflow still running.
-func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) { return c.c.Rerun(ctx, id, from) }
+func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
+	return c.c.Rerun(ctx, id, from)
+}
 
 // ListOptions filters and pages List: State, Name, Limit (0: 50, at most
 // 1000) and After (the last id of the previous page).
@@ -82,7 +84,9 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 type ParkedStep = tasks.DeadLetter
 
 // DeadLetters lists the dead letters, newest first.
-func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) { return c.c.DeadLetters(ctx, "") }
+func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) {
+	return c.c.DeadLetters(ctx, "")
+}
 
 // Requeue runs step of workflow id again from the dead-letter queue (its
 // workflow resumes). ErrNoDeadLetter if the step is not parked there.

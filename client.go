@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -16,6 +17,7 @@ import (
 type Client struct {
 	rdb redis.UniversalClient
 	c   *tasks.Client
+	cfg config.Config // its keys are named too (Keys)
 }
 
 // NewClient connects to cfg's Redis. Close it when done.
@@ -27,7 +29,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rdb: cl.Redis, c: cl.Client}, nil
+	return &Client{rdb: cl.Redis, c: cl.Client, cfg: *cfg.c}, nil
 }
 
 // Parse reads and checks a workflow spec (YAML or JSON); name says where

@@ -3,12 +3,16 @@ package agentq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
@@ -163,4 +167,61 @@ func ids(ws []agentq.Workflow) []string {
 		out[i] = w.ID
 	}
 	return out
+}
+
+// Keys and EnableKey: a key a provider refused is disabled for every
+// worker, shown by fingerprint (never the key), and enabled again.
+func TestTheClientShowsAndEnablesKeys(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Keys: []string{testenv.Keys[1]}}})
+	cfg := sdkConfig(t, e)
+	w, err := agentq.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	c, err := agentq.NewClient(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	spec, err := c.Parse("t.yaml", []byte("name: k\nsteps:\n  - { id: s, route: solo, prompt: hi }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	poll.Until(t, 20*time.Second, func() (bool, string) { // once the worker advertises
+		id, err = c.Submit(ctx, spec)
+		return err == nil, fmt.Sprint(err)
+	})
+	if _, err := c.Wait(ctx, id, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var disabled string
+	keys, err := c.Keys(ctx)
+	for _, k := range keys {
+		if k.State == agentq.KeyDisabled {
+			disabled = k.Fingerprint
+		}
+		if strings.Contains(k.Fingerprint, testenv.Keys[0]) || strings.Contains(k.ID, testenv.Keys[0]) {
+			t.Fatalf("a key's text in %+v", k)
+		}
+	}
+	if err != nil || disabled == "" {
+		t.Fatalf("keys %+v (%v): want the refused key disabled", keys, err)
+	}
+	if err := c.EnableKey(ctx, disabled); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ = c.Keys(ctx)
+	for _, k := range keys {
+		if k.Fingerprint == disabled && k.State != agentq.KeyOK {
+			t.Fatalf("after EnableKey: %+v", k)
+		}
+	}
+	if err := c.EnableKey(ctx, "nope#9"); !errors.Is(err, agentq.ErrUnknownKey) {
+		t.Fatalf("an unknown key: %v, want ErrUnknownKey", err)
+	}
 }

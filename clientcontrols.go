@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -106,4 +108,33 @@ func (c *Client) Discard(ctx context.Context, id, step string) error {
 		return err
 	}
 	return c.c.Discard(ctx, task)
+}
+
+// KeyInfo is one provider key as the workers share its state: its
+// fingerprint (never the key), State (KeyOK, KeyCooling, KeyDisabled), why
+// it was disabled, and how many live workers advertise it.
+type KeyInfo = record.KeyInfo
+
+// Key states of KeyInfo.
+const (
+	KeyOK       = record.KeyOK
+	KeyCooling  = record.KeyCooling
+	KeyDisabled = record.KeyDisabled
+)
+
+// ErrUnknownKey is returned by EnableKey for a fingerprint no live worker
+// advertises (nor the client's configuration holds).
+var ErrUnknownKey = app.ErrUnknownKey
+
+// Keys lists the provider keys the live workers advertise (and the
+// client's configuration holds), with their shared state.
+func (c *Client) Keys(ctx context.Context) ([]KeyInfo, error) { return app.Keys(ctx, c.rdb, c.cfg) }
+
+// EnableKey re-enables, for every worker, the key fingerprint names (a
+// whole fingerprint, or its provider#N when that names one key) after a
+// quota or auth failure disabled it. Enabling a key that is fine is not
+// an error.
+func (c *Client) EnableKey(ctx context.Context, fingerprint string) error {
+	_, err := app.EnableKey(ctx, c.rdb, c.cfg, fingerprint)
+	return err
 }

@@ -115,3 +115,22 @@ type MapCounts struct {
 	Settled int `json:"settled"` // instances done, or dead and optional
 	Missing int `json:"missing"` // optional instances that were dead-lettered
 }
+
+// KeyInfo is one provider key as the fleet knows it: its names (never the
+// key), its shared state, and how many live workers advertise it.
+type KeyInfo struct {
+	Provider    string     `json:"provider"`
+	Fingerprint string     `json:"fingerprint"` // provider#N and the end of the key's hash
+	ID          string     `json:"id"`
+	State       string     `json:"state"` // KeyOK, KeyCooling or KeyDisabled
+	CoolUntil   *time.Time `json:"cool_until,omitempty"`
+	Disabled    string     `json:"disabled,omitempty"` // the reason
+	Workers     int        `json:"workers"`
+}
+
+// Key states of KeyInfo.
+const (
+	KeyOK       = "ok"
+	KeyCooling  = "cooling"  // rate-limited: rests until CoolUntil, for every worker
+	KeyDisabled = "disabled" // quota spent or refused: until a person enables it
+)

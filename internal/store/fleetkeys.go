@@ -7,26 +7,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/agentq/agentq/record"
 )
 
-// KeyInfo is one provider key as the fleet knows it: its names (never the
-// key), its shared state, and how many live workers advertise it.
-type KeyInfo struct {
-	Provider    string     `json:"provider"`
-	Fingerprint string     `json:"fingerprint"`
-	ID          string     `json:"id"`
-	State       string     `json:"state"` // ok, cooling or disabled
-	CoolUntil   *time.Time `json:"cool_until,omitempty"`
-	Disabled    string     `json:"disabled,omitempty"` // the reason
-	Workers     int        `json:"workers"`
-}
+// KeyInfo is one provider key as the fleet knows it (record.KeyInfo).
+type KeyInfo = record.KeyInfo
 
 // Key states of KeyInfo.
 const (
-	KeyOK       = "ok"
-	KeyCooling  = "cooling"
-	KeyDisabled = "disabled"
+	KeyOK       = record.KeyOK
+	KeyCooling  = record.KeyCooling
+	KeyDisabled = record.KeyDisabled
 )
 
 // ErrUnknownKey wraps a key reference that names no known key.

@@ -24,10 +24,11 @@ var ErrNotFinished = errors.New("the workflow has not finished")
 // in a first run), and starts the next generation.
 // A blocked or failed workflow with a step still in flight (queued,
 // running or waiting, or a map with a released instance that is queued,
-// running or not begun yet) is refused: a step of the earlier run still in flight would
-// settle into a run that no longer waits for it (its outcome is refused by
-// generation) and strand the new run. A map whose instances all stopped
-// (one dead-lettered: the map stays mapped) is not in flight.
+// running or not begun yet) is refused: a step of the earlier run still
+// in flight would settle into a run that no longer waits for it (its
+// outcome is refused by generation) and strand the new run. A map whose
+// instances all stopped (one dead-lettered: the map stays mapped) is not
+// in flight. A rerun that leaves a dead step is blocked, not running.
 // KEYS: wf. ARGV: per step run again: its id, its number of inputs, the
 // number of those that are not run again, then their settled fields.
 // Returns {generation, index (1-based) of each step now queued...},

@@ -26,13 +26,17 @@ func window(s string, i int) uint64 {
 	_ = s[i+minPiece-1]
 	var w uint64
 	for k := 7; k >= 0; k-- {
-		c := s[i+k]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		w = w<<8 | uint64(c)
+		w = w<<8 | uint64(fold(s[i+k]))
 	}
 	return w
+}
+
+// fold is an ASCII letter in lower case, any other byte as it is.
+func fold(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func bit(w uint64) (int, uint64) {
@@ -120,8 +124,11 @@ func (p *pieces) remove(s string) string {
 		out = append(append(out, s[last:runStart]...), runLabel...)
 		last, runStart = runEnd, -1
 	}
+	w := window(s, 0)
 	for i := 0; i+minPiece <= len(s); i++ {
-		w := window(s, i)
+		if i > 0 { // the window moves one byte: the next byte comes in on top
+			w = w>>8 | uint64(fold(s[i+minPiece-1]))<<56
+		}
 		if at, m := bit(w); p.bloom[at]&m == 0 {
 			continue
 		}

@@ -23,7 +23,7 @@ var importRules = map[string][]string{
 	"tasks":              {"internal/problem", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "record", "retry"},
 	"internal/webhook":   {"redact", "retry"},
 	"internal/tracegate": {},
-	".":                  {"internal/app", "internal/config", "internal/worker", "record", "tasks"},
+	".":                  {"internal/app", "internal/config", "internal/worker", "llmclient", "record", "tasks"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
 	"internal/schedule":  {"internal/config", "internal/problem", "internal/store", "tasks"},
 	"agentqtest":         {".", "llmclient", "tasks"},

@@ -117,6 +117,10 @@ type Options struct {
 	Input        map[string]any
 	Steps        map[string]agentq.StepView // ancestors' outputs, by step id
 	Model        *Model                     // default: a model with nothing scripted
+	// Item, when not nil, makes the step an instance of a map step
+	// (for_each): s.Item decodes it and s.Index is Index.
+	Item  any
+	Index int
 }
 
 // Step runs attempts of one code step.
@@ -127,7 +131,8 @@ func NewStep(o Options) (*Step, error) {
 	if o.Model == nil {
 		o.Model = NewModel()
 	}
-	t, err := tasks.NewTestStep(tasks.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: o.Model})
+	t, err := tasks.NewTestStep(tasks.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: o.Model,
+		Item: o.Item, Index: o.Index})
 	if err != nil {
 		return nil, err
 	}

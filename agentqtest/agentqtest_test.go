@@ -2,13 +2,13 @@ package agentqtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/agentqtest"
-	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -19,7 +19,7 @@ func summarize(ctx context.Context, s *agentq.Step) (any, error) {
 	if err := s.Args(&args); err != nil {
 		return nil, agentq.DeadLetter(err)
 	}
-	first, err := s.LLM().Chat(ctx, "report", llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "figures for " + args.Region}}})
+	first, err := s.LLM().Chat(ctx, "report", agentq.Request{Messages: []agentq.Message{{Role: "user", Content: "figures for " + args.Region}}})
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func summarize(ctx context.Context, s *agentq.Step) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	second, err := s.LLM().Chat(ctx, "report", llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "summarise: " + first.Text}}})
+	second, err := s.LLM().Chat(ctx, "report", agentq.Request{Messages: []agentq.Message{{Role: "user", Content: "summarise: " + first.Text}}})
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +86,8 @@ func TestDurableCallWithAnOutputCheck(t *testing.T) {
 	m := agentqtest.NewModel().Answer("report", `{"ok":true}`)
 	s, _ := agentqtest.NewStep(agentqtest.Options{Model: m})
 	fn := func(ctx context.Context, st *agentq.Step) (any, error) {
-		req := llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "json please"}},
-			Output: &llmclient.Output{Check: func(string) error { return nil }}}
+		req := agentq.Request{Messages: []agentq.Message{{Role: "user", Content: "json please"}},
+			Output: &agentq.Output{Check: func(string) error { return nil }}}
 		r, err := st.LLM().Chat(ctx, "report", req)
 		if err != nil {
 			return nil, err
@@ -102,5 +102,36 @@ func TestDurableCallWithAnOutputCheck(t *testing.T) {
 	}
 	if out, err := s.Run(ctx, fn); err != nil || out != `{"ok":true}` || len(m.Requests("report")) != 1 {
 		t.Fatalf("second attempt: %v %v, %d requests", out, err, len(m.Requests("report")))
+	}
+}
+
+// A map instance's function is tested with its item and index; outside a
+// map, Item is the dead-letter error a worker acts on.
+func TestAMapInstance(t *testing.T) {
+	fn := func(ctx context.Context, s *agentq.Step) (any, error) {
+		var city struct {
+			Name string
+			Pop  any
+		}
+		if err := s.Item(&city); err != nil {
+			return nil, err
+		}
+		return map[string]any{"n": s.Index(), "name": strings.ToUpper(city.Name), "pop": city.Pop}, nil
+	}
+	s, err := agentqtest.NewStep(agentqtest.Options{Item: map[string]any{"name": "oslo", "pop": 709037}, Index: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(t.Context(), fn)
+	m, _ := out.(map[string]any)
+	if err != nil || m["n"] != 3 || m["name"] != "OSLO" || m["pop"] != json.Number("709037") {
+		t.Fatalf("instance: %#v %v", out, err)
+	}
+	plain, err := agentqtest.NewStep(agentqtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Run(t.Context(), fn); err == nil || !strings.Contains(err.Error(), "is not a map step's instance") {
+		t.Fatalf("Item outside a map: %v", err)
 	}
 }

@@ -19,6 +19,11 @@ type TestStepOptions struct {
 	Steps        map[string]StepView // its ancestors' outputs
 	Router       Caller              // the model: LLM().Chat goes here
 	Logger       *slog.Logger        // nil: discarded
+	// Item, when not nil, makes the step an instance of a map step
+	// (for_each) with this item (as its JSON decodes: numbers as
+	// json.Number) at position Index: CodeStep.Item and Index answer.
+	Item  any
+	Index int
 }
 
 // TestStep runs attempts of one code step the way a worker does (a panic
@@ -29,6 +34,7 @@ type TestStep struct {
 	o    TestStepOptions
 	args json.RawMessage
 	mem  *memoryCalls
+	inst *instance // a map instance's item, when Item was given
 
 	mu       sync.Mutex
 	attempt  int
@@ -54,7 +60,19 @@ func NewTestStep(o TestStepOptions) (*TestStep, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasks: NewTestStep: the arguments do not encode as JSON: %w", err)
 	}
-	return &TestStep{o: o, args: args, mem: &memoryCalls{calls: map[int]store.Call{}}}, nil
+	t := &TestStep{o: o, args: args, mem: &memoryCalls{calls: map[int]store.Call{}}}
+	if o.Item != nil { // as a worker holds it: the item's JSON, decoded
+		b, err := json.Marshal(o.Item)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: NewTestStep: the item does not encode as JSON: %w", err)
+		}
+		var item any
+		if err := decodeJSON(b, &item); err != nil {
+			return nil, fmt.Errorf("tasks: NewTestStep: the item: %w", err)
+		}
+		t.inst = &instance{index: max(o.Index, 0), item: item}
+	}
+	return t, nil
 }
 
 // Attempt runs fn as the step's next attempt. A panic comes back as an
@@ -73,7 +91,7 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 	t.mem.mu.Unlock()
 	d := &durable{wf: t.o.Workflow, step: t.o.ID, attempt: attempt, st: t.mem, log: t.o.Logger, stored: stored}
 	s := &CodeStep{workflow: t.o.Workflow, id: t.o.ID, attempt: attempt, args: t.args, input: t.o.Input, steps: t.o.Steps,
-		log: t.o.Logger, d: d, llm: &LLM{d: d, router: t.o.Router}}
+		log: t.o.Logger, d: d, llm: &LLM{d: d, router: t.o.Router}, inst: t.inst}
 	out, err := callStep(ctx, fn, s)
 	t.mu.Lock()
 	t.replayed += d.replayed

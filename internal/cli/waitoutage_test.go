@@ -1,11 +1,9 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,20 +13,6 @@ import (
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a command writing while the
-// test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // enqueue --wait keeps waiting while Redis restarts (the workflow goes on
 // and completes: exit 0), and exits 3, not 1, when Redis stays away past
@@ -41,8 +25,8 @@ func TestWaitKeepsWaitingThroughARedisOutage(t *testing.T) {
 	vars["AGENTQ_REDIS_DIAL_TIMEOUT"] = "500ms"
 	spec := writeFile(t, "hello.yaml", hello)
 
-	wait := func(args ...string) (chan int, *lockedBuffer) {
-		var out, errOut lockedBuffer
+	wait := func(args ...string) (chan int, *testenv.Buffer) {
+		var out, errOut testenv.Buffer
 		env := cli.Env{Out: &out, Err: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 		code := make(chan int, 1)
 		go func() {

@@ -33,7 +33,7 @@ var ErrNotFinished = errors.New("the workflow has not finished")
 // number of those that are not run again, then their settled fields.
 // Returns {generation, index (1-based) of each step now queued...},
 // {'gone'}, {'running', state} or {'inflight', state, step ids...}.
-var rerunScript = redis.NewScript(luaHelpers + `
+var rerunScript = redis.NewScript(luaHelpers + luaInstances + `
 local K = KEYS[1]
 local h = redis.call('HMGET', K, 'state', 'steps', 'gen')
 if not h[1] then return {'gone'} end
@@ -49,16 +49,11 @@ if s == 'blocked' or s == 'failed' then -- canceled and timed_out marked every o
     if v[x] == 'queued' or v[x] == 'running' or v[x] == 'waiting' then
       busy[#busy + 1] = id
     elseif v[x] == 'mapped' then -- in flight while one of its released instances is
-      local next = tonumber(redis.call('HGET', K, id .. '.next') or '0')
       local open = false
-      for from = 0, next - 1, 1000 do
-        local f = {}
-        for n = from, math.min(from + 999, next - 1) do f[#f + 1] = id .. '[' .. n .. '].state' end
-        for _, st in ipairs(redis.call('HMGET', K, unpack(f))) do
-          if not st or st == 'queued' or st == 'running' then open = true end -- no record yet: its task waits
-        end
-        if open then break end
-      end
+      eachInstance(K, id, function(_, st)
+        open = not st or st == 'queued' or st == 'running' -- no record yet: its task waits
+        return open
+      end)
       if open then busy[#busy + 1] = id end
     end
   end

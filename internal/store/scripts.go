@@ -35,6 +35,24 @@ local function hset(k, f, from)
 end
 `
 
+// luaInstances pages through a map step's released instances' states
+// (1,000 fields an HMGET), calling fn(field, state) for each until it
+// returns true; a state is false when the instance has no record yet.
+// Only the end and rerun scripts include it (not the hot paths).
+const luaInstances = `
+local function eachInstance(k, id, fn)
+  local next = tonumber(redis.call('HGET', k, id .. '.next') or '0')
+  for from = 0, next - 1, 1000 do
+    local f = {}
+    for n = from, math.min(from + 999, next - 1) do f[#f + 1] = id .. '[' .. n .. '].state' end
+    local st = redis.call('HMGET', k, unpack(f))
+    for x = 1, #f do
+      if fn(f[x], st[x]) then return end
+    end
+  end
+end
+`
+
 // createScript writes a workflow record, or nothing if the id is taken,
 // and enqueues its root tasks (Task) when it is given them.
 // KEYS: wf, then per root task its task key and pending key. ARGV: ttl,
@@ -287,7 +305,7 @@ return out
 // KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
 // id and its state field. Returns {the state after the call, 1 if this
 // call ended the workflow else 0}, or {} if it is gone.
-var endScript = redis.NewScript(luaHelpers + `
+var endScript = redis.NewScript(luaHelpers + luaInstances + `
 local q = {'state', 'deadline_at'}
 for i = 5, #ARGV, 2 do q[#q + 1] = ARGV[i] end
 local v = hmget(KEYS[1], q)
@@ -302,16 +320,10 @@ for i = 3, #v do
     local id = ARGV[2 * i - 2]
     w[#w + 1] = ARGV[2 * i - 1]; w[#w + 1] = 'canceled'
     open[#open + 1] = id
-    if v[i] == 'mapped' then -- its released instances, a page at a time
-      local next = tonumber(redis.call('HGET', KEYS[1], id .. '.next') or '0')
-      for from = 0, next - 1, 1000 do
-        local f = {}
-        for n = from, math.min(from + 999, next - 1) do f[#f + 1] = id .. '[' .. n .. '].state' end
-        local st = redis.call('HMGET', KEYS[1], unpack(f))
-        for x = 1, #f do
-          if st[x] and st[x] ~= 'done' and st[x] ~= 'dead' then w[#w + 1] = f[x]; w[#w + 1] = 'canceled' end
-        end
-      end
+    if v[i] == 'mapped' then -- its released instances that began and did not finish
+      eachInstance(KEYS[1], id, function(f, st)
+        if st and st ~= 'done' and st ~= 'dead' then w[#w + 1] = f; w[#w + 1] = 'canceled' end
+      end)
     end
   end
 end

@@ -86,10 +86,22 @@ func TestRerunOfARunningWorkflowIsRefused(t *testing.T) {
 	}
 }
 
+// ranTwice fails unless each of the first n items ran twice: once a run.
+func ranTwice(t *testing.T, mu *sync.Mutex, ran map[int]int, n int) {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if ran[i] != 2 {
+			t.Errorf("item %d ran %d times, want twice (once a run)", i, ran[i])
+		}
+	}
+}
+
 // intStep returns a code step that outputs its input step's output (an
 // integer) times ten plus one, or n for a step without input, and counts
 // its runs.
-func intStep(t *testing.T, mu *sync.Mutex, runs map[string]int, from string) tasks.StepFunc {
+func intStep(mu *sync.Mutex, runs map[string]int, from string) tasks.StepFunc {
 	return func(ctx context.Context, s *tasks.CodeStep) (any, error) {
 		mu.Lock()
 		runs[s.ID()]++
@@ -115,7 +127,7 @@ func TestRerunDownstreamWaitsForItsInputs(t *testing.T) {
 	var mu sync.Mutex
 	runs := map[string]int{}
 	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
-		"a": intStep(t, &mu, runs, ""), "b": intStep(t, &mu, runs, "a"), "c": intStep(t, &mu, runs, "b")}})
+		"a": intStep(&mu, runs, ""), "b": intStep(&mu, runs, "a"), "c": intStep(&mu, runs, "b")}})
 	id := e.Submit(t, e.Spec(`name: chain
 steps:
   - { id: a, run: a }
@@ -202,13 +214,7 @@ steps:
 	if wf.Steps[1].Output != "60" {
 		t.Fatalf("the reduce after the rerun read %s outputs, want 60", wf.Steps[1].Output)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i := range 60 {
-		if ran[i] != 2 {
-			t.Fatalf("item %d ran %d times, want twice", i, ran[i])
-		}
-	}
+	ranTwice(t, &mu, ran, 60)
 }
 
 // A blocked workflow whose map still runs is not rerun (an instance of the
@@ -262,13 +268,7 @@ steps:
 		w, err := e.Store.Get(t.Context(), id)
 		return err == nil && w.Steps[0].State == store.StepDone, "m of the new run did not finish"
 	})
-	mu.Lock()
-	for i := range 40 {
-		if ran[i] != 2 {
-			t.Errorf("item %d ran %d times, want twice (once a run)", i, ran[i])
-		}
-	}
-	mu.Unlock()
+	ranTwice(t, &mu, ran, 40)
 	if _, err := e.Client.Rerun(t.Context(), id, "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -362,13 +362,7 @@ steps:
 		t.Fatal(err)
 	}
 	e.Wait(t, id, 20*time.Second, store.StateCompleted)
-	mu.Lock()
-	defer mu.Unlock()
-	for i := range 3 {
-		if ran[i] != 2 {
-			t.Errorf("item %d ran %d times, want twice", i, ran[i])
-		}
-	}
+	ranTwice(t, &mu, ran, 3)
 }
 
 // A canceled workflow rerun from one branch: the steps the cancel stopped

@@ -369,7 +369,7 @@ steps:
 // on the other branch run again too (they were left canceled, and the
 // fan-in waiting for them kept the workflow running for ever).
 func TestRerunOfACanceledWorkflowRunsWhatTheCancelStopped(t *testing.T) {
-	release := make(chan struct{})
+	stopped := make(chan struct{}) // the cancel reached a's first run
 	var runs sync.Map
 	count := func(id string) int { v, _ := runs.Load(id); n, _ := v.(int); return n }
 	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
@@ -377,10 +377,11 @@ func TestRerunOfACanceledWorkflowRunsWhatTheCancelStopped(t *testing.T) {
 			n := count(s.ID()) + 1
 			runs.Store(s.ID(), n)
 			if s.ID() == "a" && n == 1 {
-				select { // the first run of a is in flight at the cancel
-				case <-release:
-				case <-ctx.Done():
-				}
+				// the first run of a is in flight at the cancel and ends
+				// only when the cancel reaches it (a step that finished
+				// after the cancel would be kept, and not run again)
+				<-ctx.Done()
+				close(stopped)
 				return nil, ctx.Err()
 			}
 			return s.ID(), nil
@@ -396,7 +397,11 @@ steps:
 		t.Fatal(err)
 	}
 	e.Wait(t, id, 20*time.Second, store.StateCanceled)
-	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancel did not reach a's first run")
+	}
 	if _, err := e.Client.Rerun(t.Context(), id, "b"); err != nil {
 		t.Fatal(err)
 	}

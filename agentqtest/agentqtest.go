@@ -9,7 +9,9 @@
 package agentqtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -115,12 +117,52 @@ type Options struct {
 	Workflow, ID string // default "wf_test", "step"
 	Args         any    // the step's arguments (what with: would give), encoded as JSON
 	Input        map[string]any
-	Steps        map[string]agentq.StepView // ancestors' outputs, by step id
-	Model        *Model                     // default: a model with nothing scripted
+	// Steps are the ancestors' outputs, by step id; a map ancestor's is
+	// Map(…).
+	Steps map[string]agentq.StepView
+	Model *Model // default: a model with nothing scripted
 	// Item, when not nil, makes the step an instance of a map step
 	// (for_each): s.Item decodes it and s.Index is Index.
 	Item  any
 	Index int
+}
+
+// Missing is a map instance that was dead-lettered (an optional step's):
+// give it to Map in its place. The step reads it as a view with Missing
+// set, and a nil in the map's Outputs.
+var Missing = agentq.StepView{Missing: true}
+
+// Map is the view of a map step (for_each) among the step's ancestors,
+// its instances' outputs in item order, for Options.Steps: the step reads
+// them with s.Outputs (and s.Items), as a fan-in over the map does in a
+// worker.
+//
+// Each output is an agentq.StepView, taken as it is (Missing is one); or
+// a string, a prompt instance's text answer; or any other value, a code
+// instance's value or a format: json answer (the view's JSON holds it as
+// the worker decodes it, numbers as json.Number, and Output its JSON).
+// A value that does not encode as JSON panics: it is the test's mistake.
+func Map(outputs ...any) agentq.StepView {
+	views := make([]agentq.StepView, len(outputs))
+	for i, o := range outputs {
+		switch o := o.(type) {
+		case agentq.StepView:
+			views[i] = o
+		case string:
+			views[i] = agentq.StepView{Output: o}
+		default:
+			b, err := json.Marshal(o)
+			if err != nil {
+				panic(fmt.Sprintf("agentqtest.Map: output %d does not encode as JSON: %v", i, err))
+			}
+			d := json.NewDecoder(bytes.NewReader(b))
+			d.UseNumber()
+			var v any
+			_ = d.Decode(&v) // it was just encoded
+			views[i] = agentq.StepView{Output: string(b), JSON: v}
+		}
+	}
+	return agentq.StepView{Map: tasks.MapViewOf(views...)}
 }
 
 // Step runs attempts of one code step.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -133,5 +134,53 @@ func TestAMapInstance(t *testing.T) {
 	}
 	if _, err := plain.Run(t.Context(), fn); err == nil || !strings.Contains(err.Error(), "is not a map step's instance") {
 		t.Fatalf("Item outside a map: %v", err)
+	}
+}
+
+// A fan-in over a map reads its instances a page at a time with Outputs,
+// as in a worker: text answers, JSON values (numbers as json.Number) and
+// a missing instance in item order; the map's view has them too. An id
+// that is not a map among the step's inputs is the worker's dead letter.
+func TestAFanInOverAMap(t *testing.T) {
+	reduce := func(ctx context.Context, s *agentq.Step) (any, error) {
+		var got []string
+		for v, err := range s.Outputs(ctx, "research") {
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case v.Missing:
+				got = append(got, "missing")
+			case v.JSON != nil:
+				b, _ := json.Marshal(v.JSON)
+				got = append(got, fmt.Sprintf("json %s %T", b, v.JSON.(map[string]any)["n"]))
+			default:
+				got = append(got, "text "+v.Output)
+			}
+		}
+		return map[string]any{"items": s.Items("research"), "got": got}, nil
+	}
+	s, err := agentqtest.NewStep(agentqtest.Options{Steps: map[string]agentq.StepView{
+		"research": agentqtest.Map("oslo is cold", agentqtest.Missing, map[string]any{"n": 3})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(t.Context(), reduce)
+	want := map[string]any{"items": 3, "got": []string{"text oslo is cold", "missing", `json {"n":3} json.Number`}}
+	if err != nil || fmt.Sprint(out) != fmt.Sprint(want) {
+		t.Fatalf("reduce: %v %v, want %v", out, err, want)
+	}
+	view, _ := s.Run(t.Context(), func(_ context.Context, st *agentq.Step) (any, error) { v, _ := st.Step("research"); return v, nil })
+	if v, ok := view.(agentq.StepView); !ok || v.Map == nil || fmt.Sprint(v.Map.Outputs) != "[oslo is cold <nil> map[n:3]]" || fmt.Sprint(v.Map.Missing) != "[1]" {
+		t.Fatalf("the map's view: %+v", view)
+	}
+	_, err = s.Run(t.Context(), func(ctx context.Context, st *agentq.Step) (any, error) {
+		for _, err := range st.Outputs(ctx, "plan") {
+			return nil, err
+		}
+		return nil, nil
+	})
+	if agentqtest.VerdictOf(err).Kind != "dead_letter" || !strings.Contains(err.Error(), `"plan" is not a map step`) {
+		t.Fatalf("Outputs of a step that is not a map: %v", err)
 	}
 }

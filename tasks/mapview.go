@@ -22,6 +22,42 @@ type MapView struct {
 	Missing []int
 	// Degraded says some instance answered degraded.
 	Degraded bool
+
+	// views, when the view was built from its instances' views
+	// (MapViewOf), is what CodeStep.Outputs yields for each.
+	views []StepView
+}
+
+// MapViewOf is the view of a map step whose instances, in item order,
+// have these views (a view with Missing set: an optional instance that
+// was dead-lettered). Tests build their fan-in's map ancestors with it.
+func MapViewOf(instances ...StepView) *MapView {
+	m := &MapView{Outputs: make([]any, 0, len(instances)), views: append([]StepView(nil), instances...)}
+	for i, v := range instances {
+		switch {
+		case v.Missing:
+			m.Outputs = append(m.Outputs, nil)
+			m.Missing = append(m.Missing, i)
+		case v.JSON != nil:
+			m.Outputs = append(m.Outputs, v.JSON)
+		default:
+			m.Outputs = append(m.Outputs, v.Output)
+		}
+		m.Degraded = m.Degraded || v.Degraded
+	}
+	return m
+}
+
+// instanceViews yields the views MapViewOf was given, as a worker's
+// CodeStep.Outputs yields its instances' records.
+func (m *MapView) instanceViews() iter.Seq2[StepView, error] {
+	return func(yield func(StepView, error) bool) {
+		for _, v := range m.views {
+			if !yield(v, nil) {
+				return
+			}
+		}
+	}
 }
 
 // Output is the outputs as one JSON array (.Steps.<id>.Output).
@@ -83,8 +119,7 @@ func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attemp
 			}
 			continue
 		}
-		mv := &MapView{Outputs: make([]any, 0, d.Map.Items)}
-		i := 0
+		instances := make([]StepView, 0, d.Map.Items)
 		for v, err := range mapPages(ctx, h.st, run.p.Workflow, run.spec, id, d.Map.Items) {
 			if err != nil {
 				return fmt.Errorf("read the outputs of map step %s: %w", id, err)
@@ -92,18 +127,10 @@ func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attemp
 			if budget -= len(v.Output); budget < 0 {
 				return fmt.Errorf("the outputs of map step %s are over %d MiB, %w: reduce them in a code step (run:), which reads them a page at a time", id, maxMapViewBytes>>20, errMapViewTooLarge)
 			}
-			switch {
-			case v.Missing:
-				mv.Outputs = append(mv.Outputs, nil)
-				mv.Missing = append(mv.Missing, i)
-			case v.JSON != nil:
-				mv.Outputs = append(mv.Outputs, v.JSON)
-			default:
-				mv.Outputs = append(mv.Outputs, v.Output)
-			}
-			mv.Degraded = mv.Degraded || v.Degraded
-			i++
+			instances = append(instances, v)
 		}
+		mv := MapViewOf(instances...)
+		mv.views = nil // a template reads Outputs; the views need not outlive the render
 		v := views[id]
 		v.Map = mv
 		views[id] = v

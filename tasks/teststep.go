@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sync"
 
@@ -16,9 +17,11 @@ type TestStepOptions struct {
 	Workflow, ID string // default "wf_test", "step"
 	Args         any    // the step's arguments, as with: would give them (encoded as JSON)
 	Input        map[string]any
-	Steps        map[string]StepView // its ancestors' outputs
-	Router       Caller              // the model: LLM().Chat goes here
-	Logger       *slog.Logger        // nil: discarded
+	// Steps are its ancestors' outputs; a map ancestor's view comes from
+	// MapViewOf, and the step reads it with CodeStep.Outputs.
+	Steps  map[string]StepView
+	Router Caller       // the model: LLM().Chat goes here
+	Logger *slog.Logger // nil: discarded
 	// Item, when not nil, makes the step an instance of a map step
 	// (for_each) with this item (as its JSON decodes: numbers as
 	// json.Number) at position Index: CodeStep.Item and Index answer.
@@ -91,7 +94,12 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 	t.mem.mu.Unlock()
 	d := &durable{wf: t.o.Workflow, step: t.o.ID, attempt: attempt, st: t.mem, log: t.o.Logger, stored: stored}
 	s := &CodeStep{workflow: t.o.Workflow, id: t.o.ID, attempt: attempt, args: t.args, input: t.o.Input, steps: t.o.Steps,
-		log: t.o.Logger, d: d, llm: &LLM{d: d, router: t.o.Router}, inst: t.inst}
+		log: t.o.Logger, d: d, llm: &LLM{d: d, router: t.o.Router}, inst: t.inst, maps: map[string]mapSource{}}
+	for id, v := range t.o.Steps {
+		if m := v.Map; m != nil {
+			s.maps[id] = mapSource{items: len(m.views), pages: func(context.Context) iter.Seq2[StepView, error] { return m.instanceViews() }}
+		}
+	}
 	out, err := callStep(ctx, fn, s)
 	t.mu.Lock()
 	t.replayed += d.replayed

@@ -46,10 +46,10 @@ demo: ## the analyst example: an agent workflow through a scripted outage, no se
 
 FUZZTIME ?= 20s
 fuzz: ## run each fuzz target for FUZZTIME (default 20s; Nx for N executions)
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME) ./tasks
-	$(GO) test -run '^$$' -fuzz '^FuzzRenderTemplate$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME) ./internal/engine
+	$(GO) test -run '^$$' -fuzz '^FuzzRenderTemplate$$' -fuzztime $(FUZZTIME) ./internal/engine
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./tasks
-	$(GO) test -run '^$$' -fuzz '^FuzzParseJSONAnswer$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJSONAnswer$$' -fuzztime $(FUZZTIME) ./internal/engine
 	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./retry
 	$(GO) test -run '^$$' -fuzz '^FuzzParseScenario$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./internal/chaosllm
@@ -63,6 +63,6 @@ bench: ## orchestration vs bare asynq and Celery, resources, hot path, outage dr
 	$(GO) run ./bench -chords 1000 -members 10 -chains 300 -length 10 -runs 3 -floor -celery -resources 50,500 -json bench/last.json
 	$(GO) run ./bench -chords 300 -members 10 -chains 100 -latency 20ms
 	$(GO) run ./bench -codestep -chords 1000 -members 10 -chains 300 -length 10 -runs 3 && $(GO) run ./bench -codestep -chords 300 -members 10 -chains 100 -length 10 -latency 20ms -runs 3
-	$(GO) test -run '^$$' -bench . -benchmem ./retry ./llmclient ./internal/store ./tasks
+	$(GO) test -run '^$$' -bench . -benchmem ./retry ./llmclient ./internal/store ./internal/engine
 	$(GO) run ./bench/drill -out bench/reports bench/scenarios/*.yaml
 	$(GO) run ./bench/hostile -window 30s -parallel 8

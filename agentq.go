@@ -29,28 +29,28 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/record"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Step is one attempt of a code step, as its function sees it: its
 // arguments (Args), the workflow's input, its ancestors' outputs (Step),
 // the model through the worker's router with durable answers (LLM), and a
 // logger.
-type Step = tasks.CodeStep
+type Step = engine.CodeStep
 
 // StepFunc is a code step's function. It returns a JSON-able value, stored
 // as the step's output; downstream steps read it as .Steps.<id>.JSON.
-type StepFunc = tasks.StepFunc
+type StepFunc = engine.StepFunc
 
 // StepView is what a step sees of one of its ancestors.
-type StepView = tasks.StepView
+type StepView = engine.StepView
 
 // LLM is a step's durable way to the model (Step.LLM).
-type LLM = tasks.LLM
+type LLM = engine.LLM
 
 // Spec is a parsed workflow spec (Client.Parse).
-type Spec = tasks.Spec
+type Spec = engine.Spec
 
 // Workflow is a workflow's state and steps.
 type Workflow = record.Workflow
@@ -59,7 +59,7 @@ type Workflow = record.Workflow
 type StepRecord = record.StepRecord
 
 // Result is a finished workflow and the outputs of its final steps.
-type Result = tasks.Result
+type Result = engine.Result
 
 // Workflow states.
 const (
@@ -84,18 +84,18 @@ var ErrNotFound = record.ErrNotFound
 // (the determinism rule); a call that differs is made again, never
 // answered wrongly. Errors are not kept.
 func Do[T any](ctx context.Context, s *Step, name string, fn func(ctx context.Context) (T, error)) (T, error) {
-	return tasks.Do(ctx, s, name, fn)
+	return engine.Do(ctx, s, name, fn)
 }
 
 // RetryAfter asks for the step to be tried again no sooner than d. It uses
 // one of the step's retries; once they are spent the step is dead-lettered.
-func RetryAfter(d time.Duration, err error) error { return tasks.RetryAfter(d, err) }
+func RetryAfter(d time.Duration, err error) error { return engine.RetryAfter(d, err) }
 
 // DeadLetter parks the step for a person to review, with err as its
 // reason, without using the retries that are left. `enqueue dlq requeue`
 // runs it again.
-func DeadLetter(err error) error { return tasks.ToDeadLetter(err) }
+func DeadLetter(err error) error { return engine.ToDeadLetter(err) }
 
 // Degrade finishes the step with fallback as its output, marked degraded,
 // and err kept as the reason.
-func Degrade(fallback any, err error) error { return tasks.Degrade(fallback, err) }
+func Degrade(fallback any, err error) error { return engine.Degrade(fallback, err) }

@@ -20,13 +20,14 @@ var importRules = map[string][]string{
 	"record":             {},
 	"llmclient":          {"internal/tracegate", "retry", "redact"},
 	"internal/store":     {"record", "retry"},
-	"tasks":              {"internal/problem", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "record", "retry"},
+	"tasks":              {},
+	"internal/engine":    {"internal/problem", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "record", "retry", "tasks"},
 	"internal/webhook":   {"redact", "retry"},
 	"internal/tracegate": {},
-	".":                  {"internal/app", "internal/config", "internal/worker", "llmclient", "record", "tasks"},
+	".":                  {"internal/app", "internal/config", "internal/worker", "internal/engine", "llmclient", "record"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
-	"internal/schedule":  {"internal/config", "internal/problem", "internal/store", "tasks"},
-	"agentqtest":         {".", "llmclient", "tasks"},
+	"internal/schedule":  {"internal/config", "internal/problem", "internal/engine", "internal/store"},
+	"agentqtest":         {".", "internal/engine", "llmclient"},
 	"embedded":           {".", "internal/chaosllm"},
 	"examples/analyst":   {".", "embedded"},
 }

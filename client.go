@@ -9,14 +9,14 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // Client submits workflows and reads them: what a producer (a web app, a
 // cron job, a script) uses. It is safe for concurrent use.
 type Client struct {
 	rdb redis.UniversalClient
-	c   *tasks.Client
+	c   *engine.Client
 	cfg config.Config // its keys are named too (Keys)
 }
 
@@ -37,15 +37,24 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 func (c *Client) Parse(name string, spec []byte) (*Spec, error) { return c.c.Parse(name, spec) }
 
 // SubmitOption changes one submit (WithIdempotencyKey).
-type SubmitOption = tasks.SubmitOption
+type SubmitOption = engine.SubmitOption
 
 // Submission is a submitted workflow's id, and whether an idempotency key
 // named one that existed already.
-type Submission = tasks.Submission
+type Submission = engine.Submission
 
 // ErrIdempotencyConflict is returned for a submit whose idempotency key
 // was used, within the retention, with a different spec or input.
-var ErrIdempotencyConflict = tasks.ErrIdempotencyConflict
+var ErrIdempotencyConflict = engine.ErrIdempotencyConflict
+
+// ConflictError is what ErrIdempotencyConflict wraps: the key, the
+// workflow it names, and how long a key holds.
+type ConflictError = engine.ConflictError
+
+// WithoutWorkerCheck submits without checking the spec against what live
+// workers serve (the CLI's --no-check): its steps wait in their queues
+// until a worker that serves them starts.
+func WithoutWorkerCheck() SubmitOption { return engine.WithoutWorkerCheck() }
 
 // WithIdempotencyKey makes a submit idempotent: the first submit with key
 // creates the workflow; later ones within the retention (24h by default)
@@ -53,7 +62,7 @@ var ErrIdempotencyConflict = tasks.ErrIdempotencyConflict
 // same key with a different spec or input is refused with
 // ErrIdempotencyConflict. A key is 1 to 255 bytes without control
 // characters, e.g. "order-1234-summary".
-func WithIdempotencyKey(key string) SubmitOption { return tasks.WithIdempotencyKey(key) }
+func WithIdempotencyKey(key string) SubmitOption { return engine.WithIdempotencyKey(key) }
 
 // Submit writes the workflow and enqueues its first steps; it returns the
 // workflow's id.
@@ -92,14 +101,14 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) { return
 func (c *Client) Close() error { return c.rdb.Close() }
 
 // QueueInfo is one queue: paused or not, and its tasks by state.
-type QueueInfo = tasks.QueueInfo
+type QueueInfo = engine.QueueInfo
 
 // QueueChange is what PauseQueue and ResumeQueue did.
-type QueueChange = tasks.QueueChange
+type QueueChange = engine.QueueChange
 
 // ErrUnknownQueue is returned for a queue no live worker serves and no
 // task was ever queued on.
-var ErrUnknownQueue = tasks.ErrUnknownQueue
+var ErrUnknownQueue = engine.ErrUnknownQueue
 
 // Queues lists the queues asynq knows and live workers serve.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return c.c.Queues(ctx) }
@@ -116,7 +125,7 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) (QueueChange, err
 }
 
 // ScheduleInfo is one periodic workflow the workers run.
-type ScheduleInfo = tasks.ScheduleInfo
+type ScheduleInfo = engine.ScheduleInfo
 
 // Schedules lists the periodic workflows (schedules: in the workers'
 // configuration) a worker ran within the last week.

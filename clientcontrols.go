@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/record"
-	"github.com/agentq/agentq/tasks"
 )
 
 // The controls a person or a program applies to workflows: the enqueue
@@ -16,20 +16,20 @@ import (
 var (
 	// ErrNotWaiting: the step is not waiting for a decision (decided
 	// already, not reached yet, or its workflow ended).
-	ErrNotWaiting = tasks.ErrNotWaiting
+	ErrNotWaiting = engine.ErrNotWaiting
 	// ErrNotFinished: a rerun of a workflow still running, or blocked
 	// while steps of it are still in flight (the error names them).
-	ErrNotFinished = tasks.ErrNotFinished
+	ErrNotFinished = engine.ErrNotFinished
 	// ErrNoDeadLetter: no dead letter has that task id.
-	ErrNoDeadLetter = tasks.ErrNoDeadLetter
+	ErrNoDeadLetter = engine.ErrNoDeadLetter
 	// ErrUnavailable: Redis did not answer a read; the workflow goes on.
 	// Wait returns it at once: call Wait again to wait through an outage.
-	ErrUnavailable = tasks.ErrUnavailable
+	ErrUnavailable = engine.ErrUnavailable
 )
 
 // WithDeadline bounds the submitted workflow to d from now (at least 1s),
 // over its spec's deadline: past it the workflow ends timed_out.
-func WithDeadline(d time.Duration) SubmitOption { return tasks.WithDeadline(d) }
+func WithDeadline(d time.Duration) SubmitOption { return engine.WithDeadline(d) }
 
 // Approve decides approval step step of workflow id: approved, with a
 // comment (kept in the decision, by "api"). ErrNotWaiting if the step is
@@ -56,7 +56,7 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 
 // ListOptions filters and pages List: State, Name, Limit (0: 50, at most
 // 1000) and After (the last id of the previous page).
-type ListOptions = tasks.ListOptions
+type ListOptions = engine.ListOptions
 
 // List returns workflows newest first, filtered and paged by o, without
 // their steps (Status reads one whole).
@@ -73,7 +73,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]Workflow, error) {
 }
 
 // InstancePage is one page of a map step's instances.
-type InstancePage = tasks.InstancePage
+type InstancePage = engine.InstancePage
 
 // Instances reads instances [offset, offset+limit) of map step step (limit
 // at most 500): a wide map is paged, never loaded whole.
@@ -83,7 +83,7 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 
 // ParkedStep is a dead letter: a step parked for a person's review, with
 // its workflow, step, error class and reason.
-type ParkedStep = tasks.DeadLetter
+type ParkedStep = engine.DeadLetter
 
 // DeadLetters lists the dead letters, newest first.
 func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) {

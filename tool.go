@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // ToolFunc is a tool the model may call from a prompt step that offers it
@@ -14,16 +14,16 @@ import (
 // model: a string as it is, anything else as JSON. An error goes back as
 // an error result, for the model to work around, unless it is a
 // FatalToolError; a panic is recovered into an error result.
-type ToolFunc = tasks.ToolFunc
+type ToolFunc = engine.ToolFunc
 
 // ToolCallRecord is one tool call of a step's conversation, as the step's
 // ToolCalls (a JSON list of these) keeps it.
-type ToolCallRecord = tasks.ToolCallRecord
+type ToolCallRecord = engine.ToolCallRecord
 
 // FatalToolError, returned by a tool, ends the step's conversation and
 // dead-letters the step with err as its reason, instead of telling the
 // model.
-func FatalToolError(err error) error { return tasks.FatalToolError(err) }
+func FatalToolError(err error) error { return engine.FatalToolError(err) }
 
 // Tool registers fn as the tool name, whose arguments schema (a JSON
 // Schema of type object, self-contained) describes; the schema's
@@ -37,19 +37,19 @@ func FatalToolError(err error) error { return tasks.FatalToolError(err) }
 func (w *Worker) Tool(name string, schema json.RawMessage, fn func(ctx context.Context, args json.RawMessage) (any, error)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t := tasks.Tool{Schema: append(json.RawMessage(nil), schema...), Func: fn}
+	t := engine.Tool{Schema: append(json.RawMessage(nil), schema...), Func: fn}
 	switch {
 	case w.running:
 		w.errs = append(w.errs, fmt.Errorf("Tool(%q): the worker is already running", name))
 	case w.tools[name].Func != nil:
 		w.errs = append(w.errs, fmt.Errorf("Tool(%q): registered twice", name))
 	default:
-		if err := tasks.CheckTool(name, t); err != nil {
+		if err := engine.CheckTool(name, t); err != nil {
 			w.errs = append(w.errs, fmt.Errorf("Tool(%q): %w", name, err))
 			return
 		}
 		if w.tools == nil {
-			w.tools = map[string]tasks.Tool{}
+			w.tools = map[string]engine.Tool{}
 		}
 		w.tools[name] = t
 	}

@@ -21,12 +21,12 @@ var wiring = map[string]struct {
 	module + "/llmclient":          {"llmclient", []string{"NewRouter", "NewOpenAI", "NewAnthropic", "NewKeyPools", "NewBreakers", "NewHealth"}},
 	module + "/internal/store":     {"store", []string{"NewKeyState", "NewBreakers", "NewHealthStats", "NewLimits"}},
 	module + "/internal/metrics":   {"metrics", []string{"New"}},
-	module + "/tasks":              {"tasks", []string{"NewClient"}},
+	module + "/internal/engine":    {"engine", []string{"NewClient"}},
 }
 
 // wiringFree are the packages that may call them: the builder, and the
 // packages that define them (a router builds its local defaults).
-var wiringFree = map[string]bool{"internal/app": true, "llmclient": true, "internal/store": true, "internal/metrics": true, "tasks": true}
+var wiringFree = map[string]bool{"internal/app": true, "llmclient": true, "internal/store": true, "internal/metrics": true, "internal/engine": true}
 
 // The worker, the dashboard, enqueue and the SDK go through the one
 // builder (internal/app's Build): no other package they link constructs a

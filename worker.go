@@ -8,8 +8,8 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/worker"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Worker runs the steps of workflows: prompt steps, and the code steps
@@ -21,8 +21,8 @@ type Worker struct {
 	ready  func()
 
 	mu      sync.Mutex
-	steps   map[string]tasks.StepFunc
-	tools   map[string]tasks.Tool // Tool's registrations
+	steps   map[string]engine.StepFunc
+	tools   map[string]engine.Tool // Tool's registrations
 	errs    []error
 	running bool
 }
@@ -36,7 +36,7 @@ func WithLogger(l *slog.Logger) WorkerOption { return func(w *Worker) { w.log = 
 
 // StepEvent reports a settled step, or (State "retrying") a failed attempt
 // that will be retried.
-type StepEvent = tasks.StepEvent
+type StepEvent = engine.StepEvent
 
 // WithReady calls fn once the worker takes steps and has told Redis what
 // it serves (a client's submit checks specs against that).
@@ -51,7 +51,7 @@ func NewWorker(cfg Config, opts ...WorkerOption) (*Worker, error) {
 	if cfg.c == nil {
 		return nil, errors.New("agentq: NewWorker: the Config is empty (use LoadConfig or ParseConfig)")
 	}
-	w := &Worker{cfg: cfg, log: slog.New(slog.DiscardHandler), steps: map[string]tasks.StepFunc{}}
+	w := &Worker{cfg: cfg, log: slog.New(slog.DiscardHandler), steps: map[string]engine.StepFunc{}}
 	for _, o := range opts {
 		o(w)
 	}
@@ -66,7 +66,7 @@ func (w *Worker) HandleStep(name string, fn StepFunc) {
 	switch {
 	case w.running:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the worker is already running", name))
-	case !tasks.ValidHandlerName(name):
+	case !engine.ValidHandlerName(name):
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): a name is a letter, then letters, digits, _, . or -, at most 64", name))
 	case fn == nil:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the function is nil", name))
@@ -92,7 +92,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("agentq: the worker is already running")
 	}
 	w.running = true
-	steps := make(map[string]tasks.StepFunc, len(w.steps))
+	steps := make(map[string]engine.StepFunc, len(w.steps))
 	for k, v := range w.steps {
 		steps[k] = v
 	}

@@ -17,8 +17,8 @@ import (
 	"sync"
 
 	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Model is a scripted model: per route, a queue of answers (or errors)
@@ -162,18 +162,18 @@ func Map(outputs ...any) agentq.StepView {
 			views[i] = agentq.StepView{Output: string(b), JSON: v}
 		}
 	}
-	return agentq.StepView{Map: tasks.MapViewOf(views...)}
+	return agentq.StepView{Map: engine.MapViewOf(views...)}
 }
 
 // Step runs attempts of one code step.
-type Step struct{ t *tasks.TestStep }
+type Step struct{ t *engine.TestStep }
 
 // NewStep returns a step to run attempts of.
 func NewStep(o Options) (*Step, error) {
 	if o.Model == nil {
 		o.Model = NewModel()
 	}
-	t, err := tasks.NewTestStep(tasks.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: o.Model,
+	t, err := engine.NewTestStep(engine.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: o.Model,
 		Item: o.Item, Index: o.Index})
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func NewStep(o Options) (*Step, error) {
 
 // Run runs fn as the step's next attempt and returns what the worker would
 // store (the value) or act on (the error: errors.Is and errors.As see what
-// fn returned; a panic is a *tasks.PanicError). Durable calls answered in
+// fn returned; a panic is a *engine.PanicError). Durable calls answered in
 // earlier attempts are replayed.
 func (s *Step) Run(ctx context.Context, fn agentq.StepFunc) (any, error) { return s.t.Attempt(ctx, fn) }
 
@@ -195,8 +195,8 @@ func (s *Step) Replayed() int { return s.t.Replayed() }
 func (s *Step) Made() int { return s.t.Made() }
 
 // Verdict is what an error from Run asks of the queue.
-type Verdict = tasks.Verdict
+type Verdict = engine.Verdict
 
 // VerdictOf reads a step's error as the worker would: "dead_letter",
 // "degrade" (with the fallback), "retry_after" (with the delay) or "retry".
-func VerdictOf(err error) Verdict { return tasks.VerdictOf(err) }
+func VerdictOf(err error) Verdict { return engine.VerdictOf(err) }

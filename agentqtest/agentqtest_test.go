@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/agentqtest"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // summarize is a step under test: it asks the model twice and runs one
@@ -74,7 +74,7 @@ func TestVerdictsAndPanics(t *testing.T) {
 		t.Fatalf("bad arguments: %v (%+v), want a dead letter", err, agentqtest.VerdictOf(err))
 	}
 	_, err := s.Run(ctx, func(context.Context, *agentq.Step) (any, error) { panic("boom") })
-	var pe *tasks.PanicError
+	var pe *engine.PanicError
 	if !errors.As(err, &pe) || pe.Value != "boom" {
 		t.Fatalf("panic: %v", err)
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/agentq/agentq/tasks"
 )
 
 // -codestep: the same workload twice in the same process and run, once
@@ -55,18 +55,18 @@ func outputField(code bool) string {
 	return "Output"
 }
 
-func stepFuncs(code bool) map[string]tasks.StepFunc {
+func stepFuncs(code bool) map[string]engine.StepFunc {
 	if !code {
 		return nil
 	}
-	return map[string]tasks.StepFunc{chatFunc: chatStep("bench")}
+	return map[string]engine.StepFunc{chatFunc: chatStep("bench")}
 }
 
 // chatStep is the code steps' function: the request a prompt step with the
 // same text sends (one user message, no system prompt, default max tokens
 // and temperature), through the durable LLM.
-func chatStep(route string) tasks.StepFunc {
-	return func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+func chatStep(route string) engine.StepFunc {
+	return func(ctx context.Context, s *engine.CodeStep) (any, error) {
 		var prompt string
 		if err := s.Args(&prompt); err != nil {
 			return nil, err

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Resources is one worker process's cost: peak RSS, and CPU time per
@@ -57,7 +57,7 @@ func measureResources(ctx context.Context, p params, concurrency int, rdb *redis
 			_ = cmd.Wait()
 		}
 	}()
-	client := tasks.NewClient(rdb, tasks.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := engine.NewClient(rdb, engine.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
 	sh := chordShape(p.chords, p.members)
 	start := time.Now()
 	ids, err := submitAll(ctx, client, sh)

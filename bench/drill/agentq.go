@@ -12,11 +12,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/retry"
-	"github.com/agentq/agentq/tasks"
 )
 
 // agentqSide runs the scenario on real agentq workers.
@@ -27,8 +27,8 @@ type agentqSide struct {
 	chaos    *chaosSet
 	cfg      config.Config
 	rec      recorder
-	client   *tasks.Client
-	spec     *tasks.Spec
+	client   *engine.Client
+	spec     *engine.Spec
 	stopW    func()
 	werrs    chan error
 	mu       sync.Mutex
@@ -77,7 +77,7 @@ func (a *agentqSide) prepare(ctx context.Context) error {
 		return err
 	}
 	a.cooldown = a.cfg.Resilience.Breaker.Cooldown.D()
-	a.client = tasks.NewClient(a.rdb, tasks.ClientOptions{Retention: 2 * time.Hour, Routes: []string{"drill"}})
+	a.client = engine.NewClient(a.rdb, engine.ClientOptions{Retention: 2 * time.Hour, Routes: []string{"drill"}})
 	wf, err := yaml.Marshal(&a.sc.Workflow)
 	if err != nil {
 		return err
@@ -250,7 +250,7 @@ func (a *agentqSide) collect(ctx context.Context) (*result, error) {
 
 // stateOf sorts a workflow: completed, degraded (completed with a
 // degraded or dropped optional step), dead_lettered, canceled, unfinished.
-func stateOf(wf *tasks.Workflow) string {
+func stateOf(wf *engine.Workflow) string {
 	switch wf.State {
 	case store.StateCompleted:
 		for _, s := range wf.Steps {

@@ -30,9 +30,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/tasks"
 )
 
 const config = `
@@ -149,7 +149,7 @@ func measure(ctx context.Context, bin, dir string, db redistest.DB, rdb *redis.C
 	if err != nil {
 		return result{}, err
 	}
-	client := tasks.NewClient(rdb, tasks.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := engine.NewClient(rdb, engine.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
 	spec, err := client.Parse("hostile.yaml", []byte("name: hostile\nsteps:\n  - { id: s, route: bench, prompt: \"hostile body\", max_retries: 100 }\n"))
 	if err != nil {
 		return result{}, err

@@ -1,5 +1,5 @@
 // Package apiclient is the producer API over the dashboard's HTTP API
-// (/api/v1/): the same operations as tasks.Client, for producers that do
+// (/api/v1/): the same operations as engine.Client, for producers that do
 // not reach Redis. `enqueue --server URL` uses it.
 package apiclient
 
@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/tasks"
 )
 
 // ErrUnauthorized wraps a 401 or 403: no token, or a wrong one.
@@ -80,7 +80,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 			// lines: the caller puts them on its own file
 			errs := make([]error, len(e.Details))
 			for i, d := range e.Details {
-				errs[i] = &tasks.SpecError{Where: d.Where, Msg: d.Message}
+				errs[i] = &engine.SpecError{Where: d.Where, Msg: d.Message}
 			}
 			return errors.Join(errs...)
 		}
@@ -98,28 +98,28 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 		err := fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, msg)
 		switch {
 		case e.Code == codeNoWorkers:
-			return fmt.Errorf("%w: %v", tasks.ErrNoWorkers, err)
+			return fmt.Errorf("%w: %v", engine.ErrNoWorkers, err)
 		case resp.StatusCode == http.StatusConflict && e.Code == codeIdempotencyConflict:
-			return &serverError{msg: msg, is: tasks.ErrIdempotencyConflict}
+			return &serverError{msg: msg, is: engine.ErrIdempotencyConflict}
 		case e.Code == codeBadIdempotencyKey:
-			return &serverError{msg: msg, is: tasks.ErrBadIdempotencyKey}
+			return &serverError{msg: msg, is: engine.ErrBadIdempotencyKey}
 		case resp.StatusCode == http.StatusConflict && e.Code == "not_waiting":
-			return &serverError{msg: msg, is: tasks.ErrNotWaiting}
+			return &serverError{msg: msg, is: engine.ErrNotWaiting}
 		case resp.StatusCode == http.StatusConflict && e.Code == "not_finished":
-			return &serverError{msg: msg, is: tasks.ErrNotFinished}
+			return &serverError{msg: msg, is: engine.ErrNotFinished}
 		case strings.HasPrefix(path, "/api/v1/queues/") && resp.StatusCode == http.StatusNotFound:
-			return &serverError{msg: msg, is: tasks.ErrUnknownQueue}
+			return &serverError{msg: msg, is: engine.ErrUnknownQueue}
 		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
 			return fmt.Errorf("%w: %v", store.ErrUnknownKey, err)
 		}
 		switch resp.StatusCode {
 		case http.StatusNotFound:
 			if strings.HasPrefix(path, "/api/v1/dlq/") {
-				return fmt.Errorf("%w: %v", tasks.ErrNoDeadLetter, err)
+				return fmt.Errorf("%w: %v", engine.ErrNoDeadLetter, err)
 			}
-			return fmt.Errorf("%w: %v", tasks.ErrNotFound, err)
+			return fmt.Errorf("%w: %v", engine.ErrNotFound, err)
 		case http.StatusBadRequest:
-			return fmt.Errorf("%w: %v", tasks.ErrInvalidSpec, err)
+			return fmt.Errorf("%w: %v", engine.ErrInvalidSpec, err)
 		case http.StatusUnauthorized, http.StatusForbidden:
 			return fmt.Errorf("%w: %v", ErrUnauthorized, err)
 		}
@@ -152,24 +152,24 @@ func (e *serverError) Unwrap() error { return e.is }
 type problemError struct{ msg string }
 
 func (e *problemError) Error() string { return e.msg }
-func (e *problemError) Unwrap() error { return tasks.ErrInvalidSpec }
+func (e *problemError) Unwrap() error { return engine.ErrInvalidSpec }
 
 // Submit is SubmitWorkflow's workflow id.
-func (c *Client) Submit(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (string, error) {
+func (c *Client) Submit(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (string, error) {
 	s, err := c.SubmitWorkflow(ctx, spec, opts...)
 	return s.ID, err
 }
 
 // SubmitWorkflow sends a parsed spec; the server validates it again
 // against its own configuration and checks it against what live workers
-// serve (unless tasks.WithoutWorkerCheck: ?check=false). An idempotency
-// key (tasks.WithIdempotencyKey) goes as the Idempotency-Key header.
-func (c *Client) SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (tasks.Submission, error) {
+// serve (unless engine.WithoutWorkerCheck: ?check=false). An idempotency
+// key (engine.WithIdempotencyKey) goes as the Idempotency-Key header.
+func (c *Client) SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (engine.Submission, error) {
 	body, err := json.Marshal(spec)
 	if err != nil {
-		return tasks.Submission{}, err
+		return engine.Submission{}, err
 	}
-	set := tasks.ApplySubmitOptions(opts...)
+	set := engine.ApplySubmitOptions(opts...)
 	q := url.Values{}
 	if set.SkipWorkerCheck {
 		q.Set("check", "false")
@@ -183,8 +183,8 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...t
 	}
 	var h http.Header
 	if set.IdempotencyKey != "" {
-		if err := tasks.CheckIdempotencyKey(set.IdempotencyKey); err != nil {
-			return tasks.Submission{}, err
+		if err := engine.CheckIdempotencyKey(set.IdempotencyKey); err != nil {
+			return engine.Submission{}, err
 		}
 		h = http.Header{"Idempotency-Key": {set.IdempotencyKey}}
 	}
@@ -193,9 +193,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...t
 		Existing bool   `json:"existing"`
 	}
 	if err := c.doHeader(ctx, "POST", path, h, body, &wf); err != nil {
-		return tasks.Submission{}, err
+		return engine.Submission{}, err
 	}
-	return tasks.Submission{ID: wf.ID, Existing: wf.Existing}, nil
+	return engine.Submission{ID: wf.ID, Existing: wf.Existing}, nil
 }
 
 // Keys lists the keys the live workers advertise, with their state.
@@ -220,8 +220,8 @@ func (c *Client) EnableKeys(ctx context.Context, ref string, all bool) (store.En
 }
 
 // Status returns a workflow.
-func (c *Client) Status(ctx context.Context, id string) (*tasks.Workflow, error) {
-	var wf tasks.Workflow
+func (c *Client) Status(ctx context.Context, id string) (*engine.Workflow, error) {
+	var wf engine.Workflow
 	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id), nil, &wf); err != nil {
 		return nil, err
 	}
@@ -229,20 +229,20 @@ func (c *Client) Status(ctx context.Context, id string) (*tasks.Workflow, error)
 }
 
 // Result returns a workflow and its final steps.
-func (c *Client) Result(ctx context.Context, id string) (*tasks.Result, error) {
+func (c *Client) Result(ctx context.Context, id string) (*engine.Result, error) {
 	var r struct {
-		Workflow *tasks.Workflow    `json:"workflow"`
-		Final    []tasks.StepRecord `json:"final"`
+		Workflow *engine.Workflow    `json:"workflow"`
+		Final    []engine.StepRecord `json:"final"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id)+"/result", nil, &r); err != nil {
 		return nil, err
 	}
-	return &tasks.Result{Workflow: r.Workflow, Final: r.Final}, nil
+	return &engine.Result{Workflow: r.Workflow, Final: r.Final}, nil
 }
 
 // Instances reads a page of a map step's instances.
-func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*tasks.InstancePage, error) {
-	var p tasks.InstancePage
+func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*engine.InstancePage, error) {
+	var p engine.InstancePage
 	path := fmt.Sprintf("/api/v1/workflows/%s/steps/%s/instances?offset=%d&limit=%d", url.PathEscape(id), url.PathEscape(step), offset, limit)
 	if err := c.do(ctx, "GET", path, nil, &p); err != nil {
 		return nil, err
@@ -250,8 +250,8 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 	return &p, nil
 }
 
-// Wait polls until the workflow is settled (tasks.Settled) or ctx ends.
-func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error) {
+// Wait polls until the workflow is settled (engine.Settled) or ctx ends.
+func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*engine.Workflow)) (*engine.Workflow, error) {
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
 	}
@@ -265,7 +265,7 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 		if onChange != nil {
 			onChange(wf)
 		}
-		if tasks.Settled(wf.State) {
+		if engine.Settled(wf.State) {
 			return wf, nil
 		}
 		select {
@@ -286,8 +286,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 }
 
 // List returns recent workflows (the server caps how many).
-func (c *Client) List(ctx context.Context, state string, limit int) ([]*tasks.Workflow, error) {
-	var wfs []*tasks.Workflow
+func (c *Client) List(ctx context.Context, state string, limit int) ([]*engine.Workflow, error) {
+	var wfs []*engine.Workflow
 	err := c.do(ctx, "GET", "/api/v1/workflows?state="+url.QueryEscape(state), nil, &wfs)
 	if len(wfs) > limit {
 		wfs = wfs[:limit]
@@ -296,15 +296,15 @@ func (c *Client) List(ctx context.Context, state string, limit int) ([]*tasks.Wo
 }
 
 // DeadLetters lists dead letters, optionally of one class.
-func (c *Client) DeadLetters(ctx context.Context, class string) ([]tasks.DeadLetter, error) {
-	var dls []tasks.DeadLetter
+func (c *Client) DeadLetters(ctx context.Context, class string) ([]engine.DeadLetter, error) {
+	var dls []engine.DeadLetter
 	err := c.do(ctx, "GET", "/api/v1/dlq?class="+url.QueryEscape(class), nil, &dls)
 	return dls, err
 }
 
 // DeadLetterDetail returns one dead letter with its prompt and errors.
-func (c *Client) DeadLetterDetail(ctx context.Context, task string) (*tasks.DeadLetterDetail, error) {
-	var d tasks.DeadLetterDetail
+func (c *Client) DeadLetterDetail(ctx context.Context, task string) (*engine.DeadLetterDetail, error) {
+	var d engine.DeadLetterDetail
 	if err := c.do(ctx, "GET", "/api/v1/dlq/"+url.PathEscape(task), nil, &d); err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (c *Client) Discard(ctx context.Context, task string) error {
 }
 
 // Decide records a decision on a waiting approval step (by is the API's
-// own: "api"); tasks.ErrNotWaiting if the step is not waiting.
+// own: "api"); engine.ErrNotWaiting if the step is not waiting.
 func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comment, _ string) (string, error) {
 	body, _ := json.Marshal(map[string]any{"approve": approve, "comment": comment})
 	var r struct {

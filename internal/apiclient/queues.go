@@ -4,33 +4,33 @@ import (
 	"context"
 	"net/url"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // Queues lists the queues with their state.
-func (c *Client) Queues(ctx context.Context) ([]tasks.QueueInfo, error) {
-	var qs []tasks.QueueInfo
+func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
+	var qs []engine.QueueInfo
 	err := c.do(ctx, "GET", "/api/v1/queues", nil, &qs)
 	return qs, err
 }
 
 // PauseQueue stops workers taking tasks from a queue.
-func (c *Client) PauseQueue(ctx context.Context, name string) (tasks.QueueChange, error) {
-	var ch tasks.QueueChange
+func (c *Client) PauseQueue(ctx context.Context, name string) (engine.QueueChange, error) {
+	var ch engine.QueueChange
 	err := c.do(ctx, "POST", "/api/v1/queues/"+url.PathEscape(name)+"/pause", nil, &ch)
 	return ch, err
 }
 
 // ResumeQueue lets workers take tasks from a paused queue again.
-func (c *Client) ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error) {
-	var ch tasks.QueueChange
+func (c *Client) ResumeQueue(ctx context.Context, name string) (engine.QueueChange, error) {
+	var ch engine.QueueChange
 	err := c.do(ctx, "POST", "/api/v1/queues/"+url.PathEscape(name)+"/resume", nil, &ch)
 	return ch, err
 }
 
 // Schedules lists the periodic workflows the workers run.
-func (c *Client) Schedules(ctx context.Context) ([]tasks.ScheduleInfo, error) {
-	var ss []tasks.ScheduleInfo
+func (c *Client) Schedules(ctx context.Context) ([]engine.ScheduleInfo, error) {
+	var ss []engine.ScheduleInfo
 	err := c.do(ctx, "GET", "/api/v1/schedules", nil, &ss)
 	return ss, err
 }

@@ -17,11 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/redact"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Options say how Build reaches Redis and where its parts log. The zero
@@ -60,7 +60,7 @@ type App struct {
 	// Inspector reads asynq's queues (Router, Monitor).
 	Inspector *asynq.Inspector
 	// Client is the producer client (Producer).
-	Client *tasks.Client
+	Client *engine.Client
 	// Router calls the configured routes (Router).
 	Router *llmclient.Router
 	// Metrics are the Prometheus metrics: calls, steps and queues (Router);

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // Producer makes App.Client: the producer client, checking specs against
@@ -17,15 +17,15 @@ import (
 // the worker's configuration is the one that counts).
 func Producer() Part {
 	return Part{name: "Producer", build: func(_ context.Context, a *App) error {
-		a.Client = tasks.NewClient(a.Redis, ClientOptions(a.Config))
+		a.Client = engine.NewClient(a.Redis, ClientOptions(a.Config))
 		return nil
 	}}
 }
 
 // ClientOptions are the producer client's options from a configuration.
-func ClientOptions(cfg config.Config) tasks.ClientOptions {
-	o := tasks.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
-		Limits: tasks.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems}}
+func ClientOptions(cfg config.Config) engine.ClientOptions {
+	o := engine.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
+		Limits: engine.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems}}
 	if len(cfg.Routes) > 0 {
 		o.Routes = cfg.RouteNames()
 	}
@@ -36,7 +36,7 @@ func ClientOptions(cfg config.Config) tasks.ClientOptions {
 // Clients are the Redis-backed parts the producer commands use.
 type Clients struct {
 	Redis  redis.UniversalClient
-	Client *tasks.Client
+	Client *engine.Client
 	app    *App
 }
 
@@ -53,20 +53,20 @@ func Connect(ctx context.Context, cfg config.Config) (*Clients, error) {
 // Close releases the clients.
 func (c *Clients) Close() error { return c.app.Close() }
 
-// Prices converts the configured price table for tasks.Cost.
-func Prices(cfg config.Config) map[string]tasks.Price {
-	out := make(map[string]tasks.Price, len(cfg.Prices))
+// Prices converts the configured price table for engine.Cost.
+func Prices(cfg config.Config) map[string]engine.Price {
+	out := make(map[string]engine.Price, len(cfg.Prices))
 	for t, p := range cfg.Prices {
-		out[t] = tasks.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
+		out[t] = engine.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
 	}
 	return out
 }
 
 // CostByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost by
-// who answered (tasks.CostByProvider), for status and the workflow page;
+// who answered (engine.CostByProvider), for status and the workflow page;
 // empty when one paid all.
-func CostByProvider(wf *tasks.Workflow) string {
-	by := tasks.CostByProvider(wf)
+func CostByProvider(wf *engine.Workflow) string {
+	by := engine.CostByProvider(wf)
 	if len(by) < 2 {
 		return ""
 	}

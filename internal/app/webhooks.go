@@ -2,21 +2,21 @@ package app
 
 import (
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // Webhooks is the configuration's webhooks: block as the step handler and
 // the producer client take it (never the secret): nil when there is no
 // secret, so no workflow is notified and a spec with notify: is refused;
 // webhooks.url, when set, is the default notify.
-func Webhooks(cfg config.Config) *tasks.Webhooks {
+func Webhooks(cfg config.Config) *engine.Webhooks {
 	c := cfg.Webhooks
 	if !c.Enabled() {
 		return nil
 	}
-	w := &tasks.Webhooks{}
+	w := &engine.Webhooks{}
 	if c.URL != "" {
-		w.Default = &tasks.NotifySpec{URL: c.URL, Events: c.Events}
+		w.Default = &engine.NotifySpec{URL: c.URL, Events: c.Events}
 	}
 	return w
 }

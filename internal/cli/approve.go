@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // approveCmd is `enqueue approve ID STEP [--reject] [--comment TEXT]`: a
@@ -33,7 +33,7 @@ waiting (decided already, not reached yet, or its workflow ended) is refused
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return withClient(cmd, c, func(cl producer) error {
 			state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
-			if errors.Is(err, tasks.ErrNotWaiting) {
+			if errors.Is(err, engine.ErrNotWaiting) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err != nil {
@@ -72,7 +72,7 @@ their ids). A workflow still running is refused (exit 2).`,
 		}
 		return withClient(cmd, c, func(cl producer) error {
 			gen, err := cl.Rerun(cmd.Context(), args[0], from)
-			if errors.Is(err, tasks.ErrNotFinished) || errors.Is(err, tasks.ErrInvalidSpec) {
+			if errors.Is(err, engine.ErrNotFinished) || errors.Is(err, engine.ErrInvalidSpec) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err != nil {

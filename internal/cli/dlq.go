@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 func dlqCmd(c *common) *cobra.Command {
@@ -41,7 +41,7 @@ discard it and the workflow fails.`,
 				}
 				if asJSON {
 					if dls == nil {
-						dls = []tasks.DeadLetter{}
+						dls = []engine.DeadLetter{}
 					}
 					return printJSON(cmd.OutOrStdout(), dls)
 				}

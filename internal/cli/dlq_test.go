@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -31,7 +32,7 @@ func TestDeadLetterReviewRequeueAndDiscard(t *testing.T) {
 	}
 	task := tasks.TaskID(ids[0], "greet")
 
-	var dls []tasks.DeadLetter
+	var dls []engine.DeadLetter
 	poll.Until(t, 5*time.Second, func() (bool, string) {
 		r := run(t, cli.Enqueue, vars, "dlq", "list", "--config", cfg, "--json")
 		if err := json.Unmarshal([]byte(r.out), &dls); err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/record"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Enqueue is the producer command tree.
@@ -113,7 +113,7 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		if cmd.Flags().Changed("idempotency-key") {
-			if err := tasks.CheckIdempotencyKey(idemKey); err != nil {
+			if err := engine.CheckIdempotencyKey(idemKey); err != nil {
 				return usageErr("--idempotency-key: %v", err)
 			}
 		}
@@ -126,7 +126,7 @@ all (--no-check submits anyway).`,
 		if args[0] != "-" {
 			lim.SchemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
 		}
-		spec, err := tasks.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), lim)
+		spec, err := engine.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), lim)
 		if err == nil {
 			err = app.Webhooks(cfg).Check(source, spec)
 		}
@@ -146,7 +146,7 @@ all (--no-check submits anyway).`,
 			if dl < time.Second {
 				return usageErr("--deadline: %s is under 1s", dl)
 			}
-			spec.Deadline = tasks.Duration(dl) // travels with the spec, to Redis or through --server
+			spec.Deadline = engine.Duration(dl) // travels with the spec, to Redis or through --server
 		}
 		cl, closeCl, err := c.openProducer(cmd, cfg)
 		if err != nil {
@@ -158,15 +158,15 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		defer stop(context.WithoutCancel(cmd.Context()))
-		var opts []tasks.SubmitOption
+		var opts []engine.SubmitOption
 		if noCheck {
-			opts = append(opts, tasks.WithoutWorkerCheck())
+			opts = append(opts, engine.WithoutWorkerCheck())
 		}
 		if idemKey != "" {
-			opts = append(opts, tasks.WithIdempotencyKey(idemKey))
+			opts = append(opts, engine.WithIdempotencyKey(idemKey))
 		}
 		sub, err := cl.SubmitWorkflow(cmd.Context(), spec, opts...)
-		if errors.Is(err, tasks.ErrIdempotencyConflict) {
+		if errors.Is(err, engine.ErrIdempotencyConflict) {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		if err != nil {
@@ -207,7 +207,7 @@ all (--no-check submits anyway).`,
 			err = printJSON(out, submittedJSON{wf, sub.Existing})
 		} else {
 			printWorkflow(out, wf, app.Prices(cfg))
-			if wf.State == tasks.StateCompleted {
+			if wf.State == engine.StateCompleted {
 				err = printResult(ctx, out, cl, id, false)
 			}
 		}
@@ -223,7 +223,7 @@ all (--no-check submits anyway).`,
 // submittedJSON is what enqueue --json prints: the workflow, and whether
 // its idempotency key named one submitted before.
 type submittedJSON struct {
-	*tasks.Workflow
+	*engine.Workflow
 	Existing bool `json:"existing"`
 }
 
@@ -239,8 +239,8 @@ func routeSet(names []string) map[string]bool {
 }
 
 // endState is the exit of a command that waited for wf.
-func endState(wf *tasks.Workflow) error {
-	if wf.State != tasks.StateCompleted {
+func endState(wf *engine.Workflow) error {
+	if wf.State != engine.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s is %s", wf.ID, wf.State)}
 	}
 	return nil
@@ -267,7 +267,7 @@ func readSpec(arg string, stdin io.Reader, limit int) ([]byte, string, error) {
 }
 
 func notFound(err error, id string) error {
-	if errors.Is(err, tasks.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("workflow %s not found (wrong id, or expired after its retention)", id)}
 	}
 	return err
@@ -301,8 +301,8 @@ func printResult(ctx context.Context, w io.Writer, cl producer, id string, all b
 // printInstances prints a map step's instance outputs in item order, read
 // a page at a time (a wide map is never held whole).
 func printInstances(ctx context.Context, w io.Writer, cl producer, id, step string, n int) error {
-	for off := 0; off < n; off += tasks.MaxInstancesPage {
-		p, err := cl.Instances(ctx, id, step, off, tasks.MaxInstancesPage)
+	for off := 0; off < n; off += engine.MaxInstancesPage {
+		p, err := cl.Instances(ctx, id, step, off, engine.MaxInstancesPage)
 		if err != nil {
 			return fmt.Errorf("workflow %s step %s: instances from %d: %w", id, step, off, err)
 		}

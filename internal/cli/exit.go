@@ -19,9 +19,9 @@ import (
 	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Exit codes, the same for every command (the README's table).
@@ -70,11 +70,11 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, tasks.ErrUnavailable):
+	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, engine.ErrUnavailable):
 		return ExitUnreachable
-	case errors.Is(err, tasks.ErrNoWorkers):
+	case errors.Is(err, engine.ErrNoWorkers):
 		return ExitNoWorkers
-	case errors.Is(err, tasks.ErrInvalidSpec), errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrNoDeadLetter),
+	case errors.Is(err, engine.ErrInvalidSpec), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrNoDeadLetter),
 		errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, store.ErrUnknownKey):
 		return ExitUsage
 	}

@@ -6,12 +6,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // checkInputs refuses (or, with allowUnused, warns about) --input keys no
 // template of the spec reads: a typo would otherwise be accepted silently.
-func checkInputs(stderr io.Writer, spec *tasks.Spec, inputs []string, allowUnused bool) error {
+func checkInputs(stderr io.Writer, spec *engine.Spec, inputs []string, allowUnused bool) error {
 	read, all := spec.InputKeys()
 	if all {
 		return nil
@@ -37,7 +37,7 @@ func orNone(keys []string) string {
 	return strings.Join(keys, ", ")
 }
 
-func applyInputs(spec *tasks.Spec, inputs []string) error {
+func applyInputs(spec *engine.Spec, inputs []string) error {
 	for _, kv := range inputs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // printJSON writes v as one indented JSON document.
@@ -21,14 +21,14 @@ func printJSON(w io.Writer, v any) error {
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *tasks.Workflow, prices map[string]tasks.Price) {
+func printWorkflow(w io.Writer, wf *engine.Workflow, prices map[string]engine.Price) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
 	}
-	u := tasks.Usage(wf)
+	u := engine.Usage(wf)
 	cost := ""
-	if c, ok := tasks.Cost(wf, prices); ok && (len(prices) > 0 || c > 0) {
+	if c, ok := engine.Cost(wf, prices); ok && (len(prices) > 0 || c > 0) {
 		cost = fmt.Sprintf(", cost %.4f%s", c, app.CostByProvider(wf))
 	}
 	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)

@@ -9,34 +9,34 @@ import (
 	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
-// producer is what the enqueue commands need: tasks.Client over Redis, or
+// producer is what the enqueue commands need: engine.Client over Redis, or
 // apiclient.Client over a dashboard's HTTP API (--server).
 type producer interface {
-	SubmitWorkflow(ctx context.Context, spec *tasks.Spec, opts ...tasks.SubmitOption) (tasks.Submission, error)
-	Status(ctx context.Context, id string) (*tasks.Workflow, error)
-	Result(ctx context.Context, id string) (*tasks.Result, error)
-	Instances(ctx context.Context, id, step string, offset, limit int) (*tasks.InstancePage, error)
-	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*tasks.Workflow)) (*tasks.Workflow, error)
+	SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (engine.Submission, error)
+	Status(ctx context.Context, id string) (*engine.Workflow, error)
+	Result(ctx context.Context, id string) (*engine.Result, error)
+	Instances(ctx context.Context, id, step string, offset, limit int) (*engine.InstancePage, error)
+	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*engine.Workflow)) (*engine.Workflow, error)
 	Cancel(ctx context.Context, id string) (string, error)
-	List(ctx context.Context, state string, limit int) ([]*tasks.Workflow, error)
-	DeadLetters(ctx context.Context, class string) ([]tasks.DeadLetter, error)
-	DeadLetterDetail(ctx context.Context, task string) (*tasks.DeadLetterDetail, error)
+	List(ctx context.Context, state string, limit int) ([]*engine.Workflow, error)
+	DeadLetters(ctx context.Context, class string) ([]engine.DeadLetter, error)
+	DeadLetterDetail(ctx context.Context, task string) (*engine.DeadLetterDetail, error)
 	Requeue(ctx context.Context, task string) error
 	RequeueAll(ctx context.Context, class string) (int, error)
 	Discard(ctx context.Context, task string) error
-	Queues(ctx context.Context) ([]tasks.QueueInfo, error)
-	PauseQueue(ctx context.Context, name string) (tasks.QueueChange, error)
-	ResumeQueue(ctx context.Context, name string) (tasks.QueueChange, error)
-	Schedules(ctx context.Context) ([]tasks.ScheduleInfo, error)
+	Queues(ctx context.Context) ([]engine.QueueInfo, error)
+	PauseQueue(ctx context.Context, name string) (engine.QueueChange, error)
+	ResumeQueue(ctx context.Context, name string) (engine.QueueChange, error)
+	Schedules(ctx context.Context) ([]engine.ScheduleInfo, error)
 	Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error)
 	Rerun(ctx context.Context, id, from string) (int, error)
 }
 
 var (
-	_ producer = (*tasks.Client)(nil)
+	_ producer = (*engine.Client)(nil)
 	_ producer = (*apiclient.Client)(nil)
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/tasks"
 )
 
 // result says what the docs say: --json gives a JSON step's parsed value
@@ -24,14 +24,14 @@ func TestResultSaysWhatTheDocsSay(t *testing.T) {
 			Answers: []chaosllm.Answer{{Match: "^Plan", Items: 3, Field: "cities"}},
 			ToolScript: []chaosllm.ScriptTurn{{Calls: []chaosllm.ScriptCall{
 				{Name: "fetch_figure", Arguments: map[string]any{"region": "north"}}}}}},
-		Steps: map[string]tasks.StepFunc{"shout": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+		Steps: map[string]engine.StepFunc{"shout": func(ctx context.Context, s *engine.CodeStep) (any, error) {
 			var city string
 			if err := s.Item(&city); err != nil {
 				return nil, err
 			}
 			return map[string]any{"city": strings.ToUpper(city), "n": s.Index()}, nil
 		}},
-		Tools: map[string]tasks.Tool{"fetch_figure": {Schema: json.RawMessage(`{"type":"object"}`),
+		Tools: map[string]engine.Tool{"fetch_figure": {Schema: json.RawMessage(`{"type":"object"}`),
 			Func: func(ctx context.Context, args json.RawMessage) (any, error) { return "1200", nil }}}})
 	id := e.Submit(t, e.Spec(`name: results
 steps:

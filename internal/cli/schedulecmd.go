@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // scheduleCmd is `enqueue schedule list`: the periodic workflows the
@@ -37,7 +37,7 @@ last minute). See docs/schedules.md.`,
 				}
 				if asJSON {
 					if ss == nil {
-						ss = []tasks.ScheduleInfo{}
+						ss = []engine.ScheduleInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), ss)
 				}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // waitPoll is how often --wait reads the workflow.
@@ -19,10 +19,10 @@ const waitPoll = 200 * time.Millisecond
 // for at most outage in one stretch: a restart or a failover of Redis says
 // nothing about the workflow, which goes on on the workers. It says so on
 // w once per outage. Past outage it returns the last error, which exits 3.
-func waitThroughOutages(ctx context.Context, cl producer, id string, outage time.Duration, onChange func(*tasks.Workflow), w io.Writer) (*tasks.Workflow, error) {
+func waitThroughOutages(ctx context.Context, cl producer, id string, outage time.Duration, onChange func(*engine.Workflow), w io.Writer) (*engine.Workflow, error) {
 	var since time.Time // the start of the current outage; zero: none
 	// each Wait reports its first read: an answer ends the outage
-	answered := func(wf *tasks.Workflow) {
+	answered := func(wf *engine.Workflow) {
 		since = time.Time{}
 		if onChange != nil {
 			onChange(wf)
@@ -30,7 +30,7 @@ func waitThroughOutages(ctx context.Context, cl producer, id string, outage time
 	}
 	for {
 		wf, err := cl.Wait(ctx, id, waitPoll, answered)
-		if err == nil || !(errors.Is(err, tasks.ErrUnavailable) || errors.Is(err, apiclient.ErrUnreachable)) || ctx.Err() != nil {
+		if err == nil || !(errors.Is(err, engine.ErrUnavailable) || errors.Is(err, apiclient.ErrUnreachable)) || ctx.Err() != nil {
 			return wf, err
 		}
 		switch {

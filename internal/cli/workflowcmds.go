@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 func statusCmd(c *common) *cobra.Command {
@@ -32,7 +32,7 @@ that failed, is blocked on a dead-lettered step, was canceled or timed out
 					printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
 				}
 				switch wf.State {
-				case tasks.StateFailed, tasks.StateBlocked, tasks.StateCanceled, tasks.StateTimedOut:
+				case engine.StateFailed, engine.StateBlocked, engine.StateCanceled, engine.StateTimedOut:
 					return endState(wf)
 				}
 				return nil
@@ -63,7 +63,7 @@ exits 1 if the workflow has not completed.`,
 					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
 						return err
 					}
-				} else if wf.State == tasks.StateCompleted {
+				} else if wf.State == engine.StateCompleted {
 					if err := printResult(cmd.Context(), cmd.OutOrStdout(), cl, args[0], all); err != nil {
 						return err
 					}
@@ -106,7 +106,7 @@ func listCmd(c *common) *cobra.Command {
 		Example: "  enqueue list --state running",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch state {
-			case "", tasks.StatePending, tasks.StateRunning, tasks.StateBlocked, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled:
+			case "", engine.StatePending, engine.StateRunning, engine.StateBlocked, engine.StateCompleted, engine.StateFailed, engine.StateCanceled:
 			default:
 				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
 			}
@@ -117,7 +117,7 @@ func listCmd(c *common) *cobra.Command {
 				}
 				if asJSON {
 					if wfs == nil {
-						wfs = []*tasks.Workflow{}
+						wfs = []*engine.Workflow{}
 					}
 					return printJSON(cmd.OutOrStdout(), wfs)
 				}

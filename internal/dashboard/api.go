@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/tasks"
 )
 
 // api registers the JSON API: the same operations as the enqueue command.
@@ -35,7 +35,7 @@ func (s *Server) api(mux *http.ServeMux) {
 			return
 		}
 		if wfs == nil {
-			wfs = []*tasks.Workflow{}
+			wfs = []*engine.Workflow{}
 		}
 		writeJSON(w, http.StatusOK, wfs)
 	})
@@ -72,7 +72,7 @@ func (s *Server) api(mux *http.ServeMux) {
 			return
 		}
 		if dls == nil {
-			dls = []tasks.DeadLetter{}
+			dls = []engine.DeadLetter{}
 		}
 		writeJSON(w, http.StatusOK, dls)
 	})

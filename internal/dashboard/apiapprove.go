@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // decisionRequest is the body of POST .../decision.
@@ -27,7 +27,7 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	state, err := s.client.Decide(r.Context(), r.PathValue("id"), r.PathValue("step"), req.Approve, req.Comment, "api")
 	switch {
-	case errors.Is(err, tasks.ErrNotWaiting):
+	case errors.Is(err, engine.ErrNotWaiting):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "code": "not_waiting"})
 	case err != nil:
 		apiError(w, err)
@@ -46,7 +46,7 @@ func (s *Server) decisionForm(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := s.client.Decide(r.Context(), id, r.PathValue("step"), approve, r.FormValue("comment"), "dashboard")
 	switch {
-	case errors.Is(err, tasks.ErrNotWaiting):
+	case errors.Is(err, engine.ErrNotWaiting):
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	case err != nil:
@@ -68,9 +68,9 @@ func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) {
 	}
 	gen, err := s.client.Rerun(r.Context(), r.PathValue("id"), req.From)
 	switch {
-	case errors.Is(err, tasks.ErrNotFinished):
+	case errors.Is(err, engine.ErrNotFinished):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "code": "not_finished"})
-	case errors.Is(err, tasks.ErrInvalidSpec):
+	case errors.Is(err, engine.ErrInvalidSpec):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	case err != nil:
 		apiError(w, err)
@@ -85,10 +85,10 @@ func (s *Server) rerunForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	_, err := s.client.Rerun(r.Context(), id, r.FormValue("from"))
 	switch {
-	case errors.Is(err, tasks.ErrNotFinished):
+	case errors.Is(err, engine.ErrNotFinished):
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
-	case errors.Is(err, tasks.ErrInvalidSpec):
+	case errors.Is(err, engine.ErrInvalidSpec):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	case err != nil:

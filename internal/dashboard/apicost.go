@@ -2,22 +2,22 @@ package dashboard
 
 import (
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // workflowWithCost is a workflow as the API shows it: its record and, when
 // every step that used tokens is priced, what it cost in all and by who
 // answered (the configuration's prices' currency).
 type workflowWithCost struct {
-	*tasks.Workflow
+	*engine.Workflow
 	CostUSD        *float64           `json:"cost_usd,omitempty"`
 	CostByProvider map[string]float64 `json:"cost_by_provider,omitempty"`
 }
 
-func (s *Server) withCost(wf *tasks.Workflow) workflowWithCost {
+func (s *Server) withCost(wf *engine.Workflow) workflowWithCost {
 	out := workflowWithCost{Workflow: wf}
-	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && c > 0 {
-		out.CostUSD, out.CostByProvider = &c, tasks.CostByProvider(wf)
+	if c, ok := engine.Cost(wf, app.Prices(s.o.Config)); ok && c > 0 {
+		out.CostUSD, out.CostByProvider = &c, engine.CostByProvider(wf)
 	}
 	return out
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
-	"github.com/agentq/agentq/tasks"
 )
 
 // submitted is the answer to a submit: the workflow, and whether its
@@ -21,7 +21,7 @@ type problemDetail struct {
 }
 
 type submitted struct {
-	*tasks.Workflow
+	*engine.Workflow
 	Existing bool `json:"existing"`
 }
 
@@ -34,13 +34,13 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 		return
 	}
-	var opts []tasks.SubmitOption
+	var opts []engine.SubmitOption
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if err := tasks.CheckIdempotencyKey(key); err != nil {
+		if err := engine.CheckIdempotencyKey(key); err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "Idempotency-Key: " + err.Error(), "code": "bad_idempotency_key"})
 			return
 		}
-		opts = append(opts, tasks.WithIdempotencyKey(key))
+		opts = append(opts, engine.WithIdempotencyKey(key))
 	}
 	spec, err := s.client.Parse("", body)
 	if err != nil {
@@ -64,25 +64,25 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "deadline " + d + ": want a duration of at least 1s"})
 			return
 		}
-		opts = append(opts, tasks.WithDeadline(dl))
+		opts = append(opts, engine.WithDeadline(dl))
 	}
 	switch r.URL.Query().Get("check") {
 	case "", "true":
 	case "false":
-		opts = append(opts, tasks.WithoutWorkerCheck())
+		opts = append(opts, engine.WithoutWorkerCheck())
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "check " + r.URL.Query().Get("check") + ": want true or false"})
 		return
 	}
 	sub, err := s.client.SubmitWorkflow(r.Context(), spec, opts...)
 	switch {
-	case errors.Is(err, tasks.ErrNoWorkers):
+	case errors.Is(err, engine.ErrNoWorkers):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error(), "code": "no_workers"})
 		return
-	case errors.Is(err, tasks.ErrIdempotencyConflict):
+	case errors.Is(err, engine.ErrIdempotencyConflict):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "code": "idempotency_conflict"})
 		return
-	case errors.Is(err, tasks.ErrInvalidSpec):
+	case errors.Is(err, engine.ErrInvalidSpec):
 		specRefused(w, err)
 		return
 	case err != nil:
@@ -110,7 +110,7 @@ func specRefused(w http.ResponseWriter, err error) {
 	var lines []string
 	details := []problemDetail{}
 	for _, e := range problem.Split(err) {
-		var se *tasks.SpecError
+		var se *engine.SpecError
 		if errors.As(e, &se) {
 			if se.Where != "" {
 				details = append(details, problemDetail{Where: se.Where, Message: se.Msg})

@@ -9,17 +9,17 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/tasks"
 )
 
 // The API decides an approval step that waits: 200 and the workflow goes
 // on; a second decision is 409 not_waiting; no token is 401; a body that
 // is not a decision is 400.
 func TestAPIDecidesAnApprovalStep(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{Steps: map[string]tasks.StepFunc{
-		"after": func(ctx context.Context, s *tasks.CodeStep) (any, error) { return "after", nil }}})
+	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{
+		"after": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "after", nil }}})
 	d := serveDash(t, e, dashboard.Options{Token: token})
 	id := e.Submit(t, e.Spec(`name: gate
 steps:

@@ -10,18 +10,18 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/agentq/agentq/tasks"
 )
 
 // The API's workflow says what it cost at the configuration's prices, in
 // all and by who answered (a prompt step on oa, a code step's own call
 // under code:NAME), and so does the workflow page.
 func TestAPIWorkflowSaysWhatItCost(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]tasks.StepFunc{
-		"ask": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]engine.StepFunc{
+		"ask": func(ctx context.Context, s *engine.CodeStep) (any, error) {
 			resp, err := s.LLM().Chat(ctx, "solo", llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "and you?"}}})
 			if err != nil {
 				return nil, err

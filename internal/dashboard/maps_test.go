@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/record"
-	"github.com/agentq/agentq/tasks"
 )
 
 // wideSpec is plan (a code step returning n items) → m (a map: one code
@@ -34,12 +34,12 @@ steps:
 }
 
 // mapFuncs are wideSpec's code steps.
-func mapFuncs() map[string]tasks.StepFunc {
-	return map[string]tasks.StepFunc{
-		"plan": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+func mapFuncs() map[string]engine.StepFunc {
+	return map[string]engine.StepFunc{
+		"plan": func(ctx context.Context, s *engine.CodeStep) (any, error) {
 			var a struct{ N int }
 			if err := s.Args(&a); err != nil {
-				return nil, tasks.ToDeadLetter(err)
+				return nil, engine.ToDeadLetter(err)
 			}
 			items := make([]int, a.N)
 			for i := range items {
@@ -47,10 +47,10 @@ func mapFuncs() map[string]tasks.StepFunc {
 			}
 			return map[string]any{"items": items}, nil
 		},
-		"item": func(ctx context.Context, s *tasks.CodeStep) (any, error) {
+		"item": func(ctx context.Context, s *engine.CodeStep) (any, error) {
 			return map[string]int{"value": 2 * s.Index()}, nil
 		},
-		"after": func(ctx context.Context, s *tasks.CodeStep) (any, error) { return "after", nil },
+		"after": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "after", nil },
 	}
 }
 
@@ -85,7 +85,7 @@ func TestAPIPagesThroughAMapsInstances(t *testing.T) {
 	path := func(step, q string) string { return "/api/v1/workflows/" + id + "/steps/" + step + "/instances" + q }
 
 	r := d.do(t, call{Path: path("m", "?offset=100&limit=50"), Bearer: token})
-	var page tasks.InstancePage
+	var page engine.InstancePage
 	if r.Code != 200 || json.Unmarshal([]byte(r.Body), &page) != nil {
 		t.Fatalf("offset 100 limit 50: %d %.300s", r.Code, r.Body)
 	}
@@ -112,9 +112,9 @@ func TestAPIPagesThroughAMapsInstances(t *testing.T) {
 	for _, wf := range []struct {
 		id   string
 		want int
-	}{{id, 120}, {wide, tasks.MaxInstancesPage}} {
+	}{{id, 120}, {wide, engine.MaxInstancesPage}} {
 		r := d.do(t, call{Path: "/api/v1/workflows/" + wf.id + "/steps/m/instances?limit=1000", Bearer: token})
-		page := tasks.InstancePage{}
+		page := engine.InstancePage{}
 		if r.Code != 200 || json.Unmarshal([]byte(r.Body), &page) != nil || len(page.Instances) != wf.want ||
 			page.Instances[wf.want-1].ID != fmt.Sprintf("m[%d]", wf.want-1) {
 			t.Fatalf("limit 1000: %d, %d instances, want %d", r.Code, len(page.Instances), wf.want)

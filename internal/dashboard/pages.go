@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/tasks"
 )
 
 // states are the workflows page's filter choices.
-var states = []string{"", tasks.StatePending, tasks.StateRunning, tasks.StateBlocked, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled}
+var states = []string{"", engine.StatePending, engine.StateRunning, engine.StateBlocked, engine.StateCompleted, engine.StateFailed, engine.StateCanceled}
 
 func (s *Server) workflowsPage(w http.ResponseWriter, r *http.Request) {
 	state := r.URL.Query().Get("state")
@@ -45,7 +45,7 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deps := map[string]string{}
-	var levels [][]tasks.StepRecord
+	var levels [][]engine.StepRecord
 	if spec, err := s.client.Spec(r.Context(), id); err == nil {
 		for _, st := range spec.Steps {
 			deps[st.ID] = strings.Join(st.DependsOn, ", ")
@@ -54,7 +54,7 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 	}
 	ended := store.Terminal(wf.State)
 	cost := ""
-	if c, ok := tasks.Cost(wf, app.Prices(s.o.Config)); ok && (len(s.o.Config.Prices) > 0 || c > 0) {
+	if c, ok := engine.Cost(wf, app.Prices(s.o.Config)); ok && (len(s.o.Config.Prices) > 0 || c > 0) {
 		cost = fmt.Sprintf("%.4f", c) + app.CostByProvider(wf)
 	}
 	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
@@ -172,7 +172,7 @@ func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
 // graphLevels lays a workflow's steps out for the step graph: each column
 // holds the steps whose longest chain of dependencies has that length, so
 // every arrow points right.
-func graphLevels(spec *tasks.Spec, wf *tasks.Workflow) [][]tasks.StepRecord {
+func graphLevels(spec *engine.Spec, wf *engine.Workflow) [][]engine.StepRecord {
 	depth := map[string]int{}
 	var depthOf func(id string, seen int) int
 	depthOf = func(id string, seen int) int {
@@ -188,7 +188,7 @@ func graphLevels(spec *tasks.Spec, wf *tasks.Workflow) [][]tasks.StepRecord {
 		depth[id] = d
 		return d
 	}
-	var levels [][]tasks.StepRecord
+	var levels [][]engine.StepRecord
 	for _, s := range wf.Steps {
 		d := depthOf(s.ID, 0)
 		for len(levels) <= d {

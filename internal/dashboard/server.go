@@ -35,9 +35,9 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/agentq/agentq/tasks"
 )
 
 //go:embed templates/*.html
@@ -68,7 +68,7 @@ type Options struct {
 // Server is the dashboard's http.Handler.
 type Server struct {
 	o        Options
-	client   *tasks.Client
+	client   *engine.Client
 	brk      *store.Breakers
 	health   *llmclient.Health
 	pages    map[string]*template.Template
@@ -117,7 +117,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			}
 			return b.Sub(a).Round(10 * time.Millisecond).String()
 		},
-		"tokens": func(wf *tasks.Workflow) string {
+		"tokens": func(wf *engine.Workflow) string {
 			p, c := 0, 0
 			for _, st := range wf.Steps {
 				p, c = p+st.Usage.PromptTokens, c+st.Usage.CompletionTokens
@@ -272,5 +272,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func errorsIsNotFound(err error) bool {
-	return errors.Is(err, tasks.ErrNotFound) || errors.Is(err, tasks.ErrNoDeadLetter)
+	return errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrNoDeadLetter)
 }

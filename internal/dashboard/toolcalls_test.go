@@ -10,9 +10,9 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/tasks"
 )
 
 // A step that ran tools shows each call with its result on the workflow
@@ -21,7 +21,7 @@ func TestStepShowsItsToolCalls(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{
 		Scenario: chaosllm.Scenario{ToolScript: []chaosllm.ScriptTurn{{Calls: []chaosllm.ScriptCall{
 			{Name: "fetch_figure", Arguments: map[string]any{"region": "north"}}}}}},
-		Tools: map[string]tasks.Tool{"fetch_figure": {Schema: json.RawMessage(`{"type":"object"}`),
+		Tools: map[string]engine.Tool{"fetch_figure": {Schema: json.RawMessage(`{"type":"object"}`),
 			Func: func(ctx context.Context, args json.RawMessage) (any, error) { return "north sold <1200>", nil }}}})
 	id := e.Submit(t, e.Spec("name: tools\nsteps:\n  - { id: ask, route: solo, prompt: \"Which region?\", tools: [fetch_figure] }\n"))
 	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted, store.StateBlocked)

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Metrics holds the collectors; it is an llmclient.Observer.
@@ -130,7 +130,7 @@ func (m *Metrics) KeyEvent(provider, key, event string) {
 
 // Step counts a step event from the handler, or the end of a workflow by
 // its deadline (an event with no step).
-func (m *Metrics) Step(e tasks.StepEvent) {
+func (m *Metrics) Step(e engine.StepEvent) {
 	if e.Step == "" {
 		m.workflows.WithLabelValues(e.WorkflowState).Inc()
 		return
@@ -151,7 +151,7 @@ func (m *Metrics) Step(e tasks.StepEvent) {
 		m.deadLetters.WithLabelValues(string(e.Class)).Inc()
 	}
 	switch e.WorkflowState {
-	case tasks.StateCompleted, tasks.StateBlocked:
+	case engine.StateCompleted, engine.StateBlocked:
 		if e.State != "retrying" {
 			m.workflows.WithLabelValues(e.WorkflowState).Inc()
 		}

@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Entry is one schedule, ready to run.
@@ -30,7 +30,7 @@ type Entry struct {
 	Name string
 	Cron string // as written, for listings
 	When cron.Schedule
-	Spec *tasks.Spec // input applied
+	Spec *engine.Spec // input applied
 }
 
 // Clock is the scheduler's time: Now, and a channel that fires after d.
@@ -58,7 +58,7 @@ type Options struct {
 	Entries []Entry
 	// Client submits the runs (without the check against live workers:
 	// a run waits for its worker rather than being skipped).
-	Client *tasks.Client
+	Client *engine.Client
 	// Redis holds the leases and each schedule's last slot.
 	Redis redis.UniversalClient
 	// Holder names this replica in the leases; "": host, pid and a random
@@ -214,9 +214,9 @@ func (s *Scheduler) fireDue(ctx context.Context, e Entry, last time.Time, log *s
 			}
 			renewed = s.o.Clock.Now()
 		}
-		sub, err := s.o.Client.SubmitWorkflow(ctx, e.Spec, tasks.WithIdempotencyKey(Key(e.Name, slot)), tasks.WithoutWorkerCheck())
+		sub, err := s.o.Client.SubmitWorkflow(ctx, e.Spec, engine.WithIdempotencyKey(Key(e.Name, slot)), engine.WithoutWorkerCheck())
 		switch {
-		case errors.Is(err, tasks.ErrIdempotencyConflict):
+		case errors.Is(err, engine.ErrIdempotencyConflict):
 			// the slot ran with another version of the spec (replicas
 			// with different files): it ran; go on
 			log.Error("schedule: the slot's workflow was submitted with another spec or input; not submitting this one", "slot", slot, "err", err)

@@ -23,13 +23,13 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
-	"github.com/agentq/agentq/tasks"
 )
 
 // Keys are the API keys chaosllm accepts in a test environment.
@@ -43,10 +43,10 @@ type Env struct {
 	URL     string // chaosllm base URL
 	Config  config.Config
 	Store   *store.Store
-	Client  *tasks.Client
+	Client  *engine.Client
 	Asynq   *asynq.Client
-	Events  chan tasks.StepEvent
-	Spec    func(yaml string) *tasks.Spec
+	Events  chan engine.StepEvent
+	Spec    func(yaml string) *engine.Spec
 	stopped chan error
 	cancel  context.CancelFunc
 	opts    Options
@@ -164,9 +164,9 @@ type Options struct {
 	// a redistest.Server it restarts.
 	RedisAddr string
 	// Steps are the code steps the workers serve.
-	Steps map[string]tasks.StepFunc
+	Steps map[string]engine.StepFunc
 	// Tools are the tools the workers run for prompt steps.
-	Tools map[string]tasks.Tool
+	Tools map[string]engine.Tool
 }
 
 // Start builds the environment.
@@ -208,9 +208,9 @@ func Start(t *testing.T, o Options) *Env {
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		// tests submit before their workers start: no check against live workers
-		Client: tasks.NewClient(rdb, tasks.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true}),
-		Events: make(chan tasks.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
-	e.Spec = func(y string) *tasks.Spec {
+		Client: engine.NewClient(rdb, engine.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true}),
+		Events: make(chan engine.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
+	e.Spec = func(y string) *engine.Spec {
 		t.Helper()
 		s, err := e.Client.Parse("test.yaml", []byte(y))
 		if err != nil {
@@ -253,7 +253,7 @@ func (e *Env) StartWorker(t *testing.T) {
 		o.Config.Worker.MetricsAddr = "127.0.0.1:0"
 		o.MetricsListening = func(a net.Addr) { e.MetricsURL = "http://" + a.String() + "/metrics" }
 	}
-	o.Events = func(ev tasks.StepEvent) {
+	o.Events = func(ev engine.StepEvent) {
 		select {
 		case e.Events <- ev:
 		default:
@@ -307,7 +307,7 @@ func (e *Env) StopWorker(t *testing.T) {
 }
 
 // Submit submits a spec and returns the workflow id.
-func (e *Env) Submit(t *testing.T, spec *tasks.Spec) string {
+func (e *Env) Submit(t *testing.T, spec *engine.Spec) string {
 	t.Helper()
 	id, err := e.Client.Submit(t.Context(), spec)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 
-	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/internal/engine"
 )
 
 // Setup installs a tracer provider exporting to the OTLP endpoint in the
@@ -46,5 +46,5 @@ func Setup(ctx context.Context, service string, lookup func(string) (string, boo
 // attempt, in any worker, joins the workflow's trace without carrying
 // anything but ids.
 func NewProvider(opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
-	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(tasks.TraceIDs()))...)
+	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(engine.TraceIDs()))...)
 }

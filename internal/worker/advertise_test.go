@@ -18,12 +18,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/worker"
-	"github.com/agentq/agentq/tasks"
 )
 
 // childEnv makes this test binary run as a worker process.
@@ -78,13 +78,13 @@ func TestWorkerAdvertisesWhatItServesUntilItStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noop := func(context.Context, *tasks.CodeStep) (any, error) { return nil, nil }
+	noop := func(context.Context, *engine.CodeStep) (any, error) { return nil, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb, ReconcileInterval: -1,
-			AdvertiseInterval: time.Hour, Steps: map[string]tasks.StepFunc{"summarize": noop, "fetch": noop},
+			AdvertiseInterval: time.Hour, Steps: map[string]engine.StepFunc{"summarize": noop, "fetch": noop},
 			Ready: func() { close(ready) }})
 	}()
 	select {

@@ -9,15 +9,15 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/webhook"
-	"github.com/agentq/agentq/tasks"
 )
 
 // webhooks is what a worker needs to send webhooks (docs/webhooks.md): the
 // zero value, for a configuration without webhooks.secret, sends none and
 // serves the configured queues.
 type webhooks struct {
-	notify  *tasks.Webhooks  // for the step handler; nil: no workflow is notified
+	notify  *engine.Webhooks // for the step handler; nil: no workflow is notified
 	handler *webhook.Handler // delivers webhook tasks; nil: the webhooks queue is not served
 	queues  map[string]int   // the worker's queues, with the webhooks queue when it delivers
 }

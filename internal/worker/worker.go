@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/tasks"
@@ -38,7 +39,7 @@ type Options struct {
 	// that keeps 256 idle connections per host (llmclient.Options).
 	Transport http.RoundTripper
 	// Events hears each settled step; may be nil.
-	Events func(tasks.StepEvent)
+	Events func(engine.StepEvent)
 	// Random feeds retry jitter; nil: math/rand/v2.
 	Random func() float64
 	// TaskCheckInterval is how often idle workers poll; 0:
@@ -68,10 +69,10 @@ type Options struct {
 	// Now is the reconciler's clock; nil: time.Now.
 	Now func() time.Time
 	// Steps are the code steps this worker serves (a spec's run: NAME).
-	Steps map[string]tasks.StepFunc
+	Steps map[string]engine.StepFunc
 	// Tools are the tools this worker runs for prompt steps (a spec's
 	// tools: NAME).
-	Tools map[string]tasks.Tool
+	Tools map[string]engine.Tool
 	// AdvertiseInterval is how often the worker renews its advertisement
 	// of what it serves (it lapses after three); 0: 10s.
 	AdvertiseInterval time.Duration
@@ -102,7 +103,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	events := mets.Step
 	if o.Events != nil {
-		events = func(e tasks.StepEvent) { mets.Step(e); o.Events(e) }
+		events = func(e engine.StepEvent) { mets.Step(e); o.Events(e) }
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
@@ -117,8 +118,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// one policy: the handler decides (and records) each failed attempt's
 	// wait with it, and asynq's RetryDelayFunc answers with it
-	policy := tasks.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
-	h, err := tasks.NewHandler(tasks.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
+	policy := engine.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
+	h, err := engine.NewHandler(engine.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
 		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
 		Prices: app.Prices(cfg), Retry: &policy})
 	if err != nil {
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.ReconcileInterval >= 0 {
 		// what asynq ends without calling the ErrorHandler (a lease that
 		// expired on a task's last attempt) is settled by the reconciler
-		rec, err := h.Reconciler(tasks.ReconcilerOptions{Inspector: insp, Interval: o.ReconcileInterval, Grace: o.ReconcileGrace, Now: o.Now})
+		rec, err := h.Reconciler(engine.ReconcilerOptions{Inspector: insp, Interval: o.ReconcileInterval, Grace: o.ReconcileGrace, Now: o.Now})
 		if err != nil {
 			srv.Shutdown()
 			return err

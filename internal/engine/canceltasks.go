@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// stepTask is one task a workflow may have in asynq: a step's, or a map
+// instance's, by its id (with the workflow's generation).
+type stepTask struct{ step, queue, id string }
+
+// tasksOf lists the tasks a workflow may have in asynq: one per step, and
+// one per released instance of each map step that is not done (the
+// rest were never enqueued, or have nothing left to stop). A wide map's
+// instances are read a page at a time (one HMGET per page), so a cancel
+// of a 10,000-item map looks up only the instances still in flight.
+func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []stepTask {
+	out := make([]stepTask, 0, len(spec.Steps))
+	wf, err := rec.Get(ctx, id)
+	if err != nil || len(wf.Steps) != len(spec.Steps) {
+		wf = &Workflow{} // gone: the steps' ids of generation 0 at least
+	}
+	for i := range spec.Steps {
+		st := &spec.Steps[i]
+		queue := spec.resolve(st).Queue
+		out = append(out, stepTask{st.ID, queue, genTaskID(id, st.ID, wf.Generation)})
+		if i >= len(wf.Steps) || !st.IsMap() {
+			continue
+		}
+		m := wf.Steps[i].Map
+		if m == nil || wf.Steps[i].ID != st.ID {
+			continue
+		}
+		for from := 0; from < m.Started; from += outputsPage {
+			page, err := rec.InstanceProgress(ctx, id, st.ID, from, min(outputsPage, m.Started-from))
+			for n := range min(outputsPage, m.Started-from) {
+				if err == nil && page[n].State == store.StepDone {
+					continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
+				}
+				inst := instanceID(st.ID, from+n)
+				out = append(out, stepTask{inst, queue, genTaskID(id, inst, wf.Generation)})
+			}
+		}
+	}
+	return out
+}
+
+// stopTasks stops the tasks of a canceled or timed-out workflow (but
+// skip, the calling task's own): every waiting one is deleted first, and
+// only then are the running ones' contexts canceled. The other order
+// would free a worker slot at each cancel and let the worker take the
+// next waiting instance of a map before its delete (harmless, Begin
+// refuses it, but a wide map's waiting tasks would each be dequeued and
+// kept as completed instead of deleted). Gone already is fine.
+func stopTasks(insp *asynq.Inspector, ts []stepTask, skip string) []error {
+	var errs []error
+	var running []stepTask
+	for _, t := range ts {
+		if t.id == skip {
+			continue
+		}
+		if active, err := deleteWaiting(insp, t.queue, t.id); err != nil {
+			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
+		} else if active {
+			running = append(running, t)
+		}
+	}
+	for _, t := range running {
+		if err := insp.CancelProcessing(t.id); err != nil {
+			errs = append(errs, fmt.Errorf("step %s: %w", t.step, err))
+		}
+	}
+	return errs
+}
+
+// deleteWaiting deletes the task if it waits (pending, scheduled or due
+// for a retry) and reports whether it runs instead.
+func deleteWaiting(insp *asynq.Inspector, queue, tid string) (active bool, err error) {
+	// A waiting task can start between the look and the delete (asynq then
+	// refuses the delete: it is active); look again.
+	for range 3 {
+		var info *asynq.TaskInfo
+		info, err = insp.GetTaskInfo(queue, tid)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		switch info.State {
+		case asynq.TaskStateActive:
+			return true, nil
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+			err = insp.DeleteTask(queue, tid)
+			if err == nil || errors.Is(err, asynq.ErrTaskNotFound) {
+				return false, nil // deleted, or it finished meanwhile; the canceled state stops it
+			}
+		default:
+			return false, nil // completed or archived: nothing runs
+		}
+	}
+	return false, err
+}
+
+// workflowStopped reports whether a step whose context was canceled was
+// stopped by its workflow's cancel or deadline (then the attempt ends
+// there), not by the worker shutting down (then it comes back). It reads
+// the workflow's state with a context of its own: the step's is done.
+func (h *Handler) workflowStopped(ctx context.Context, wf string) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	w, err := h.st.Summary(rctx, wf)
+	return err == nil && (w.State == store.StateCanceled || w.State == store.StateTimedOut)
+}

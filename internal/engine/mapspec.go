@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"text/template/parse"
+)
+
+// A map step (for_each) runs once per item of a JSON array known only at
+// run time: a field of an ancestor's JSON output, a code step's returned
+// array, or the workflow input. Each item runs as an instance of its own
+// ("<id>[<n>]": its own asynq task, timeout, retries, checkpoint and
+// lease), sees the item as .Item and its position as .Index, and the
+// map's dependents see .Steps.<id>.Outputs (in item order) and
+// .Steps.<id>.Missing (indexes of optional instances that were
+// dead-lettered).
+
+// Defaults and bounds of map steps.
+const (
+	// DefaultMaxItems is a map step's max_items when it sets none.
+	DefaultMaxItems = 1000
+	// DefaultMaxMapItems is the hard cap on any map step's max_items
+	// (the configuration's limits.max_map_items).
+	DefaultMaxMapItems = 10000
+	// DefaultMaxParallel is how many instances of one map are in flight
+	// at once when the step sets no max_parallel: a wide map neither
+	// floods a provider nor fills the queue ahead of other workflows.
+	DefaultMaxParallel = 100
+)
+
+// IsMap says whether the step is a map step.
+func (st *Step) IsMap() bool { return st.ForEach != "" }
+
+// maxItems is the step's bound on its array.
+func (st *Step) maxItems() int {
+	if st.MaxItems > 0 {
+		return st.MaxItems
+	}
+	return DefaultMaxItems
+}
+
+// maxParallel is the step's window of instances in flight.
+func (st *Step) maxParallel() int {
+	if st.MaxParallel > 0 {
+		return st.MaxParallel
+	}
+	return DefaultMaxParallel
+}
+
+// checkMap checks a step's for_each, max_items and max_parallel.
+func checkMap(st *Step, where string, lim Limits, bad func(int, string, string, ...any)) {
+	if !st.IsMap() {
+		if st.MaxItems != 0 {
+			bad(st.line, where+".max_items", "is only for map steps (for_each)")
+		}
+		if st.MaxParallel != 0 {
+			bad(st.line, where+".max_parallel", "is only for map steps (for_each)")
+		}
+		return
+	}
+	if !strings.Contains(st.ForEach, "{{") {
+		bad(st.line, where+".for_each", "%q is not a template (want e.g. \"{{ .Steps.plan.JSON.items }}\" or \"{{ .Input.items }}\")", st.ForEach)
+	}
+	switch {
+	case st.MaxItems < 0:
+		bad(st.line, where+".max_items", "is negative")
+	case st.MaxItems > lim.MaxMapItems:
+		bad(st.line, where+".max_items", "%d is over limits.max_map_items (%d)", st.MaxItems, lim.MaxMapItems)
+	case st.MaxItems == 0 && DefaultMaxItems > lim.MaxMapItems:
+		bad(st.line, where+".max_items", "is unset and its default %d is over limits.max_map_items (%d): set it", DefaultMaxItems, lim.MaxMapItems)
+	}
+	if st.MaxParallel < 0 {
+		bad(st.line, where+".max_parallel", "is negative")
+	}
+}
+
+// itemFields are what a map step's templates read of their instance.
+var itemFields = map[string]bool{"Item": true, "Index": true}
+
+// readsItem says whether a template reads .Item or .Index.
+func readsItem(t *promptTemplate) bool {
+	found := false
+	if t == nil {
+		return false
+	}
+	for _, tmpl := range t.Templates() {
+		if tmpl.Tree == nil {
+			continue
+		}
+		walkAll(tmpl.Tree.Root, func(n parse.Node) {
+			if f, ok := n.(*parse.FieldNode); ok && len(f.Ident) > 0 && itemFields[f.Ident[0]] {
+				found = true
+			}
+		})
+	}
+	return found
+}
+
+// prepareMap parses a map step's for_each and works out what its
+// instances read: only the steps their own templates name (not what
+// for_each read to size the map), so that an instance does not load a
+// large plan it never looks at.
+func (st *Step) prepareMap() error {
+	st.forEachT, st.itemInputs = nil, nil
+	if !st.IsMap() {
+		return nil
+	}
+	var err error
+	if st.forEachT, err = parseWithString(st.ID+".for_each", st.ForEach); err != nil {
+		return fmt.Errorf("steps (%s).for_each: %w", st.ID, err)
+	}
+	refs, _ := parsedRefs(st.forEachT.t)
+	for _, r := range refs {
+		st.inputs = appendNew(st.inputs, r.step)
+	}
+	for _, t := range st.templates() {
+		refs, _ := parsedRefs(t)
+		for _, r := range refs {
+			st.itemInputs = appendNew(st.itemInputs, r.step)
+		}
+	}
+	return nil
+}
+
+// templates are the step's own templates: prompt, system and with:.
+func (st *Step) templates() []*promptTemplate {
+	out := []*promptTemplate{st.promptT, st.systemT}
+	for _, wt := range st.withT {
+		out = append(out, wt.t)
+	}
+	return out
+}
+
+func appendNew(list []string, v string) []string {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
+}

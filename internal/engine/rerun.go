@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentq/agentq/internal/store"
+)
+
+// ErrNotFinished is returned by Rerun for a workflow still running.
+var ErrNotFinished = store.ErrNotFinished
+
+// Rerun runs a workflow that ended (completed, failed, timed out, canceled)
+// or is blocked again from step from: the outputs of the steps before it
+// are kept; from and every step downstream of it (and every step a cancel
+// or deadline stopped, with what is downstream of those: nothing else
+// would ever run them) lose their records,
+// checkpoints, map instances and durable sub-calls, and run again in the
+// workflow's next generation, whose task ids ("<wf>:<step>@<gen>") never
+// collide with those asynq keeps of earlier runs, and whose tasks are the
+// only ones that act (a leftover task of an earlier run does nothing). A
+// rerun has no deadline. It returns the new generation.
+func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
+	spec, err := c.spec(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := spec.Step(from); !ok {
+		return 0, fmt.Errorf("workflow %s has no step %q: %w", id, from, ErrInvalidSpec)
+	}
+	wf, err := c.store.Get(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	roots := []string{from}
+	for _, s := range wf.Steps {
+		if s.State == store.StepCanceled {
+			roots = append(roots, s.ID)
+		}
+	}
+	again := downstream(spec, roots...)
+	inputs := make(map[string][]string, len(again))
+	items := map[string]int{}
+	for _, sid := range again {
+		st, _ := spec.Step(sid)
+		inputs[sid] = st.DependsOn
+		if st.IsMap() {
+			if m, err := c.store.Counts(ctx, id, sid); err == nil && m != nil {
+				items[sid] = m.Items
+			}
+		}
+	}
+	gen, ready, err := c.store.Rerun(ctx, id, again, inputs, items)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.store.Watch(ctx, id); err != nil {
+		return gen, err
+	}
+	for _, sid := range ready {
+		if err := enqueueStep(ctx, c.asynq, id, spec, sid, gen, c.o.Retention); err != nil {
+			return gen, err
+		}
+	}
+	return gen, nil
+}
+
+// downstream is the steps from and every step that depends on one of them,
+// directly or not, in spec order.
+func downstream(spec *Spec, from ...string) []string {
+	in := map[string]bool{}
+	for _, f := range from {
+		in[f] = true
+	}
+	var walk func(string)
+	walk = func(id string) {
+		for _, d := range spec.Dependents(id) {
+			if !in[d] {
+				in[d] = true
+				walk(d)
+			}
+		}
+	}
+	for _, f := range from {
+		walk(f)
+	}
+	var out []string
+	for _, st := range spec.Steps {
+		if in[st.ID] {
+			out = append(out, st.ID)
+		}
+	}
+	return out
+}

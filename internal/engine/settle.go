@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
+	"github.com/agentq/agentq/tasks"
+)
+
+// withSettleMargin shortens the attempt's deadline for LLM calls so that
+// the handler still has time to record the outcome before asynq gives up
+// on the attempt: a fifth of the attempt's budget, at most 2s.
+func withSettleMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	budget := time.Until(dl)
+	margin := min(budget/5, 2*time.Second)
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
+// settleTimeout bounds bookkeeping that must outlive the attempt's deadline.
+const settleTimeout = 5 * time.Second
+
+// untilStored runs an idempotent write until it succeeds, fails for a
+// reason other than Redis being unreachable, or ctx ends: 100ms, doubling
+// to 1s, between tries. A Redis restart then costs a step a few seconds,
+// not a failed attempt.
+func untilStored(ctx context.Context, write func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !redisUnavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// redisUnavailable reports an error that says Redis could not be reached
+// or is still loading its data, as opposed to an answer.
+func redisUnavailable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.HasPrefix(err.Error(), "LOADING ") || strings.Contains(err.Error(), "LOADING Redis is loading")
+}
+
+// settle records the outcome and enqueues the dependents it made ready.
+// It runs even when the attempt's context has ended (a timeout must still
+// be recorded), bounded by settleTimeout.
+func (h *Handler) settle(ctx context.Context, run stepRun, o store.Outcome, class retry.Class) error {
+	return h.settleAs(ctx, run, o, class, "")
+}
+
+// settleAs is settle; reconciled, when set, says why the reconciler settled
+// the step (its StepEvent carries it).
+func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	return h.record(ctx, run, o, class, reconciled)
+}
+
+// answerWindow is how long an answer is tried to be recorded while Redis
+// does not answer: about asynq's lease on the step's task (30s, renewed by
+// a heartbeat that needs Redis too), so an outage shorter than that
+// loses no answer. The step does not pass to another worker before the
+// lease lapses, and a lapse cancels the attempt's context, which ends the
+// tries at once (the answer is then kept in this worker's memory).
+const answerWindow = 25 * time.Second
+
+// answerContext bounds the recording of an answer (answerWindow), and ends
+// when the attempt's context is canceled (asynq's lease lapsed, or the
+// workflow was canceled), not when its deadline passes: past the step's
+// timeout the lease may still be this worker's.
+func answerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerWindow)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return actx, func() { stop(); cancel() }
+}
+
+// record records an outcome within ctx (see settle). Past the workflow's
+// deadline nothing is recorded: the workflow ends timed out.
+func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
+	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
+	if pastDeadline(run.deadline) {
+		run.log.Info("outcome not recorded: the workflow's deadline passed while the step ran")
+		return h.timeOut(ctx, p.Workflow, spec)
+	}
+	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
+	if run.inst != nil {
+		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
+		if h.st.EnqueuesTasks() {
+			t := queuedTask(p.Workflow, instanceID(st.ID, store.ReleaseProbe), p.Gen, spec, st, h.st.Retention())
+			o.Release = &t // the instance it releases, enqueued by the settle
+		}
+	}
+	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
+		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
+	}
+	deps := h.withTasks(dependentsOf(spec, st.ID), p.Workflow, p.Gen, spec)
+	var res *store.Settled
+	// both writes are idempotent, so a Redis that is restarting is waited
+	// for (within settleTimeout) rather than losing an answer already paid for
+	err := untilStored(ctx, func() (err error) {
+		res, err = h.st.Settle(ctx, p.Workflow, p.Step, o, deps)
+		if errors.Is(err, store.ErrOldLayout) && h.st.MigrateFanIn(ctx, p.Workflow, spec.inputCounts()) == nil {
+			res, err = h.st.Settle(ctx, p.Workflow, p.Step, o, deps)
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case errors.Is(err, store.ErrStaleAttempt), errors.Is(err, store.ErrOtherRun):
+		return h.stale(p, o.Attempt, err)
+	case errors.Is(err, store.ErrAlreadySettled):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: %w", errNotRecorded, err)
+	}
+	state := res.State
+	if h.o.BeforeEnqueue != nil {
+		h.o.BeforeEnqueue(p.Workflow, p.Step, res.Ready)
+	}
+	if res.Release >= 0 && !res.ReleaseEnqueued {
+		if err := untilStored(ctx, func() error {
+			return enqueueInstance(ctx, h.o.Client, p.Workflow, spec, st, res.Release, res.Gen, h.st.Retention())
+		}); err != nil {
+			return err // retried by asynq: the settle is idempotent and releases the same instance again
+		}
+	}
+	for i, d := range res.Ready {
+		if res.Enqueued[i] {
+			continue
+		}
+		if err := untilStored(ctx, func() error {
+			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, res.Gen, h.st.Retention())
+		}); err != nil {
+			return err // retried by asynq: the settle is idempotent and returns d again
+		}
+	}
+	stepState := store.StepDone
+	if !o.Done {
+		stepState = store.StepDead
+	}
+	var serr error
+	if o.Error != "" {
+		serr = errors.New(o.Error)
+	}
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: stepState, WorkflowState: state,
+		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled})
+	h.notifyEnded(ctx, p.Workflow, spec, state)
+	return nil
+}
+
+// errNotRecorded marks a settle whose write did not reach the store.
+var errNotRecorded = errors.New("outcome not recorded")
+
+// stale reports an attempt whose outcome the store refused: a later attempt
+// has the step, or the safety net ended this one after asynq gave up on it.
+// Nobody is waiting for this goroutine's result any more; the error keeps
+// it from counting as one of the step's failures all the same.
+func (h *Handler) stale(p tasks.Payload, attempt int, err error) error {
+	h.o.Logger.Warn("outcome of an abandoned attempt not recorded: the step has moved on", "wf", p.Workflow, "step", p.Step,
+		"attempt", attempt, "err", store.Excerpt(err.Error()))
+	return &StepError{Class: classStale, Free: true, Err: err}
+}
+
+// recordAnswer settles a step with a provider's answer. When the store
+// cannot take it (Redis away for longer than settleTimeout) or refuses it
+// as stale, the answer is kept in memory (bounded) so that the step's next
+// attempt on this worker records it instead of paying the provider again.
+func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, o store.Outcome) error {
+	p, r := run.p, run.r
+	actx, cancel := answerContext(ctx)
+	err := h.record(actx, run, o, "", "")
+	cancel()
+	switch {
+	case err == nil:
+		h.answers.remove(key)
+		return nil
+	case errors.Is(err, store.ErrStaleAttempt):
+		h.answers.put(key, o)
+		return err
+	case errors.Is(err, errNotRecorded):
+		h.answers.put(key, o)
+		h.o.Logger.Warn("answer kept in memory: it could not be recorded; the step's next attempt on this worker records it without calling the provider",
+			"wf", p.Workflow, "step", p.Step, "attempt", o.Attempt, "err", store.Excerpt(err.Error()))
+		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "unrecorded", Attempt: o.Attempt,
+			Class: classUnrecorded, Err: err})
+		return &StepError{Class: classUnrecorded, Free: true, Err: err}
+	}
+	return err
+}
+
+// dependentsOf lists a step's dependents with their number of inputs.
+func dependentsOf(spec *Spec, id string) []store.Dependent {
+	ds := spec.Dependents(id)
+	out := make([]store.Dependent, 0, len(ds))
+	for _, d := range ds {
+		st, _ := spec.Step(d)
+		out = append(out, store.Dependent{ID: d, Inputs: len(st.DependsOn)})
+	}
+	return out
+}
+
+// withTasks gives each dependent its task of generation gen, for the
+// store to enqueue in the settle that makes it ready (when it can: see
+// store.Task).
+func (h *Handler) withTasks(deps []store.Dependent, wf string, gen int, spec *Spec) []store.Dependent {
+	if !h.st.EnqueuesTasks() {
+		return deps
+	}
+	for i := range deps {
+		st, _ := spec.Step(deps[i].ID)
+		t := queuedTask(wf, deps[i].ID, gen, spec, st, h.st.Retention())
+		deps[i].Task = &t
+	}
+	return deps
+}
+
+// inputCounts is each step's depends_on, for a record an earlier agentq
+// wrote (store.MigrateFanIn).
+func (s *Spec) inputCounts() map[string][]string {
+	out := make(map[string][]string, len(s.Steps))
+	for _, st := range s.Steps {
+		if len(st.DependsOn) > 0 {
+			out[st.ID] = st.DependsOn
+		}
+	}
+	return out
+}

@@ -1,0 +1,34 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// stepRun is one attempt of one step, as the handler passes it along
+// (process → failed → deadLetter → settle): the task's payload, the spec,
+// the step, its resolved settings and the attempt number Begin counted.
+type stepRun struct {
+	p       tasks.Payload
+	spec    *Spec
+	st      *Step
+	r       resolved
+	attempt int
+	log     *slog.Logger // with the workflow and step ids
+	// inst is set when the step is an instance of a map step (p.Step is
+	// then "<id>[<n>]" and st the map step).
+	inst *instance
+	// deadline is the workflow's, if it has one: an outcome that arrives
+	// past it ends the workflow timed out instead of being recorded (the
+	// deadline's own task may be waiting for a worker slot that code
+	// ignoring its context holds).
+	deadline *time.Time
+}
+
+// instance is one item of a map step.
+type instance struct {
+	index int
+	item  any // the item, decoded from its JSON
+}

@@ -1,0 +1,118 @@
+// Package tasks is the format of the asynq tasks agentq enqueues: their
+// types, their payload and their ids. It is for people who look at
+// agentq's queues with asynq's own tools (asynqmon, the asynq CLI, an
+// Inspector): what a task is, which workflow and step it runs. Workers and
+// producers are built with the root package, agentq.
+//
+// A step task carries ids only, never a prompt, an output or a key: the
+// workflow's record in Redis holds the rest.
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// TypeStep is the asynq task type of a workflow step.
+const TypeStep = "agentq:step"
+
+// The other task types a worker serves begin with TypeStep, so its step
+// handler serves them (asynq's ServeMux matches task types by prefix).
+const (
+	// TypeDeadline ends a workflow at its deadline.
+	TypeDeadline = TypeStep + ":deadline"
+	// TypeApprovalTimeout rejects an approval step no one decided in time.
+	TypeApprovalTimeout = TypeStep + ":approval-timeout"
+	// TypeDecided is a person's decision that ended its workflow
+	// (completed, or blocked by another step), handed to a worker: the
+	// worker counts the step and the workflow's end in its metrics and
+	// sends the end's webhook, as it does for every other ending (a
+	// decision is taken wherever the person is, where there are no
+	// metrics and may be no webhook secret).
+	TypeDecided = TypeStep + ":decided"
+)
+
+// Payload is all a step task carries: ids, never prompts or keys.
+type Payload struct {
+	Workflow string `json:"wf"`
+	Step     string `json:"step"` // a map instance's is "<map>[<n>]"
+	// Gen is the workflow's generation the task belongs to (0, one more
+	// at each rerun); a task of an earlier one does nothing.
+	Gen int `json:"gen,omitempty"`
+}
+
+// TaskID is the deterministic asynq task id of a step (in a workflow's
+// first run; a rerun's tasks have "@<gen>" after it): enqueuing the same
+// step twice is a no-op while the first task is kept.
+func TaskID(wf, step string) string { return wf + ":" + step }
+
+// DecodePayload reads a task's payload; it refuses one without both ids.
+func DecodePayload(b []byte) (Payload, error) {
+	if p, ok := canonicalPayload(b); ok {
+		return p, nil
+	}
+	var p Payload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("payload is not JSON: %w", err)
+	}
+	if p.Workflow == "" || p.Step == "" {
+		return p, fmt.Errorf("payload lacks wf or step")
+	}
+	return p, nil
+}
+
+// canonicalPayload reads a payload in the exact form json.Marshal writes
+// a Payload (`{"wf":"…","step":"…"}` or with `,"gen":N` last, ids without
+// escapes) without encoding/json, whose reflection costs a step task more
+// than the rest of its decoding; anything else reports false and goes
+// the long way.
+func canonicalPayload(b []byte) (Payload, bool) {
+	var p Payload
+	rest, ok := bytes.CutPrefix(b, []byte(`{"wf":"`))
+	if !ok {
+		return p, false
+	}
+	wf, rest, ok := cutID(rest)
+	if !ok {
+		return p, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"step":"`)); !ok {
+		return p, false
+	}
+	step, rest, ok := cutID(rest)
+	if !ok {
+		return p, false
+	}
+	if gen, ok := bytes.CutPrefix(rest, []byte(`,"gen":`)); ok {
+		digits, ok := bytes.CutSuffix(gen, []byte("}"))
+		// json.Marshal writes no leading zero and omits 0 (omitempty)
+		if !ok || len(digits) == 0 || len(digits) > 9 || digits[0] < '1' || digits[0] > '9' {
+			return p, false
+		}
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return p, false
+			}
+			p.Gen = p.Gen*10 + int(c-'0')
+		}
+	} else if string(rest) != "}" {
+		return p, false
+	}
+	p.Workflow, p.Step = string(wf), string(step)
+	return p, p.Workflow != "" && p.Step != ""
+}
+
+// cutID cuts a JSON string's body up to its closing quote; false if it
+// has an escape or a byte json.Marshal would have escaped.
+func cutID(b []byte) (id, rest []byte, ok bool) {
+	for i, c := range b {
+		switch {
+		case c == '"':
+			return b[:i], b[i+1:], true
+		case c == '\\' || c < 0x20 || c >= 0x80 || c == '<' || c == '>' || c == '&':
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
+}

@@ -141,7 +141,7 @@ var Missing = agentq.StepView{Missing: true}
 // a string, a prompt instance's text answer; or any other value, a code
 // instance's value or a format: json answer (the view's JSON holds it as
 // the worker decodes it, numbers as json.Number, and Output its JSON).
-// A value that does not encode as JSON panics: it is the test's mistake.
+// A value that does not encode as JSON makes NewStep fail, naming it.
 func Map(outputs ...any) agentq.StepView {
 	views := make([]agentq.StepView, len(outputs))
 	for i, o := range outputs {
@@ -153,7 +153,7 @@ func Map(outputs ...any) agentq.StepView {
 		default:
 			b, err := json.Marshal(o)
 			if err != nil {
-				panic(fmt.Sprintf("agentqtest.Map: output %d does not encode as JSON: %v", i, err))
+				return agentq.StepView{Map: engine.MapViewError(fmt.Errorf("agentqtest.Map: output %d does not encode as JSON: %w", i, err))}
 			}
 			d := json.NewDecoder(bytes.NewReader(b))
 			d.UseNumber()

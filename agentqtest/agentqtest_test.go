@@ -184,3 +184,12 @@ func TestAFanInOverAMap(t *testing.T) {
 		t.Fatalf("Outputs of a step that is not a map: %v", err)
 	}
 }
+
+// A map output that does not encode as JSON is the test's mistake:
+// NewStep names it.
+func TestAMapOutputThatIsNotJSON(t *testing.T) {
+	_, err := agentqtest.NewStep(agentqtest.Options{Steps: map[string]agentq.StepView{"research": agentqtest.Map("ok", make(chan int))}})
+	if err == nil || !strings.Contains(err.Error(), "step research") || !strings.Contains(err.Error(), "output 1 does not encode as JSON") {
+		t.Fatalf("NewStep: %v, want the map's output named", err)
+	}
+}

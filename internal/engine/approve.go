@@ -221,3 +221,37 @@ func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comm
 	}
 	return decide(ctx, c.store, c.asynq, id, spec, step, -1, Decision{Approved: approve, Comment: comment, By: by, At: c.now().UTC()})
 }
+
+// approvalKind is a step a person decides (approve:): it parks, waiting,
+// until an approval, a rejection or its timeout.
+type approvalKind struct{}
+
+func (approvalKind) claims(st *Step) bool { return st.Approve != nil }
+
+func (approvalKind) check(_ *Spec, st *Step, where string, bad problemFunc) {
+	checkApprove(st, where, bad)
+}
+
+func (approvalKind) prepare(st *Step) (err error) {
+	st.messageT, err = parseTemplate(st.ID+".approve.message", st.Approve.Message)
+	return err
+}
+
+func (approvalKind) need(*Step, resolved) (string, string) { return "", "" } // a person, not a worker
+
+func (approvalKind) jsonOutput(*Step) bool { return true } // the decision
+
+func (approvalKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
+	if a.Step.State == store.StepWaiting || a.Step.State == store.StepDone {
+		return nil // parked already (a redelivery), or decided
+	}
+	return h.park(ctx, run, views)
+}
+
+func (approvalKind) input(ctx context.Context, st *Step, data promptData) (system, prompt string) {
+	msg, err := renderData(ctx, st.messageT, data)
+	if err != nil {
+		return "", "(cannot render: " + err.Error() + ")"
+	}
+	return "", msg
+}

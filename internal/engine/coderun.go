@@ -157,3 +157,31 @@ func (h *Handler) storedCalls(ctx context.Context, p tasks.Payload, attempt int)
 	}
 	return calls, nil
 }
+
+// codeKind is a step that runs a function its worker registered (run:),
+// with its arguments (with:).
+type codeKind struct{}
+
+func (codeKind) claims(st *Step) bool { return st.Run != "" }
+
+func (codeKind) check(_ *Spec, st *Step, where string, bad problemFunc) {
+	checkCodeStep(st, where, bad)
+}
+
+func (codeKind) prepare(*Step) error { return nil }
+
+func (codeKind) need(st *Step, _ resolved) (string, string) { return "handler", st.Run }
+
+func (codeKind) jsonOutput(*Step) bool { return true } // the function's value
+
+func (codeKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
+	return h.runCode(ctx, run, a, views)
+}
+
+func (codeKind) input(ctx context.Context, st *Step, data promptData) (system, prompt string) {
+	args, err := renderWithData(ctx, st, data)
+	if err != nil {
+		return "", "(cannot render: " + err.Error() + ")"
+	}
+	return "", "run " + st.Run + " with " + string(args)
+}

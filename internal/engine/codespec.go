@@ -12,9 +12,6 @@ var handlerPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 // (a letter, then letters, digits, _, . or -, at most 64).
 func ValidHandlerName(name string) bool { return handlerPattern.MatchString(name) }
 
-// handlerName is the function a code step runs ("" for a prompt step).
-func (st *Step) handlerName() string { return st.Run }
-
 // checkCodeStep checks the fields of a step with run:. A code step has no
 // prompt of its own (its function may ask the model through the router)
 // and none of the fields that shape a prompt's call.

@@ -158,20 +158,7 @@ func (c *Client) DeadLetterDetail(ctx context.Context, taskID string) (*DeadLett
 		inst.item, _ = decodeItem(raw)
 	}
 	data := dataOf(spec.Input, views, inst)
-	if st.Run != "" {
-		if args, err := renderWithData(ctx, st, data); err == nil {
-			out.Prompt = "run " + st.Run + " with " + string(args)
-		} else {
-			out.Prompt = "(cannot render: " + err.Error() + ")"
-		}
-		return out, nil
-	}
-	if out.System, err = renderData(ctx, st.systemT, data); err != nil {
-		out.System = "(cannot render: " + err.Error() + ")"
-	}
-	if out.Prompt, err = renderData(ctx, st.promptT, data); err != nil {
-		out.Prompt = "(cannot render: " + err.Error() + ")"
-	}
+	out.System, out.Prompt = kindOf(st).input(ctx, st, data)
 	return out, nil
 }
 

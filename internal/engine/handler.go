@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -216,13 +215,12 @@ func (h *Handler) unknownWorkflow(log *slog.Logger, p tasks.Payload) error {
 	return fmt.Errorf("workflow %s not found (expired or never written): %w", logID(p.Workflow), asynq.SkipRetry)
 }
 
-// process runs one attempt of a step that Begin let through.
+// process runs one attempt of a step that Begin let through: its inputs'
+// views, then its kind's attempt.
 func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) error {
-	p, spec, st, r := run.p, run.spec, run.st, run.r
-	log := run.log
 	views := make(map[string]StepView, len(a.Deps))
 	for id, d := range a.Deps {
-		views[id] = viewOf(spec, id, d.Output, d.Degraded, d.State != store.StepDone)
+		views[id] = viewOf(run.spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
 	if err := h.loadMapViews(ctx, run, a, views); err != nil {
 		if ctx.Err() != nil {
@@ -232,68 +230,5 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		}
 		return err // Redis did not answer: retried
 	}
-	if st.IsMap() && run.inst == nil {
-		return h.expand(ctx, run, a, views)
-	}
-	if st.Approve != nil {
-		if a.Step.State == store.StepWaiting || a.Step.State == store.StepDone {
-			return nil // parked already (a redelivery), or decided
-		}
-		return h.park(ctx, run, views)
-	}
-	if st.Run != "" {
-		return h.runCode(ctx, run, a, views)
-	}
-	data := dataOf(spec.Input, views, run.inst)
-	system, err := renderData(ctx, st.systemT, data)
-	var prompt string
-	if err == nil {
-		prompt, err = renderData(ctx, st.promptT, data)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return &StepError{Class: retry.Canceled, Err: ctx.Err()} // stopped, not a bad template
-		}
-		return h.deadLetter(ctx, run, retry.BadRequest, err)
-	}
-	if _, ok := h.o.Router.Route(r.Route); !ok {
-		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("route %q is not configured on this worker", r.Route))
-	}
-	hash := inputHash(r.Route, system, prompt)
-	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
-		// checkpoint: a redelivery of a finished step does not call the LLM again
-		log.Info("step checkpoint hit: not calling the LLM again")
-		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, ToolCalls: string(a.Step.ToolCalls), Degraded: a.Step.Degraded,
-			Target: a.Step.Target, Usage: a.Step.Usage, InputHash: hash, Optional: st.Optional, Attempt: a.Step.Attempts}, "")
-	}
-	key := answerKey{wf: p.Workflow, step: p.Step, gen: p.Gen, hash: hash}
-	if o, ok := h.answers.get(key); ok {
-		// an earlier attempt's answer this worker could not record: the
-		// provider is not called again for it
-		log.Info("recording an answer kept in memory from an earlier attempt", "attempt", a.Step.Attempts)
-		o.Attempt = a.Step.Attempts
-		return h.recordAnswer(ctx, run, key, o)
-	}
-	if st.runsTools(h.tools) {
-		return h.runTools(ctx, run, a, key, system, prompt)
-	}
-	// an answer over the output limit is never cut to fit: the router
-	// moves on to the next target (output_too_large), then dead-letters
-	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
-		Temperature: st.Temperature, Tools: st.toolsRequest(nil), Output: st.outputRequest(), MaxOutputBytes: h.o.MaxOutputBytes}
-	callCtx, cancel := withSettleMargin(ctx)
-	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
-	cancel()
-	if err != nil {
-		return h.failed(ctx, run, err, hash)
-	}
-	out := resp.Text
-	var calls string
-	if len(resp.ToolCalls) > 0 {
-		b, _ := json.Marshal(resp.ToolCalls)
-		calls = string(b)
-	}
-	return h.recordAnswer(ctx, run, key, store.Outcome{Done: true, Optional: st.Optional, Output: out, ToolCalls: calls,
-		Target: resp.Provider + "/" + resp.Model, InputHash: hash, Attempt: a.Step.Attempts,
-		Usage: store.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}})
+	return kindOf(run.st).run(ctx, h, run, a, views)
 }

@@ -153,3 +153,30 @@ func decodeItem(raw string) (any, error) {
 	}
 	return v, nil
 }
+
+// mapKind is a map step (for_each): its own attempt expands the items
+// into instances, and each instance runs as a step of kind each.
+type mapKind struct{ each stepKind }
+
+func (m mapKind) claims(st *Step) bool { return st.IsMap() && m.each.claims(st) }
+
+func (m mapKind) check(s *Spec, st *Step, where string, bad problemFunc) {
+	m.each.check(s, st, where, bad)
+}
+
+func (m mapKind) prepare(st *Step) error { return m.each.prepare(st) }
+
+func (m mapKind) need(st *Step, r resolved) (string, string) { return m.each.need(st, r) }
+
+func (m mapKind) jsonOutput(st *Step) bool { return m.each.jsonOutput(st) }
+
+func (m mapKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
+	if run.inst == nil {
+		return h.expand(ctx, run, a, views)
+	}
+	return m.each.run(ctx, h, run, a, views)
+}
+
+func (m mapKind) input(ctx context.Context, st *Step, data promptData) (string, string) {
+	return m.each.input(ctx, st, data)
+}

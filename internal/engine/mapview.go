@@ -26,7 +26,14 @@ type MapView struct {
 	// views, when the view was built from its instances' views
 	// (MapViewOf), is what CodeStep.Outputs yields for each.
 	views []StepView
+	// err is why a test's view could not be built (MapViewError):
+	// NewTestStep refuses it.
+	err error
 }
+
+// MapViewError is a map view a test could not build, for the reason
+// err: NewTestStep returns err for a step given it.
+func MapViewError(err error) *MapView { return &MapView{err: err} }
 
 // MapViewOf is the view of a map step whose instances, in item order,
 // have these views (a view with Missing set: an optional instance that

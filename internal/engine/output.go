@@ -31,7 +31,7 @@ type OutputSpec struct {
 
 // wantsJSON reports whether a step's answers must be JSON.
 func (st *Step) wantsJSON() bool {
-	return st.Run != "" || st.Approve != nil || (st.Output != nil && st.Output.Format == "json") // a code step's value and a decision are JSON
+	return kindOf(st).jsonOutput(st)
 }
 
 // schemaMap is the inline schema, if there is one.

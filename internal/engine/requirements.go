@@ -17,10 +17,8 @@ func (s *Spec) Needs() []Need {
 	for i := range s.Steps {
 		st := &s.Steps[i]
 		r := s.resolve(st)
-		if h := st.handlerName(); h != "" {
-			out = append(out, Need{Step: st.ID, Kind: "handler", Name: h, Queue: r.Queue})
-		} else if r.Route != "" && st.Approve == nil { // an approval step asks a person, not a route
-			out = append(out, Need{Step: st.ID, Kind: "route", Name: r.Route, Queue: r.Queue})
+		if need, name := kindOf(st).need(st, r); need != "" && name != "" {
+			out = append(out, Need{Step: st.ID, Kind: need, Name: name, Queue: r.Queue})
 		}
 		for _, t := range st.Tools {
 			out = append(out, Need{Step: st.ID, Kind: "tool", Name: t.Name, Queue: r.Queue})

@@ -269,10 +269,8 @@ func (s *Spec) prepare() error {
 		if st.systemT, err = parseTemplate(st.ID+".system", st.System); err != nil {
 			return err
 		}
-		if st.Approve != nil {
-			if st.messageT, err = parseTemplate(st.ID+".approve.message", st.Approve.Message); err != nil {
-				return err
-			}
+		if err := kindOf(st).prepare(st); err != nil {
+			return err
 		}
 		if st.withT, err = parseWith(st.With); err != nil {
 			return fmt.Errorf("steps (%s).%w", st.ID, err)

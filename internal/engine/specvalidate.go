@@ -80,22 +80,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		default:
 			index[st.ID] = i + 1
 		}
-		switch {
-		case st.Approve != nil:
-			checkApprove(&s.Steps[i], where, bad)
-		case st.Run != "":
-			checkCodeStep(&s.Steps[i], where, bad)
-		default:
-			if st.Route == "" && s.Defaults.Route == "" {
-				bad(st.line, where+".route", "is empty and defaults.route is not set")
-			}
-			if strings.TrimSpace(st.Prompt) == "" {
-				bad(st.line, where+".prompt", "is empty (a step has a prompt, or run: a function)")
-			}
-			if st.With != nil {
-				bad(lineOr(st.withLine, st.line), where+".with", "is only for code steps (run:)")
-			}
-		}
+		kindOf(&s.Steps[i]).check(s, &s.Steps[i], where, bad)
 		if st.Degrade != "" && st.Degrade != "template" {
 			bad(st.line, where+".degrade", "%q is not template", st.Degrade)
 		}

@@ -63,6 +63,11 @@ func NewTestStep(o TestStepOptions) (*TestStep, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: NewTestStep: the arguments do not encode as JSON: %w", err)
 	}
+	for id, v := range o.Steps {
+		if v.Map != nil && v.Map.err != nil {
+			return nil, fmt.Errorf("engine: NewTestStep: step %s: %w", id, v.Map.err)
+		}
+	}
 	t := &TestStep{o: o, args: args, mem: &memoryCalls{calls: map[int]store.Call{}}}
 	if o.Item != nil { // as a worker holds it: the item's JSON, decoded
 		b, err := json.Marshal(o.Item)

@@ -76,3 +76,20 @@ func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Atte
 	h.o.Logger.Warn("step handed back: this worker does not have its tool", "wf", p.Workflow, "step", p.Step, "attempt", a.Step.Attempts, "err", err)
 	return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
 }
+
+// toolLoopKind is a prompt step that offers tools (tools:): the worker
+// runs the model–tool loop when one of them is its own (registered, or a
+// named one); tools only passed through make it one call, as a prompt
+// step's.
+type toolLoopKind struct{ promptKind }
+
+func (toolLoopKind) claims(st *Step) bool { return len(st.Tools) > 0 }
+
+func (toolLoopKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
+	return h.runPrompt(ctx, run, a, views, func(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
+		if run.st.runsTools(h.tools) {
+			return h.runTools(ctx, run, a, key, system, prompt)
+		}
+		return h.askOnce(ctx, run, a, key, system, prompt)
+	})
+}

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // Step is one attempt of a code step, as its function sees it: its
@@ -55,8 +55,32 @@ type Spec = engine.Spec
 // Workflow is a workflow's state and steps.
 type Workflow = record.Workflow
 
-// StepRecord is one step of a Workflow.
+// StepRecord is one step of a Workflow: its state (StepDone, …), output,
+// error and class, attempts, usage and cost; a map step's Map counts its
+// instances.
 type StepRecord = record.StepRecord
+
+// MapCounts are a map step's instance counters (StepRecord.Map).
+type MapCounts = record.MapCounts
+
+// Counts are a workflow's step counters (Workflow.Counts).
+type Counts = record.Counts
+
+// RawJSON is JSON kept as text in a record (StepRecord.JSON, ToolCalls),
+// written out as the JSON it holds.
+type RawJSON = record.RawJSON
+
+// Step states (StepRecord.State).
+const (
+	StepPending  = record.StepPending
+	StepQueued   = record.StepQueued
+	StepRunning  = record.StepRunning
+	StepDone     = record.StepDone
+	StepDead     = record.StepDead // dead-lettered: retries exhausted or not retryable
+	StepCanceled = record.StepCanceled
+	StepMapped   = record.StepMapped  // a map step whose instances run
+	StepWaiting  = record.StepWaiting // an approval step waits for a person
+)
 
 // Result is a finished workflow and the outputs of its final steps.
 type Result = engine.Result

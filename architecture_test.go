@@ -17,14 +17,14 @@ const module = "github.com/agentq/agentq"
 var importRules = map[string][]string{
 	"retry":              {},
 	"redact":             {},
-	"record":             {},
+	"internal/record":    {},
 	"llmclient":          {"internal/tracegate", "retry", "redact"},
-	"internal/store":     {"record", "retry"},
+	"internal/store":     {"internal/record", "retry"},
 	"tasks":              {},
-	"internal/engine":    {"internal/problem", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "record", "retry", "tasks"},
+	"internal/engine":    {"internal/problem", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "internal/record", "retry", "tasks"},
 	"internal/webhook":   {"redact", "retry"},
 	"internal/tracegate": {},
-	".":                  {"internal/app", "internal/config", "internal/worker", "internal/engine", "llmclient", "record"},
+	".":                  {"internal/app", "internal/config", "internal/worker", "internal/engine", "llmclient", "internal/record"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
 	"internal/schedule":  {"internal/config", "internal/problem", "internal/engine", "internal/store"},
 	"agentqtest":         {".", "internal/engine", "llmclient"},

@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // The controls a person or a program applies to workflows: the enqueue

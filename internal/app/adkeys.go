@@ -6,9 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/agentq/agentq/record"
 )
 
 // AdKeys names the configuration's provider keys by fingerprint and key

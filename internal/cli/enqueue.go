@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/tracing"
-	"github.com/agentq/agentq/record"
 )
 
 // Enqueue is the producer command tree.

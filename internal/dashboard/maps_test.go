@@ -13,9 +13,9 @@ import (
 
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/record"
 )
 
 // wideSpec is plan (a code step returning n items) → m (a map: one code

@@ -7,7 +7,7 @@ import (
 	"net/url"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // instancesPerPage is how many of a map's instances the workflow page

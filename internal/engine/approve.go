@@ -62,7 +62,7 @@ func checkApprove(st *Step, where string, bad func(int, string, string, ...any))
 	if t := time.Duration(st.Approve.Timeout); t != 0 && t < time.Second {
 		bad(st.line, where+".approve.timeout", "%s is under 1s", t)
 	}
-	for field, set := range map[string]bool{"prompt": st.Prompt != "", "run": st.Run != "", "for_each": st.ForEach != "", "tools": len(st.Tools) > 0, "with": st.With != nil} {
+	for field, set := range map[string]bool{"prompt": st.Prompt != "", "run": st.Run != "", "for_each": st.ForEach != "", "tools": len(st.Tools) > 0, "max_turns": st.MaxTurns != 0, "with": st.With != nil} {
 		if set {
 			bad(st.line, where+"."+field, "is not for an approval step (approve:)")
 		}
@@ -224,11 +224,11 @@ func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comm
 
 // approvalKind is a step a person decides (approve:): it parks, waiting,
 // until an approval, a rejection or its timeout.
-type approvalKind struct{}
+type approvalKind struct{ oneTask }
 
 func (approvalKind) claims(st *Step) bool { return st.Approve != nil }
 
-func (approvalKind) check(_ *Spec, st *Step, where string, bad problemFunc) {
+func (approvalKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc) {
 	checkApprove(st, where, bad)
 }
 

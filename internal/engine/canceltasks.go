@@ -15,10 +15,8 @@ import (
 type stepTask struct{ step, queue, id string }
 
 // tasksOf lists the tasks a workflow may have in asynq: one per step, and
-// one per released instance of each map step that is not done (the
-// rest were never enqueued, or have nothing left to stop). A wide map's
-// instances are read a page at a time (one HMGET per page), so a cancel
-// of a 10,000-item map looks up only the instances still in flight.
+// its instances' still in flight (a map's: the rest were never enqueued,
+// or have nothing left to stop).
 func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []stepTask {
 	out := make([]stepTask, 0, len(spec.Steps))
 	wf, err := rec.Get(ctx, id)
@@ -29,22 +27,8 @@ func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []ste
 		st := &spec.Steps[i]
 		queue := spec.resolve(st).Queue
 		out = append(out, stepTask{st.ID, queue, genTaskID(id, st.ID, wf.Generation)})
-		if i >= len(wf.Steps) || !st.IsMap() {
-			continue
-		}
-		m := wf.Steps[i].Map
-		if m == nil || wf.Steps[i].ID != st.ID {
-			continue
-		}
-		for from := 0; from < m.Started; from += outputsPage {
-			page, err := rec.InstanceProgress(ctx, id, st.ID, from, min(outputsPage, m.Started-from))
-			for n := range min(outputsPage, m.Started-from) {
-				if err == nil && page[n].State == store.StepDone {
-					continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
-				}
-				inst := instanceID(st.ID, from+n)
-				out = append(out, stepTask{inst, queue, genTaskID(id, inst, wf.Generation)})
-			}
+		if i < len(wf.Steps) && wf.Steps[i].ID == st.ID {
+			out = append(out, kindOf(st).instanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
 		}
 	}
 	return out

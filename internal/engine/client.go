@@ -13,8 +13,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/record"
 )
 
 // Workflow is a workflow's state and steps as Status returns them; its

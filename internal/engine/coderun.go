@@ -160,11 +160,11 @@ func (h *Handler) storedCalls(ctx context.Context, p tasks.Payload, attempt int)
 
 // codeKind is a step that runs a function its worker registered (run:),
 // with its arguments (with:).
-type codeKind struct{}
+type codeKind struct{ oneTask }
 
 func (codeKind) claims(st *Step) bool { return st.Run != "" }
 
-func (codeKind) check(_ *Spec, st *Step, where string, bad problemFunc) {
+func (codeKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc) {
 	checkCodeStep(st, where, bad)
 }
 

@@ -25,6 +25,7 @@ func checkCodeStep(st *Step, where string, bad func(line int, where, format stri
 	}{
 		{"prompt", st.Prompt != ""}, {"system", st.System != ""}, {"output", st.Output != nil}, {"tools", len(st.Tools) > 0},
 		{"degrade", st.Degrade != ""}, {"max_tokens", st.MaxTokens != 0}, {"temperature", st.Temperature != nil},
+		{"max_turns", st.MaxTurns != 0},
 	} {
 		if f.set {
 			bad(st.line, where+"."+f.name, "is for prompt steps; a code step (run: %s) has none", st.Run)

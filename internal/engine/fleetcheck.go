@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/record"
 )
 
 // ErrNoWorkers is returned by Submit when no live worker has advertised

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/record"
 )
 
 // MaxInstancesPage bounds one page of a map's instances.

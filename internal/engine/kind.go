@@ -16,8 +16,8 @@ type stepKind interface {
 	// set: run:, approve:, …).
 	claims(st *Step) bool
 	// check reports the problems of the kind's own fields of st, where
-	// naming the step in the spec.
-	check(s *Spec, st *Step, where string, bad problemFunc)
+	// naming the step in the spec, lim the producer's limits.
+	check(s *Spec, st *Step, where string, lim Limits, bad problemFunc)
 	// prepare parses what the kind's fields hold (templates) once the
 	// spec is sound.
 	prepare(st *Step) error
@@ -31,11 +31,28 @@ type stepKind interface {
 	// run runs one attempt of st that Begin let through; views are its
 	// inputs.
 	run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error
+	// instanceTasks are the tasks of st's instances still in flight, in
+	// run gen (rec: its record), which a cancel stops besides the step's
+	// own: a map's; none for a step that is one task.
+	instanceTasks(ctx context.Context, rec *store.Store, wf string, st *Step, r *StepRecord, gen int, queue string) []stepTask
+	// items is how many instances st has, for a rerun to close them; ok
+	// false for a step that has none.
+	items(ctx context.Context, rec *store.Store, wf string, st *Step) (n int, ok bool)
 	// input is what a reviewer of the step's dead letter sees it was
 	// asked: the rendered system text and prompt (or what stands for
 	// them), data the step's templates' dot.
 	input(ctx context.Context, st *Step, data promptData) (system, prompt string)
 }
+
+// oneTask is what a kind whose step is one task does at a cancel and a
+// rerun (no instances); such kinds embed it.
+type oneTask struct{}
+
+func (oneTask) instanceTasks(context.Context, *store.Store, string, *Step, *StepRecord, int, string) []stepTask {
+	return nil
+}
+
+func (oneTask) items(context.Context, *store.Store, string, *Step) (int, bool) { return 0, false }
 
 // problemFunc reports one problem of a spec: the line, the field (as
 // "steps[2] (plan).prompt") and the message.
@@ -44,6 +61,18 @@ type problemFunc = func(line int, where, format string, a ...any)
 // kinds are the step kinds, the first that claims a step being its kind;
 // prompt steps claim every step the others leave.
 var kinds = []stepKind{approvalKind{}, codeKind{}, toolLoopKind{}, promptKind{}}
+
+// kindKeys are the spec keys of the kinds registered beyond the built-in
+// ones: a step's field of such a key is kept in Step.Kinds for its kind.
+var kindKeys = map[string]bool{}
+
+// registerKind adds kind k, marked in a step by its own field key (held
+// in Step.Kinds[key]), ahead of the prompt kind. Kinds are read without a
+// lock: register from an init function.
+func registerKind(key string, k stepKind) {
+	kindKeys[key] = true
+	kinds = append(kinds[:len(kinds)-1:len(kinds)-1], k, promptKind{})
+}
 
 // kindOf is the kind of spec step st. A map step (for_each) runs its kind
 // once per item: its kind is that kind behind the map's own (mapKind).

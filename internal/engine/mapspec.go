@@ -31,6 +31,24 @@ const (
 // IsMap says whether the step is a map step.
 func (st *Step) IsMap() bool { return st.ForEach != "" }
 
+// readProblem is what is wrong with a template that reads field (JSON,
+// Outputs) of step dep (id), "" if nothing: .JSON is a JSON step's answer
+// or a map's outputs, .Outputs a map's alone.
+func readProblem(dep *Step, id, field string) string {
+	switch {
+	case field == "JSON" && !dep.wantsJSON() && !dep.IsMap():
+		return fmt.Sprintf("reads .Steps.%s.JSON, but step %s has no output.format json", id, id)
+	case field == "Outputs" && !dep.IsMap():
+		return fmt.Sprintf("reads .Steps.%s.Outputs, but step %s is not a map step (for_each)", id, id)
+	}
+	return ""
+}
+
+// hasItem reports whether st's field (prompt, system, with, for_each) has
+// an item (.Item, .Index) to read: a map instance's own fields, not the
+// for_each that makes the items.
+func hasItem(st *Step, field string) bool { return st.IsMap() && field != "for_each" }
+
 // maxItems is the step's bound on its array.
 func (st *Step) maxItems() int {
 	if st.MaxItems > 0 {

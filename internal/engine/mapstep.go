@@ -160,8 +160,8 @@ type mapKind struct{ each stepKind }
 
 func (m mapKind) claims(st *Step) bool { return st.IsMap() && m.each.claims(st) }
 
-func (m mapKind) check(s *Spec, st *Step, where string, bad problemFunc) {
-	m.each.check(s, st, where, bad)
+func (m mapKind) check(s *Spec, st *Step, where string, lim Limits, bad problemFunc) {
+	m.each.check(s, st, where, lim, bad)
 }
 
 func (m mapKind) prepare(st *Step) error { return m.each.prepare(st) }
@@ -175,6 +175,37 @@ func (m mapKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Atte
 		return h.expand(ctx, run, a, views)
 	}
 	return m.each.run(ctx, h, run, a, views)
+}
+
+// instanceTasks are the map's released instances not done: their tasks
+// may wait or run. Instances are read a page at a time (one HMGET per
+// page), so a cancel of a 10,000-item map looks up only the instances
+// still in flight.
+func (mapKind) instanceTasks(ctx context.Context, rec *store.Store, wf string, st *Step, r *StepRecord, gen int, queue string) []stepTask {
+	m := r.Map
+	if m == nil {
+		return nil
+	}
+	var out []stepTask
+	for from := 0; from < m.Started; from += outputsPage {
+		page, err := rec.InstanceProgress(ctx, wf, st.ID, from, min(outputsPage, m.Started-from))
+		for n := range min(outputsPage, m.Started-from) {
+			if err == nil && page[n].State == store.StepDone {
+				continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
+			}
+			inst := instanceID(st.ID, from+n)
+			out = append(out, stepTask{inst, queue, genTaskID(wf, inst, gen)})
+		}
+	}
+	return out
+}
+
+func (mapKind) items(ctx context.Context, rec *store.Store, wf string, st *Step) (int, bool) {
+	m, err := rec.Counts(ctx, wf, st.ID)
+	if err != nil || m == nil {
+		return 0, false
+	}
+	return m.Items, true
 }
 
 func (m mapKind) input(ctx context.Context, st *Step, data promptData) (string, string) {

@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
-	"github.com/agentq/agentq/record"
 )
 
 // commandSizes counts the commands a client sends: those of more than

@@ -13,11 +13,19 @@ import (
 
 // promptKind is a step that asks its route (prompt:, system:): one model
 // call per attempt. A prompt step that offers tools is toolLoopKind.
-type promptKind struct{}
+type promptKind struct{ oneTask }
 
 func (promptKind) claims(*Step) bool { return true }
 
-func (promptKind) check(s *Spec, st *Step, where string, bad problemFunc) {
+func (promptKind) check(s *Spec, st *Step, where string, _ Limits, bad problemFunc) {
+	checkPrompt(s, st, where, bad)
+	if st.MaxTurns != 0 {
+		bad(st.line, where+".max_turns", "is for steps with tools")
+	}
+}
+
+// checkPrompt checks the fields every prompt step has.
+func checkPrompt(s *Spec, st *Step, where string, bad problemFunc) {
 	if st.Route == "" && s.Defaults.Route == "" {
 		bad(st.line, where+".route", "is empty and defaults.route is not set")
 	}

@@ -44,10 +44,8 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 	for _, sid := range again {
 		st, _ := spec.Step(sid)
 		inputs[sid] = st.DependsOn
-		if st.IsMap() {
-			if m, err := c.store.Counts(ctx, id, sid); err == nil && m != nil {
-				items[sid] = m.Items
-			}
+		if n, ok := kindOf(st).items(ctx, c.store, id, st); ok {
+			items[sid] = n
 		}
 	}
 	gen, ready, err := c.store.Rerun(ctx, id, again, inputs, items)

@@ -96,7 +96,11 @@ type Step struct {
 	MaxParallel int `yaml:"max_parallel" json:"max_parallel,omitempty"`
 	// Approve makes this an approval step: it waits for a person's
 	// decision (approve.go).
-	Approve    *ApproveSpec `yaml:"approve" json:"approve,omitempty"`
+	Approve *ApproveSpec `yaml:"approve" json:"approve,omitempty"`
+	// Kinds holds the fields of the step kinds registered beyond the
+	// built-in ones (registerKind), by key: a key no kind owns is an
+	// unknown field.
+	Kinds      map[string]any `yaml:",inline" json:"kinds,omitempty"`
 	messageT   *promptTemplate
 	withT      map[string]*withTemplate
 	forEachT   *withTemplate

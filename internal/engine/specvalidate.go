@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +82,12 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		default:
 			index[st.ID] = i + 1
 		}
-		kindOf(&s.Steps[i]).check(s, &s.Steps[i], where, bad)
+		for _, key := range slices.Sorted(maps.Keys(st.Kinds)) {
+			if !kindKeys[key] { // the step's fields no kind owns, as yaml reports a field no struct has
+				errs = append(errs, &SpecError{Line: st.fieldLines[key], Msg: fmt.Sprintf("unknown field %q", key)})
+			}
+		}
+		kindOf(&s.Steps[i]).check(s, &s.Steps[i], where, lim, bad)
 		if st.Degrade != "" && st.Degrade != "template" {
 			bad(st.line, where+".degrade", "%q is not template", st.Degrade)
 		}
@@ -92,7 +99,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		}
 		checkMap(&s.Steps[i], where, lim, bad)
 		s.checkOutput(&s.Steps[i], where, lim, bad)
-		s.checkTools(&s.Steps[i], where, lim, bad)
+		s.checkTools(&s.Steps[i], where, bad)
 		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
 	}
 	if len(index) != len(s.Steps) {
@@ -147,8 +154,8 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 				switch {
 				case !anc[r.step]:
 					bad(line, where+"."+f.name, "refers to .Steps.%s, which is not a step it depends on (directly or not)", r.step)
-				case r.field == "JSON" && !dep.wantsJSON() && !dep.IsMap():
-					bad(line, where+"."+f.name, "reads .Steps.%s.JSON, but step %s has no output.format json", r.step, r.step)
+				case readProblem(dep, r.step, r.field) != "":
+					bad(line, where+"."+f.name, "%s", readProblem(dep, r.step, r.field))
 				case r.field == "JSON" && len(r.path) > 0:
 					if schema, ok := dep.Output.schemaMap(); ok {
 						if why := schemaRefuses(schema, r.path); why != "" {
@@ -156,11 +163,9 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 								r.step, strings.Join(r.path, "."), r.step, why)
 						}
 					}
-				case r.field == "Outputs" && !dep.IsMap():
-					bad(line, where+"."+f.name, "reads .Steps.%s.Outputs, but step %s is not a map step (for_each)", r.step, r.step)
 				}
 			}
-			if t, _ := parseTemplate(st.ID+"."+f.name, f.text); readsItem(t) && (!st.IsMap() || f.name == "for_each") {
+			if t, _ := parseTemplate(st.ID+"."+f.name, f.text); readsItem(t) && !hasItem(&s.Steps[i], f.name) {
 				bad(line, where+"."+f.name, "reads .Item or .Index, which only a map step's (for_each) prompt, system and with: have")
 			}
 		}

@@ -104,8 +104,8 @@ func (t *ToolSpec) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// checkTools validates a step's tools: and max_turns fields.
-func (s *Spec) checkTools(st *Step, where string, lim Limits, bad func(int, string, string, ...any)) {
+// checkTools validates a step's tools: field.
+func (s *Spec) checkTools(st *Step, where string, bad problemFunc) {
 	seen := map[string]bool{}
 	for j, t := range st.Tools {
 		w := fmt.Sprintf("%s.tools[%d]", where, j)
@@ -134,16 +134,17 @@ func (s *Spec) checkTools(st *Step, where string, lim Limits, bad func(int, stri
 		}
 		st.Tools[j].Parameters = m
 	}
+}
+
+// checkMaxTurns checks a tool loop's max_turns, and caps its default at
+// the producer's limit (workers do not know the limit).
+func checkMaxTurns(st *Step, where string, lim Limits, bad problemFunc) {
 	w := where + ".max_turns"
 	switch {
 	case st.MaxTurns == 0:
-		if len(st.Tools) > 0 && lim.MaxTurns < DefaultMaxTurns {
-			st.MaxTurns = lim.MaxTurns // the default, capped: workers do not know the limit
+		if lim.MaxTurns < DefaultMaxTurns {
+			st.MaxTurns = lim.MaxTurns
 		}
-	case st.Run != "":
-		bad(st.line, w, "is for prompt steps; a code step (run: %s) has none", st.Run)
-	case len(st.Tools) == 0:
-		bad(st.line, w, "is for steps with tools")
 	case st.MaxTurns < 1:
 		bad(st.line, w, "%d is under 1", st.MaxTurns)
 	case st.MaxTurns > lim.MaxTurns:

@@ -85,6 +85,11 @@ type toolLoopKind struct{ promptKind }
 
 func (toolLoopKind) claims(st *Step) bool { return len(st.Tools) > 0 }
 
+func (toolLoopKind) check(s *Spec, st *Step, where string, lim Limits, bad problemFunc) {
+	checkPrompt(s, st, where, bad)
+	checkMaxTurns(st, where, lim, bad)
+}
+
 func (toolLoopKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
 	return h.runPrompt(ctx, run, a, views, func(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
 		if run.st.runsTools(h.tools) {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // KeyInfo is one provider key as the fleet knows it (record.KeyInfo).

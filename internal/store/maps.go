@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // A map step (for_each) runs once per item of an array known at run time.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).

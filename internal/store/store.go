@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/record"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // The record types are public (package record) so that an SDK user can

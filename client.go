@@ -76,6 +76,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 	return c.c.SubmitWorkflow(ctx, spec, opts...)
 }
 
+// Spec returns the spec workflow id was submitted with.
+func (c *Client) Spec(ctx context.Context, id string) (*Spec, error) { return c.c.Spec(ctx, id) }
+
 // Status returns a workflow's state and steps.
 func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
 	return c.c.Status(ctx, id)

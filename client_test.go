@@ -148,6 +148,23 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	if err := c.Requeue(ctx, parks[1], "s"); !errors.Is(err, agentq.ErrNoDeadLetter) {
 		t.Fatalf("requeue of a discarded step: %v, want ErrNoDeadLetter", err)
 	}
+	d, err := c.DeadLetterDetail(ctx, parks[2], "s")
+	if err != nil || d.Workflow != parks[2] || d.Step != "s" || d.Prompt != "run once with null" || !strings.Contains(d.StepError, "needs a look") {
+		t.Fatalf("the third dead letter: %+v %v", d, err)
+	}
+	if _, err := c.DeadLetterDetail(ctx, parks[0], "s"); !errors.Is(err, agentq.ErrNoDeadLetter) {
+		t.Fatalf("detail of a requeued step: %v, want ErrNoDeadLetter", err)
+	}
+	if n, err := c.RequeueAll(ctx, "rate_limited"); err != nil || n != 0 {
+		t.Fatalf("requeue of class rate_limited: %d %v, want none", n, err)
+	}
+	if n, err := c.RequeueAll(ctx, ""); err != nil || n != 1 {
+		t.Fatalf("requeue of all: %d %v, want the one left", n, err)
+	}
+	wait(parks[2], agentq.StateCompleted)
+	if sp, err := c.Spec(ctx, parks[2]); err != nil || sp.Name != "parked" || len(sp.Steps) != 1 || sp.Steps[0].Run != "once" {
+		t.Fatalf("the spec of a workflow: %+v %v", sp, err)
+	}
 
 	// rerun a finished workflow from a step
 	if gen, err := c.Rerun(ctx, parks[0], "s"); err != nil || gen != 1 {

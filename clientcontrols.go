@@ -90,6 +90,28 @@ func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) {
 	return c.c.DeadLetters(ctx, "")
 }
 
+// ParkedStepDetail is one dead letter with what a reviewer needs: its
+// route, its prompt as rendered now from the stored inputs (a code step:
+// its function and arguments), the errors of its last attempt, and an
+// answer its output check rejected.
+type ParkedStepDetail = engine.DeadLetterDetail
+
+// DeadLetterDetail shows step of workflow id, parked in the dead-letter
+// queue (the CLI's dlq show). ErrNoDeadLetter if it is not parked there.
+func (c *Client) DeadLetterDetail(ctx context.Context, id, step string) (*ParkedStepDetail, error) {
+	task, err := c.c.DeadLetterTask(ctx, id, step)
+	if err != nil {
+		return nil, err
+	}
+	return c.c.DeadLetterDetail(ctx, task)
+}
+
+// RequeueAll requeues every dead letter, or those of class (e.g.
+// "rate_limited") when it is not empty, and returns how many.
+func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
+	return c.c.RequeueAll(ctx, class)
+}
+
 // Requeue runs step of workflow id again from the dead-letter queue (its
 // workflow resumes). ErrNoDeadLetter if the step is not parked there.
 func (c *Client) Requeue(ctx context.Context, id, step string) error {

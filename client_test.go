@@ -155,6 +155,9 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	if _, err := c.DeadLetterDetail(ctx, parks[0], "s"); !errors.Is(err, agentq.ErrNoDeadLetter) {
 		t.Fatalf("detail of a requeued step: %v, want ErrNoDeadLetter", err)
 	}
+	if _, err := c.RequeueAll(ctx, "rate_limitd"); !errors.Is(err, agentq.ErrUnknownClass) || !strings.Contains(err.Error(), "rate_limited") {
+		t.Fatalf("requeue of a class that is not one: %v, want ErrUnknownClass naming the classes", err)
+	}
 	if n, err := c.RequeueAll(ctx, "rate_limited"); err != nil || n != 0 {
 		t.Fatalf("requeue of class rate_limited: %d %v, want none", n, err)
 	}

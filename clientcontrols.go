@@ -14,6 +14,9 @@ import (
 
 // Errors a control returns, to branch on with errors.Is.
 var (
+	// ErrUnknownClass is returned for a failure class that is not one
+	// (docs/failures.md lists them).
+	ErrUnknownClass = engine.ErrUnknownClass
 	// ErrNotWaiting: the step is not waiting for a decision (decided
 	// already, not reached yet, or its workflow ended).
 	ErrNotWaiting = engine.ErrNotWaiting
@@ -107,7 +110,8 @@ func (c *Client) DeadLetterDetail(ctx context.Context, id, step string) (*Parked
 }
 
 // RequeueAll requeues every dead letter, or those of class (e.g.
-// "rate_limited") when it is not empty, and returns how many.
+// "rate_limited") when it is not empty, and returns how many;
+// ErrUnknownClass for a class that is not one.
 func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 	return c.c.RequeueAll(ctx, class)
 }

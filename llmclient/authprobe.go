@@ -19,8 +19,8 @@ func (r *Router) probeEmpty500(ctx context.Context, t Target, err error) error {
 		return err
 	}
 	perr := p.Probe(ctx)
-	r.log.Info("auth probe after an empty 500", "provider", t.Provider.Name(), "key", e.Key, "probe_class", string(ClassOf(perr)))
-	if ClassOf(perr) == retry.Auth {
+	r.log.Info("auth probe after an empty 500", "provider", t.Provider.Name(), "key", e.Key, "probe_class", string(retry.ClassOf(perr)))
+	if retry.ClassOf(perr) == retry.Auth {
 		return &AuthProbeError{Err: err}
 	}
 	return err

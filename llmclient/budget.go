@@ -260,7 +260,7 @@ func (h *hold) settleAfter(ctx context.Context, resp *Response, err error) {
 		})
 		return
 	}
-	switch class := ClassOf(err); {
+	switch class := retry.ClassOf(err); {
 	case err == nil:
 		h.settleUsage(ctx, resp.Usage)
 	case class.Rule().MayBeBilled:

@@ -130,7 +130,7 @@ func TestBudgetAdmitsTenOfTwentyConcurrentCalls(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, errs[i] = r.Chat(context.Background(), "r", ask100(i))
-			if llmclient.ClassOf(errs[i]) == retry.BudgetExceeded {
+			if retry.ClassOf(errs[i]) == retry.BudgetExceeded {
 				refused.Add(1)
 			}
 		}()
@@ -202,7 +202,7 @@ func TestBudgetUnsettledReservationLapses(t *testing.T) {
 	if _, ok, _, err := f.ledger.Reserve(ctx, "cfg:b:tokens", 1000, 950, 24*time.Hour); !ok || err != nil {
 		t.Fatalf("the crashed worker's reservation: %v %v", ok, err)
 	}
-	if _, err := r.Chat(ctx, "r", ask100(0)); llmclient.ClassOf(err) != retry.BudgetExceeded {
+	if _, err := r.Chat(ctx, "r", ask100(0)); retry.ClassOf(err) != retry.BudgetExceeded {
 		t.Fatalf("a call while the reservation holds: %v", err)
 	}
 	f.mu.Lock()
@@ -267,7 +267,7 @@ func TestBudgetKeepsTheReservationOfATimedOutCallOnly(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err := r.Chat(cctx, "r", ask100(0))
 	cancel()
-	if c := llmclient.ClassOf(err); !c.Rule().MayBeBilled {
+	if c := retry.ClassOf(err); !c.Rule().MayBeBilled {
 		t.Fatalf("a call past its deadline: class %s (%v), want one that may be billed", c, err)
 	}
 	if used, held, err := f.ledger.Spent(ctx, "cfg:b:tokens", time.Hour); err != nil || used != 100 || held != 0 {
@@ -279,7 +279,7 @@ func TestBudgetKeepsTheReservationOfATimedOutCallOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, refused).Chat(ctx, "r", ask100(1))
-	if c := llmclient.ClassOf(err); c != retry.Auth {
+	if c := retry.ClassOf(err); c != retry.Auth {
 		t.Fatalf("a call with a key the provider refuses: class %s (%v), want auth", c, err)
 	}
 	if used, held, err := f.ledger.Spent(ctx, "cfg:b:tokens", time.Hour); err != nil || used != 100 || held != 0 {

@@ -83,7 +83,7 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 		}
 	}
 	if err != nil {
-		class = ClassOf(err)
+		class = retry.ClassOf(err)
 		if e, ok := AsError(err); ok {
 			key = e.Key
 		}

@@ -118,29 +118,3 @@ func (e *Error) Class() retry.Class {
 		InStream: e.InStream,
 	})
 }
-
-// Classified is an error that knows its failure class: an adapter's *Error,
-// and the router's RouteError, SkippedError and AuthProbeError.
-type Classified interface {
-	error
-	Class() retry.Class
-}
-
-// ClassOf classifies any error a Provider returned; errors that are not an
-// *Error are network failures unless they are cancellations.
-func ClassOf(err error) retry.Class {
-	if err == nil {
-		return retry.OK
-	}
-	var c Classified
-	if errors.As(err, &c) {
-		return c.Class()
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return retry.Timeout
-	case errors.Is(err, context.Canceled):
-		return retry.Canceled
-	}
-	return retry.Network
-}

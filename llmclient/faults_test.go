@@ -51,7 +51,7 @@ func TestEveryFaultIsClassified(t *testing.T) {
 			for ep, p := range fx.providers() {
 				for _, stream := range []bool{false, true} {
 					err := call(p, stream, 0)
-					if got := llmclient.ClassOf(err); got != c.class {
+					if got := retry.ClassOf(err); got != c.class {
 						t.Errorf("%s stream=%v: class %s, want %s (err: %v)", ep, stream, got, c.class, err)
 					}
 				}
@@ -82,7 +82,7 @@ func TestHangIsATimeout(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}})
 	for ep, p := range fx.providers() {
 		for _, stream := range []bool{false, true} {
-			if got := llmclient.ClassOf(call(p, stream, 100*time.Millisecond)); got != retry.Timeout {
+			if got := retry.ClassOf(call(p, stream, 100*time.Millisecond)); got != retry.Timeout {
 				t.Errorf("%s stream=%v: class %s, want timeout", ep, stream, got)
 			}
 		}
@@ -117,7 +117,7 @@ func TestRefusedConnectionsAreNetworkFailures(t *testing.T) {
 	for _, p := range []llmclient.Provider{oa, an} {
 		err := call(p, false, 0)
 		e, ok := llmclient.AsError(err)
-		if llmclient.ClassOf(err) != retry.Network || !ok || e.Status != 0 {
+		if retry.ClassOf(err) != retry.Network || !ok || e.Status != 0 {
 			t.Errorf("%s: %v, want a network error", p.Name(), err)
 		}
 	}

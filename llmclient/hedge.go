@@ -6,6 +6,8 @@ package llmclient
 import (
 	"context"
 	"time"
+
+	"github.com/agentq/agentq/retry"
 )
 
 // hedgeDelay is when to hedge the call to t, or 0 for never.
@@ -64,7 +66,7 @@ func (r *Router) hedged(ctx context.Context, route string, rt Route, a, b int, r
 			if !hedged {
 				return nil, -1, res.err // a failed first: go on in order
 			}
-			if ClassOf(res.err).RequestFault() {
+			if retry.ClassOf(res.err).RequestFault() {
 				return nil, res.idx, res.err
 			}
 		}

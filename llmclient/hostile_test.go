@@ -72,7 +72,7 @@ func TestNonJSONErrorBodyNeverLeaksTheKey(t *testing.T) {
 			for ep, p := range hostileFixture(t, f, key, 0) {
 				for _, stream := range []bool{false, true} {
 					err := call(p, stream, 10*time.Second)
-					if got := llmclient.ClassOf(err); got != retry.Auth {
+					if got := retry.ClassOf(err); got != retry.Auth {
 						t.Errorf("%s pad %d stream=%v: class %s, want auth (%v)", ep, pad, stream, got, err)
 					}
 					text := everyText(err)
@@ -102,7 +102,7 @@ func TestHugeErrorBodyKeepsItsClass(t *testing.T) {
 		for ep, p := range hostileFixture(t, f, goodKey, 0) {
 			for _, stream := range []bool{false, true} {
 				err := call(p, stream, 20*time.Second)
-				if got := llmclient.ClassOf(err); got != c.class {
+				if got := retry.ClassOf(err); got != c.class {
 					t.Errorf("%s %d stream=%v: class %s, want %s (%.300v)", ep, c.status, stream, got, c.class, err)
 				}
 				if e, _ := llmclient.AsError(err); e == nil || len(err.Error()) > 4<<10 || len(e.Body) > 600 || len(e.Message) > 600 {
@@ -127,8 +127,8 @@ func TestEndlessBodiesAreBounded(t *testing.T) {
 			for _, stream := range []bool{false, true} {
 				err := call(p, stream, 30*time.Second)
 				e, ok := llmclient.AsError(err)
-				if !ok || e.Timeout || llmclient.ClassOf(err) != retry.Server {
-					t.Fatalf("%s %d stream=%v: %.300v (class %s), want a server failure before the deadline", ep, c.status, stream, err, llmclient.ClassOf(err))
+				if !ok || e.Timeout || retry.ClassOf(err) != retry.Server {
+					t.Fatalf("%s %d stream=%v: %.300v (class %s), want a server failure before the deadline", ep, c.status, stream, err, retry.ClassOf(err))
 				}
 				if e.Type != c.typ && c.typ != "" {
 					t.Errorf("%s %d stream=%v: type %q, want %q", ep, c.status, stream, e.Type, c.typ)
@@ -148,7 +148,7 @@ func TestEmptyAnswerIsAServerFailureOnBothDialects(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			err := call(p, stream, 10*time.Second)
 			e, ok := llmclient.AsError(err)
-			if !ok || e.Type != llmclient.TypeEmpty || llmclient.ClassOf(err) != retry.Server {
+			if !ok || e.Type != llmclient.TypeEmpty || retry.ClassOf(err) != retry.Server {
 				t.Errorf("%s stream=%v: %v, want an empty_response server failure", ep, stream, err)
 			}
 		}

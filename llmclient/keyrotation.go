@@ -81,7 +81,7 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req Reque
 		}
 		err = r.probeEmpty500(kctx, t, err)
 		rerr.Attempts = append(rerr.Attempts, err)
-		switch class := ClassOf(err); class.Rule().Key {
+		switch class := retry.ClassOf(err); class.Rule().Key {
 		case retry.KeyCool:
 			wait := r.defCool
 			if e, ok := AsError(err); ok && e.RetryAfter > 0 {

@@ -37,7 +37,7 @@ func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 	}
 	_, err = r.Chat(context.Background(), "r", ask(strings.Repeat("x", 20000)))
 	var sk *llmclient.SkippedError
-	if llmclient.ClassOf(err) != retry.ContextLength || !errors.As(err, &sk) || !strings.Contains(sk.Reason, "over the target's max_input_bytes") {
+	if retry.ClassOf(err) != retry.ContextLength || !errors.As(err, &sk) || !strings.Contains(sk.Reason, "over the target's max_input_bytes") {
 		t.Fatalf("a prompt over both: %v, want context_length", err)
 	}
 	if n := fx.srv.Snapshot().Total; n != 2 {

@@ -36,9 +36,9 @@ func (e *RouteError) Unwrap() []error { return e.Attempts }
 // attempt had one; else the last retryable class.
 func (e *RouteError) Class() retry.Class {
 	if n := len(e.Attempts); n > 0 {
-		if c := ClassOf(e.Attempts[n-1]); c.RequestFault() {
+		if c := retry.ClassOf(e.Attempts[n-1]); c.RequestFault() {
 			for _, a := range e.Attempts {
-				if ClassOf(a) == retry.Canceled {
+				if retry.ClassOf(a) == retry.Canceled {
 					return retry.Canceled
 				}
 			}
@@ -48,7 +48,7 @@ func (e *RouteError) Class() retry.Class {
 	var last retry.Class = retry.Network
 	allFinal := len(e.Attempts) > 0
 	for _, a := range e.Attempts {
-		c := ClassOf(a)
+		c := retry.ClassOf(a)
 		if c == retry.Canceled {
 			return c
 		}
@@ -58,7 +58,7 @@ func (e *RouteError) Class() retry.Class {
 		}
 	}
 	if allFinal {
-		return ClassOf(e.Attempts[len(e.Attempts)-1])
+		return retry.ClassOf(e.Attempts[len(e.Attempts)-1])
 	}
 	return last
 }

@@ -153,7 +153,7 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 				return resp, nil
 			}
 		}
-		switch class := ClassOf(err); {
+		switch class := retry.ClassOf(err); {
 		case class == retry.Canceled:
 			return nil, rerr
 		case class.RequestFault():
@@ -249,7 +249,7 @@ func (r *Router) ProbeOpen(ctx context.Context) {
 			seen[name+"/"+t.Model] = true
 			req := Request{Model: t.Model, MaxTokens: 1, Messages: []Message{{Role: "user", Content: "ping"}}}
 			_, err := r.callTarget(ctx, "probe", t, req, &RouteError{Route: "probe"})
-			r.log.Info("active probe", "provider", name, "model", t.Model, "class", string(ClassOf(err)))
+			r.log.Info("active probe", "provider", name, "model", t.Model, "class", string(retry.ClassOf(err)))
 		}
 	}
 }

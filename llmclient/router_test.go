@@ -65,7 +65,7 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	r1, _ := llmclient.NewRouter(route, llmclient.RouterOptions{Keys: pools})
 	_, err := r1.Chat(context.Background(), "r", ask("x"))
 	var re *llmclient.RouteError
-	if llmclient.ClassOf(err) != retry.RateLimited || !errors.As(err, &re) {
+	if retry.ClassOf(err) != retry.RateLimited || !errors.As(err, &re) {
 		t.Fatalf("first call: %v", err)
 	}
 	if d := re.RetryAfter(time.Now()); d < 59*time.Second || d > time.Minute {

@@ -46,6 +46,36 @@ const (
 	BudgetExceeded Class = "budget_exceeded"
 )
 
+// The worker's own classes: an attempt that ended for a reason of the
+// worker's, not of a provider's or of the step's function. They appear in
+// records, dead letters and metrics like the others.
+const (
+	// Panic is a step whose function (or the handler) panicked.
+	Panic Class = "panic"
+	// LeaseExpired is a step whose worker lost the task's lease on its
+	// last attempt (killed, cut off from Redis).
+	LeaseExpired Class = "lease_expired"
+	// Busy is a duplicate delivery of a step another task runs: it looks
+	// again shortly.
+	Busy Class = "busy"
+	// Stale is an attempt whose outcome the store refused: a later
+	// attempt took the step, or the safety net ended this one.
+	Stale Class = "stale"
+	// Unrecorded is an attempt whose answer could not be recorded (Redis
+	// away too long); the worker keeps the answer in memory for the next.
+	Unrecorded Class = "unrecorded"
+	// NotServed is a code step (or a tool) the worker has no function
+	// for: handed back for a worker that serves it.
+	NotServed Class = "not_served"
+	// Archived, Missing and Unsettled are steps the reconciler found
+	// running with a task asynq archived (for another reason than a
+	// lease), lost, or completed without the step's outcome: it
+	// dead-letters them to be requeued or discarded.
+	Archived  Class = "archived"
+	Missing   Class = "missing"
+	Unsettled Class = "unsettled"
+)
+
 // Failure is what the classifier reads of a failed call.
 type Failure struct {
 	Status   int    // HTTP status; 0 when no response arrived

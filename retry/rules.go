@@ -1,5 +1,11 @@
 package retry
 
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
 // Rule is what every policy does with a class. It is the one place a set
 // of classes is spelled out: the router, the breaker, the health score and
 // the step handler ask a class for its rule instead of listing classes.
@@ -28,6 +34,11 @@ type Rule struct {
 	// flight, an answer that was not usable), so a budget keeps what it
 	// reserved for the call; after any other failure it releases it.
 	MayBeBilled bool
+	// Free: the attempt ended for no fault of the step (a duplicate, a
+	// refused late outcome, an answer Redis could not take, a worker that
+	// does not serve it): it uses none of the step's retries and does not
+	// count as a failure.
+	Free bool
 }
 
 // KeyVerdict is what a failure says about the API key a call used.
@@ -39,9 +50,9 @@ const (
 	KeyDisabled                   // quota spent or key refused: disable it until re-enabled
 )
 
-// rules is the table. A class missing from it (a new one, or "busy" and
-// other internal markers) gets the zero Rule's opposite of caution:
-// retryable, nobody's fault.
+// rules is the table, the one list of the classes: a class missing from
+// it (a new one a provider error carried) gets the zero Rule's opposite
+// of caution: retryable, nobody's fault.
 //
 // BudgetExceeded is a limit (one that resets when its period ends, or a
 // workflow's whole cap, which does not), not a failure: no provider is at fault (no breaker, no health score, no key
@@ -73,6 +84,51 @@ var rules = map[Class]Rule{
 	Handler:        {Retryable: true},
 	// see the comment above: a limit that resets, nobody's fault
 	BudgetExceeded: {},
+	// the worker's own
+	Panic:        {Retryable: true},
+	LeaseExpired: {Retryable: true},
+	Busy:         {Retryable: true, Free: true},
+	Stale:        {Retryable: true, Free: true},
+	Unrecorded:   {Retryable: true, Free: true},
+	NotServed:    {Retryable: true, Free: true},
+	Archived:     {Retryable: true},
+	Missing:      {Retryable: true},
+	Unsettled:    {Retryable: true},
+}
+
+// Classes lists every class of the table, sorted.
+func Classes() []Class {
+	out := make([]Class, 0, len(rules))
+	for c := range rules {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Classified is an error that knows its class.
+type Classified interface {
+	Class() Class
+}
+
+// ClassOf classifies any error: one that knows its class (Classified) has
+// it; a passed deadline is a timeout and a cancellation canceled; any
+// other error is a network failure (what a call that got no answer met).
+func ClassOf(err error) Class {
+	if err == nil {
+		return OK
+	}
+	var c Classified
+	if errors.As(err, &c) {
+		return c.Class()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return Timeout
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	}
+	return Network
 }
 
 // Rule returns the class's rule.

@@ -5,11 +5,7 @@ import "testing"
 // Every class has its row in the table, and the rows keep the invariants
 // the policies rely on.
 func TestEveryClassHasARule(t *testing.T) {
-	all := []Class{OK, Network, Timeout, Server, RateLimited, Quota, Auth, BadRequest, ContextLength, ContentFilter, NotFound, Canceled, InvalidOutput, OutputTooLarge, Handler, BudgetExceeded}
-	if len(all) != len(rules) {
-		t.Fatalf("%d classes, %d rules", len(all), len(rules))
-	}
-	for _, c := range all {
+	for _, c := range Classes() { // every constant is a row: TestEveryClassIsDocumented
 		r, ok := rules[c]
 		if !ok {
 			t.Errorf("%s has no rule", c)
@@ -20,8 +16,11 @@ func TestEveryClassHasARule(t *testing.T) {
 		if r.ProviderFault && (r.Answered || !r.LowersHealth) {
 			t.Errorf("%s: a provider fault did not answer and lowers health", c)
 		}
+		if r.Free && (!r.Retryable || r.ProviderFault || r.RequestFault || r.Key != KeyFine) {
+			t.Errorf("%s: a free attempt is retried and nobody's fault", c)
+		}
 	}
-	if !Class("busy").Retryable() || Class("busy").ProviderFault() {
+	if !Class("new_class").Retryable() || Class("new_class").ProviderFault() {
 		t.Error("an unknown class is retryable and nobody's fault")
 	}
 }

@@ -109,6 +109,8 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 			return &serverError{msg: msg, is: engine.ErrNotFinished}
 		case strings.HasPrefix(path, "/api/v1/queues/") && resp.StatusCode == http.StatusNotFound:
 			return &serverError{msg: msg, is: engine.ErrUnknownQueue}
+		case strings.HasPrefix(path, "/api/v1/dlq") && resp.StatusCode == http.StatusBadRequest:
+			return &serverError{msg: msg, is: engine.ErrUnknownClass}
 		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
 			return fmt.Errorf("%w: %v", store.ErrUnknownKey, err)
 		}

@@ -47,6 +47,10 @@ func TestDeadLetterReviewRequeueAndDiscard(t *testing.T) {
 	if r.code != 0 || strings.Contains(r.out, ids[0]) {
 		t.Fatalf("class filter: %q", r.out)
 	}
+	r = run(t, cli.Enqueue, vars, "dlq", "list", "--config", cfg, "--class", "servr")
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, `unknown class "servr"`) || strings.Count(strings.TrimSpace(r.err), "\n") != 0 {
+		t.Fatalf("a class that is not one: exit %d, %q; want one line and exit %d", r.code, r.err, cli.ExitUsage)
+	}
 	r = run(t, cli.Enqueue, vars, "dlq", "show", task, "--config", cfg)
 	for _, want := range []string{"class     bad_request", "route solo", "Say hello to Lin", "unsupported parameter: top_k", "status 400"} {
 		if !strings.Contains(r.out, want) {

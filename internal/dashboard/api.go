@@ -148,8 +148,11 @@ func (s *Server) api(mux *http.ServeMux) {
 
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
-	if errorsIsNotFound(err) {
+	switch {
+	case errorsIsNotFound(err):
 		status = http.StatusNotFound
+	case errors.Is(err, engine.ErrUnknownClass):
+		status = http.StatusBadRequest
 	}
 	writeJSON(w, status, map[string]string{"error": err.Error()})
 }

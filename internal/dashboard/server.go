@@ -259,6 +259,8 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errorsIsNotFound(err):
 		http.Error(w, err.Error(), http.StatusNotFound)
+	case errors.Is(err, engine.ErrUnknownClass):
+		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		s.o.Logger.Error("dashboard", "err", err)
 		http.Error(w, "internal error: "+err.Error(), http.StatusInternalServerError)

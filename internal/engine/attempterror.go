@@ -10,17 +10,6 @@ import (
 	"github.com/agentq/agentq/retry"
 )
 
-// classBusy marks a duplicate delivery that waits for the step's lease.
-const classBusy retry.Class = "busy"
-
-// classStale marks an attempt whose outcome the store refused: a later
-// attempt took the step, or the safety net ended this one.
-const classStale retry.Class = "stale"
-
-// classUnrecorded marks an attempt whose answer could not be recorded
-// (Redis away longer than settleTimeout); the answer is kept in memory.
-const classUnrecorded retry.Class = "unrecorded"
-
 // busyRecheck is how soon a busy duplicate looks again.
 const busyRecheck = time.Second
 
@@ -33,7 +22,9 @@ type StepError struct {
 	// handler decided it with the worker's RetryPolicy and recorded when
 	// the attempt is due (status shows it), so asynq waits just that.
 	Delay time.Duration
-	Free  bool // does not use up one of the step's retries
+	// Free: the attempt uses none of the step's retries, as every
+	// attempt of a class whose rule is Free (retry.Busy, …) does.
+	Free bool
 	Err   error
 }
 

@@ -16,11 +16,6 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// classNotServed marks a code step this worker has no function for: handed
-// back to the queue for a worker that has one (a rolling upgrade, a fleet
-// whose workers serve different steps), without counting as a failure.
-const classNotServed retry.Class = "not_served"
-
 // notServedRecheck is how soon a step no worker here serves is offered again.
 const notServedRecheck = 5 * time.Second
 
@@ -36,7 +31,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 			return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts))
 		}
 		log.Warn("code step handed back: this worker does not serve it", "attempt", a.Step.Attempts)
-		return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
+		return &StepError{Class: retry.NotServed, RetryAfter: notServedRecheck, Err: err}
 	}
 	args, err := renderWithData(ctx, st, dataOf(spec.Input, views, run.inst))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -45,9 +47,17 @@ type DeadLetterDetail struct {
 // ErrNoDeadLetter is returned for a task that is not in the archive.
 var ErrNoDeadLetter = errors.New("no such dead letter")
 
+// ErrUnknownClass is returned for a class that is not one of
+// retry.Classes().
+var ErrUnknownClass = errors.New("unknown class")
+
 // DeadLetters lists dead-lettered steps in every queue, newest first; with
-// class, only those of that class.
+// class, only those of that class (ErrUnknownClass for one that is not a
+// class).
 func (c *Client) DeadLetters(ctx context.Context, class string) ([]DeadLetter, error) {
+	if class != "" && !slices.Contains(retry.Classes(), retry.Class(class)) {
+		return nil, fmt.Errorf("%w %q: one of %v", ErrUnknownClass, class, retry.Classes())
+	}
 	queues, err := c.insp.Queues()
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -86,7 +87,7 @@ func (h *Handler) deadline(ctx context.Context, t *asynq.Task) error {
 	}
 	if st.DeadlineAt != nil && !pastDeadline(st.DeadlineAt) {
 		// early (another worker's clock): look again once it has passed
-		return &StepError{Class: classBusy, Free: true, RetryAfter: time.Until(*st.DeadlineAt) + 100*time.Millisecond,
+		return &StepError{Class: retry.Busy, RetryAfter: time.Until(*st.DeadlineAt) + 100*time.Millisecond,
 			Err: errors.New("the workflow's deadline has not passed yet")}
 	}
 	return h.timeOut(ctx, p.Workflow, spec)

@@ -13,12 +13,6 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// Classes of steps that asynq, not the handler, ended.
-const (
-	classPanic        retry.Class = "panic"         // the handler panicked
-	classLeaseExpired retry.Class = "lease_expired" // the worker lost the task's lease (killed, cut off)
-)
-
 // HandleError implements asynq.ErrorHandler; the worker sets it as its
 // server's ErrorHandler. It is the safety net for attempts the handler
 // could not settle itself: it panicked, outlived the attempt's deadline
@@ -44,7 +38,7 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 		return // asynq retries it
 	}
 	var se *StepError
-	if errors.As(err, &se) && (se.Class == classBusy || se.Class == classStale) {
+	if errors.As(err, &se) && (se.Class == retry.Busy || se.Class == retry.Stale) {
 		return // a duplicate, or an attempt the step has moved past: another settles it
 	}
 	if errors.Is(err, store.ErrOldLayout) {
@@ -78,11 +72,11 @@ func abandonedReason(err error, r resolved) (retry.Class, string) {
 	case asynq.IsPanicError(err):
 		// asynq's text: "panic error cause by: panic [file:line]: message"
 		msg := strings.TrimPrefix(err.Error(), "panic error cause by: ")
-		return classPanic, "panic: " + strings.TrimPrefix(msg, "panic ")
+		return retry.Panic, "panic: " + strings.TrimPrefix(msg, "panic ")
 	case errors.Is(err, context.DeadlineExceeded):
 		return retry.Timeout, fmt.Sprintf("timeout: deadline exceeded: the attempt outlived the step's %s timeout and asynq gave up on it", r.Timeout)
 	case errors.Is(err, asynq.ErrLeaseExpired):
-		return classLeaseExpired, "lease_expired: the worker lost the task's lease on its last attempt (asynq: task lease expired)"
+		return retry.LeaseExpired, "lease_expired: the worker lost the task's lease on its last attempt (asynq: task lease expired)"
 	}
 	class := classOf(err)
 	var se *StepError
@@ -107,7 +101,7 @@ func (h *Handler) settleAbandoned(ctx context.Context, p tasks.Payload, spec *Sp
 	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError
 	switch {
-	case errors.Is(err, store.ErrAlreadySettled), errors.As(err, &se) && se.Class == classStale:
+	case errors.Is(err, store.ErrAlreadySettled), errors.As(err, &se) && se.Class == retry.Stale:
 		return false // the handler (or a newer attempt) got there first
 	case err != nil:
 		h.o.Logger.Error("could not settle a step asynq gave up on", "wf", p.Workflow, "step", p.Step, "class", class,
@@ -118,6 +112,6 @@ func (h *Handler) settleAbandoned(ctx context.Context, p tasks.Payload, spec *Sp
 	if reconciled != "" {
 		msg = "step dead-lettered by the reconciler: its task was archived or lost without a result"
 	}
-	h.o.Logger.Error(msg, "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", reason, "alert", class == classPanic)
+	h.o.Logger.Error(msg, "wf", p.Workflow, "step", p.Step, "attempt", attempt, "class", class, "err", reason, "alert", class == retry.Panic)
 	return true
 }

@@ -150,7 +150,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// soon (the checkpoint will answer once the step is done); this is
 		// not a failure and uses no retry
 		log.Info("step busy under another task; looking again shortly", "until", busy.Until)
-		return &StepError{Class: classBusy, RetryAfter: min(time.Until(busy.Until), busyRecheck), Err: err}
+		return &StepError{Class: retry.Busy, RetryAfter: min(time.Until(busy.Until), busyRecheck), Err: err}
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)

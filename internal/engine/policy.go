@@ -35,7 +35,7 @@ func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 		switch se.Class {
 		case retry.Canceled:
 			return time.Second // not a failure: come back soon (e.g. after a shutdown)
-		case classBusy:
+		case retry.Busy:
 			return se.RetryAfter
 		}
 	}
@@ -47,7 +47,7 @@ func (p RetryPolicy) RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 // rate-limited keys do not use up one of the step's retries.
 func (RetryPolicy) IsFailure(err error) bool {
 	var se *StepError
-	if errors.As(err, &se) && (se.Class == retry.Canceled || se.Class == classBusy || se.Free) {
+	if errors.As(err, &se) && (se.Class == retry.Canceled || se.Free || se.Class.Rule().Free) {
 		return false
 	}
 	return true

@@ -29,7 +29,7 @@ func TestRetryPolicy(t *testing.T) {
 		{"retry-after under backoff", 4, &StepError{Class: retry.RateLimited, RetryAfter: 5 * time.Second}, 16 * time.Second, true},
 		{"free rate-limit wait", 0, &StepError{Class: retry.RateLimited, RetryAfter: 2 * time.Second, Free: true}, 3 * time.Second, false},
 		{"canceled", 2, fmt.Errorf("wrapped: %w", &StepError{Class: retry.Canceled}), time.Second, false},
-		{"busy duplicate", 0, &StepError{Class: classBusy, RetryAfter: 300 * time.Millisecond}, 300 * time.Millisecond, false},
+		{"busy duplicate", 0, &StepError{Class: retry.Busy, RetryAfter: 300 * time.Millisecond}, 300 * time.Millisecond, false},
 	}
 	for _, c := range cases {
 		if d := p.RetryDelay(c.n, c.err, asynq.NewTask(tasks.TypeStep, nil)); d != c.delay {

@@ -17,14 +17,11 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// Reasons the reconciler acts on a step (the metric's label values).
-const (
-	ReconciledLeaseExpired = "lease_expired" // running; asynq's recoverer archived the task after its lease expired on the last attempt
-	ReconciledArchived     = "archived"      // asynq archived the task for another reason, without the step being settled
-	ReconciledMissing      = "missing"       // running; its task is in no asynq state (deleted, or the queue is gone)
-	ReconciledUnsettled    = "unsettled"     // running; its task completed without the step being settled
-	ReconciledRequeued     = "requeued"      // pending or queued; its task never reached asynq or was lost: enqueued again
-)
+// ReconciledRequeued is why the reconciler enqueued a pending or queued
+// step again (its task never reached asynq, or was lost): the metric's
+// label value. A step it settles dead has its class as the reason
+// (retry.LeaseExpired, Archived, Missing, Unsettled).
+const ReconciledRequeued = "requeued"
 
 // ReconcilerOptions configures a Reconciler.
 type ReconcilerOptions struct {
@@ -280,15 +277,15 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		if err := r.archiveInPlace(sctx, wf, id, gen, spec, st, res); err != nil {
 			return err
 		}
-		class, reason = ReconciledMissing, "missing: the step was running but its task is in no asynq state (deleted, or its queue is gone)"
+		class, reason = retry.Missing, "missing: the step was running but its task is in no asynq state (deleted, or its queue is gone)"
 	case info.State == asynq.TaskStateArchived && sp.State == store.StepRunning && strings.Contains(info.LastErr, asynq.ErrLeaseExpired.Error()):
-		class, reason = ReconciledLeaseExpired, "lease_expired: task archived by asynq without a result: lease expired on its last attempt (the worker was killed or cut off from Redis)"
+		class, reason = retry.LeaseExpired, "lease_expired: task archived by asynq without a result: lease expired on its last attempt (the worker was killed or cut off from Redis)"
 	case info.State == asynq.TaskStateArchived && sp.State == store.StepRunning:
-		class, reason = ReconciledArchived, "archived: task archived by asynq without a result: "+info.LastErr
+		class, reason = retry.Archived, "archived: task archived by asynq without a result: "+info.LastErr
 	case info.State == asynq.TaskStateArchived:
-		class, reason = ReconciledArchived, "archived: task archived by asynq before the step began: "+info.LastErr
+		class, reason = retry.Archived, "archived: task archived by asynq before the step began: "+info.LastErr
 	case info.State == asynq.TaskStateCompleted && sp.State == store.StepRunning:
-		class, reason = ReconciledUnsettled, "unsettled: the step's task completed without recording the step's outcome"
+		class, reason = retry.Unsettled, "unsettled: the step's task completed without recording the step's outcome"
 	default:
 		return nil // asynq still has it: pending, scheduled, retrying or active
 	}

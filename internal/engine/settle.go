@@ -180,7 +180,7 @@ var errNotRecorded = errors.New("outcome not recorded")
 func (h *Handler) stale(p tasks.Payload, attempt int, err error) error {
 	h.o.Logger.Warn("outcome of an abandoned attempt not recorded: the step has moved on", "wf", p.Workflow, "step", p.Step,
 		"attempt", attempt, "err", store.Excerpt(err.Error()))
-	return &StepError{Class: classStale, Free: true, Err: err}
+	return &StepError{Class: retry.Stale, Err: err}
 }
 
 // recordAnswer settles a step with a provider's answer. When the store
@@ -204,8 +204,8 @@ func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, 
 		h.o.Logger.Warn("answer kept in memory: it could not be recorded; the step's next attempt on this worker records it without calling the provider",
 			"wf", p.Workflow, "step", p.Step, "attempt", o.Attempt, "err", store.Excerpt(err.Error()))
 		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: "unrecorded", Attempt: o.Attempt,
-			Class: classUnrecorded, Err: err})
-		return &StepError{Class: classUnrecorded, Free: true, Err: err}
+			Class: retry.Unrecorded, Err: err})
+		return &StepError{Class: retry.Unrecorded, Err: err}
 	}
 	return err
 }

@@ -81,4 +81,4 @@ func (h *Handler) deadLetter(ctx context.Context, run stepRun, class retry.Class
 	return fmt.Errorf("%s: %w", reason, asynq.SkipRetry)
 }
 
-func classOf(err error) retry.Class { return llmclient.ClassOf(err) }
+func classOf(err error) retry.Class { return retry.ClassOf(err) }

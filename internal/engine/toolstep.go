@@ -74,7 +74,7 @@ func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Atte
 		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts))
 	}
 	h.o.Logger.Warn("step handed back: this worker does not have its tool", "wf", p.Workflow, "step", p.Step, "attempt", a.Step.Attempts, "err", err)
-	return &StepError{Class: classNotServed, Free: true, RetryAfter: notServedRecheck, Err: err}
+	return &StepError{Class: retry.NotServed, RetryAfter: notServedRecheck, Err: err}
 }
 
 // toolLoopKind is a prompt step that offers tools (tools:): the worker

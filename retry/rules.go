@@ -106,19 +106,20 @@ func Classes() []Class {
 	return out
 }
 
-// Classified is an error that knows its class.
-type Classified interface {
+// classified is an error that knows its class (an adapter's *llmclient.Error,
+// the router's errors).
+type classified interface {
 	Class() Class
 }
 
-// ClassOf classifies any error: one that knows its class (Classified) has
+// ClassOf classifies any error: one that knows its class (a Class method) has
 // it; a passed deadline is a timeout and a cancellation canceled; any
 // other error is a network failure (what a call that got no answer met).
 func ClassOf(err error) Class {
 	if err == nil {
 		return OK
 	}
-	var c Classified
+	var c classified
 	if errors.As(err, &c) {
 		return c.Class()
 	}

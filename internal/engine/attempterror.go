@@ -25,7 +25,7 @@ type StepError struct {
 	// Free: the attempt uses none of the step's retries, as every
 	// attempt of a class whose rule is Free (retry.Busy, …) does.
 	Free bool
-	Err   error
+	Err  error
 }
 
 func (e *StepError) Error() string { return fmt.Sprintf("%s: %v", e.Class, e.Err) }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -76,10 +77,10 @@ type Health struct {
 // NewHealth returns a scorer; store, now and log may be nil.
 func NewHealth(store HealthStore, cfg HealthConfig, now func() time.Time, log *slog.Logger) *Health {
 	if cfg.Window <= 0 {
-		cfg.Window = 5 * time.Minute
+		cfg.Window = defaults.HealthWindow
 	}
 	if cfg.Weights == (HealthWeights{}) {
-		cfg.Weights = HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}
+		cfg.Weights = HealthWeights{Success: defaults.HealthSuccessWeight, Latency: defaults.HealthLatencyWeight, Trend: defaults.HealthTrendWeight}
 	}
 	if cfg.LatencyRef <= 0 {
 		cfg.LatencyRef = 2 * time.Second

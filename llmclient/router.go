@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -89,10 +90,10 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 		r.random = rand.Float64
 	}
 	if r.defCool <= 0 {
-		r.defCool = 10 * time.Second
+		r.defCool = defaults.KeyCooldown
 	}
 	if r.maxCool <= 0 {
-		r.maxCool = time.Minute
+		r.maxCool = defaults.KeyMaxCooldown
 	}
 	r.budgets = newBudgets(o.Budgets, r)
 	for _, rt := range routes {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/retry"
 )
@@ -224,18 +225,20 @@ func Default() Config {
 	maxRetries, bo, br := retry.DefaultMaxRetries, retry.DefaultBackoff, retry.DefaultBreakerConfig
 	return Config{
 		Redis:     Redis{Addr: "127.0.0.1:6379", DialTimeout: Duration(5 * time.Second)},
-		Retention: Duration(24 * time.Hour),
+		Retention: Duration(defaults.Retention),
 		Resilience: Resilience{
 			Retry: Retry{Base: Duration(bo.Base), Factor: bo.Factor, MaxDelay: Duration(bo.Max), Jitter: []float64{bo.JitterLow, bo.JitterHigh},
 				MaxRetries: &maxRetries},
-			Keys: Keys{DefaultCooldown: Duration(10 * time.Second), MaxCooldown: Duration(time.Minute)},
+			Keys: Keys{DefaultCooldown: Duration(defaults.KeyCooldown), MaxCooldown: Duration(defaults.KeyMaxCooldown)},
 			Breaker: Breaker{ConsecutiveFailures: br.ConsecutiveFailures, ErrorRate: br.ErrorRate, Window: Duration(br.Window), MinCalls: br.MinCalls,
 				Cooldown: Duration(br.Cooldown), ProbeInterval: Duration(10 * time.Second)},
-			Health: Health{Window: Duration(5 * time.Minute), Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}},
+			Health: Health{Window: Duration(defaults.HealthWindow),
+				Weights: HealthWeights{Success: defaults.HealthSuccessWeight, Latency: defaults.HealthLatencyWeight, Trend: defaults.HealthTrendWeight}},
 		},
 		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second),
 			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
-		Limits: Limits{MaxSteps: 100, MaxSpecBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxTurns: 20, MaxMapItems: 10000},
+		Limits: Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxOutputBytes: defaults.MaxOutputBytes,
+			MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems},
 	}
 }
 
@@ -243,7 +246,7 @@ func Default() Config {
 func (c *Config) fillDefaults() {
 	for i := range c.Providers {
 		if c.Providers[i].Timeout == 0 {
-			c.Providers[i].Timeout = Duration(60 * time.Second)
+			c.Providers[i].Timeout = Duration(defaults.ProviderTimeout)
 		}
 	}
 	for name, r := range c.Routes {

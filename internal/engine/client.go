@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -80,7 +81,7 @@ type Client struct {
 // NewClient returns a client on rdb. It does not close rdb.
 func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
 	if o.Retention <= 0 {
-		o.Retention = 24 * time.Hour
+		o.Retention = defaults.Retention
 	}
 	if o.NewID == nil {
 		o.NewID = NewID

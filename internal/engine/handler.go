@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -91,10 +92,10 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MaxOutputBytes <= 0 {
-		o.MaxOutputBytes = 1 << 20
+		o.MaxOutputBytes = defaults.MaxOutputBytes
 	}
 	if o.MaxMapItems <= 0 {
-		o.MaxMapItems = DefaultMaxMapItems
+		o.MaxMapItems = defaults.MaxMapItems
 	}
 	if o.Events == nil {
 		o.Events = func(StepEvent) {}

@@ -19,9 +19,6 @@ import (
 const (
 	// DefaultMaxItems is a map step's max_items when it sets none.
 	DefaultMaxItems = 1000
-	// DefaultMaxMapItems is the hard cap on any map step's max_items
-	// (the configuration's limits.max_map_items).
-	DefaultMaxMapItems = 10000
 	// DefaultMaxParallel is how many instances of one map are in flight
 	// at once when the step sets no max_parallel: a wide map neither
 	// floods a provider nor fills the queue ahead of other workflows.

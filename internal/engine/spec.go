@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/retry"
 )
@@ -154,23 +155,23 @@ type Limits struct {
 	// MaxTurns caps a step's max_turns; default 20 (the configuration's
 	// limits.max_turns).
 	MaxTurns int
-	// MaxMapItems caps a map step's max_items; default DefaultMaxMapItems
-	// (the configuration's limits.max_map_items).
+	// MaxMapItems caps a map step's max_items; default
+	// defaults.MaxMapItems (the configuration's limits.max_map_items).
 	MaxMapItems int
 }
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxSteps <= 0 {
-		l.MaxSteps = 100
+		l.MaxSteps = defaults.MaxSteps
 	}
 	if l.MaxSpecBytes <= 0 {
-		l.MaxSpecBytes = 1 << 20
+		l.MaxSpecBytes = defaults.MaxSpecBytes
 	}
 	if l.MaxTurns <= 0 {
-		l.MaxTurns = DefaultMaxTurnsLimit
+		l.MaxTurns = defaults.MaxTurns
 	}
 	if l.MaxMapItems <= 0 {
-		l.MaxMapItems = DefaultMaxMapItems
+		l.MaxMapItems = defaults.MaxMapItems
 	}
 	return l
 }

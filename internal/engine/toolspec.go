@@ -28,11 +28,9 @@ type ToolSpec struct {
 	named bool // given by name alone: the worker must have it
 }
 
-// Defaults for a step's max_turns and for the limit on it.
-const (
-	DefaultMaxTurns      = 8
-	DefaultMaxTurnsLimit = 20
-)
+// DefaultMaxTurns is a step's max_turns when it sets none (capped at the
+// limit on it, limits.max_turns).
+const DefaultMaxTurns = 8
 
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 

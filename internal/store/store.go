@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -95,7 +96,7 @@ func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Tim
 		now = time.Now
 	}
 	if retention < time.Minute {
-		retention = 24 * time.Hour
+		retention = defaults.Retention
 	}
 	s := &Store{rdb: rdb, retention: retention, now: now}
 	s.fused.Store(fusable(rdb))

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/defaults"
 )
 
 // TypeDelivery is the asynq task type of one event's delivery.
@@ -37,10 +39,6 @@ const DefaultMaxRetry = 8
 // deliveryTimeout is the asynq deadline of one attempt: the HTTP call's
 // own timeout and a margin.
 const deliveryTimeout = 30 * time.Second
-
-// defaultRetention keeps a delivered event's task id (and so its
-// deduplication) when the caller says nothing.
-const defaultRetention = 24 * time.Hour
 
 // The events a workflow can notify, named as its end states.
 const (
@@ -128,7 +126,7 @@ func Enqueue(ctx context.Context, c *asynq.Client, e Event, opts ...asynq.Option
 		return err
 	}
 	all := append([]asynq.Option{asynq.Queue(Queue), asynq.TaskID(TaskID(e.Workflow, e.Event)), asynq.MaxRetry(DefaultMaxRetry),
-		asynq.Timeout(deliveryTimeout), asynq.Retention(defaultRetention)}, opts...)
+		asynq.Timeout(deliveryTimeout), asynq.Retention(defaults.Retention)}, opts...)
 	_, err = c.EnqueueContext(ctx, asynq.NewTask(TypeDelivery, p), all...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil

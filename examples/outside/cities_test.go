@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -108,8 +109,68 @@ func TestTheWorkflowRuns(t *testing.T) {
 	if r := steps["report"]; r.Output == "" || !strings.Contains(string(r.ToolCalls), "word_count") {
 		t.Fatalf("report: output %q, tool calls %s: want an answer after a word_count call", r.Output, r.ToolCalls)
 	}
+	controls(ctx, t, c, id)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("the worker's graceful stop: %v", err)
+	}
+}
+
+// controls drives a finished workflow and an approval with the client's
+// verbs, as a producer (or an operator's tool) does.
+func controls(ctx context.Context, t *testing.T, c *agentq.Client, id string) {
+	t.Helper()
+	done, err := c.List(ctx, agentq.ListOptions{State: agentq.StateCompleted, Name: "cities", Limit: 10})
+	if err != nil || len(done) != 1 || done[0].ID != id {
+		t.Fatalf("completed cities workflows: %+v %v", done, err)
+	}
+	gen, err := c.Rerun(ctx, id, "merge")
+	if err != nil || gen != 1 {
+		t.Fatalf("rerun from merge: %d %v", gen, err)
+	}
+	if wf, err := c.Wait(ctx, id, 50*time.Millisecond); err != nil || wf.State != agentq.StateCompleted || wf.Generation != 1 {
+		t.Fatalf("after the rerun: %+v %v", wf, err)
+	}
+	spec, err := c.Parse("review.yaml", []byte("name: review\nsteps:\n  - { id: ok, approve: { message: \"ship it?\" } }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid, err := c.Submit(ctx, spec, agentq.WithIdempotencyKey("review-1"), agentq.WithDeadline(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		wf, err := c.Status(ctx, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wf.State == agentq.StateWaiting {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the review did not wait: %+v", wf)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := c.Approve(ctx, rid, "ok", "looks right"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reject(ctx, rid, "ok", "too late"); !errors.Is(err, agentq.ErrNotWaiting) {
+		t.Fatalf("a second decision: %v", err)
+	}
+	if wf, err := c.Wait(ctx, rid, 50*time.Millisecond); err != nil || wf.State != agentq.StateCompleted {
+		t.Fatalf("the approved review: %+v %v", wf, err)
+	}
+	dls, err := c.DeadLetters(ctx)
+	if err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters: %+v %v", dls, err)
+	}
+	keys, err := c.Keys(ctx)
+	if err != nil || len(keys) != 1 || keys[0].State != agentq.KeyOK {
+		t.Fatalf("keys: %+v %v", keys, err)
+	}
+	if err := c.EnableKey(ctx, keys[0].Fingerprint); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -127,18 +127,7 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 		}
 		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport,
 			MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
-		var (
-			pr  llmclient.Provider
-			err error
-		)
-		switch p.Kind {
-		case "openai":
-			pr, err = llmclient.NewOpenAI(o)
-		case "anthropic":
-			pr, err = llmclient.NewAnthropic(o)
-		default:
-			err = fmt.Errorf("unknown kind %q", p.Kind)
-		}
+		pr, err := llmclient.NewProvider(p.Kind, o)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 		}

@@ -70,7 +70,7 @@ func TestLoadWithoutProviderKeysStillChecksTheRest(t *testing.T) {
 	}
 	bad := strings.Replace(workersYAML, "kind: anthropic\n    keys", "kind: anthropc\n    keys", 1)
 	_, err = config.Load(config.Input{Path: "agentq.yaml", Data: []byte(bad), LookupEnv: env(map[string]string{"REDIS_PW": "x"}), WithoutProviderKeys: true})
-	if err == nil || !strings.Contains(err.Error(), `providers[1].kind: "anthropc" is not openai or anthropic`) {
+	if err == nil || !strings.Contains(err.Error(), `providers[1].kind: "anthropc" is not one of anthropic, openai`) {
 		t.Errorf("got %v", err)
 	}
 	unknown := strings.Replace(workersYAML, "kind: anthropic\n    keys", "kind: anthropic\n    kees: [x]\n    keys", 1)

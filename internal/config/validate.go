@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/llmclient"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,20 +72,25 @@ func (c *Config) validate() error {
 			bad(f+".name", "%q may not contain spaces, braces, colons or slashes", p.Name)
 		}
 		seen[p.Name] = true
-		switch p.Kind {
-		case "openai", "anthropic":
-		case "":
-			bad(f+".kind", "is empty (want openai or anthropic)")
-		default:
-			bad(f+".kind", "%q is not openai or anthropic", p.Kind)
+		dialects := llmclient.Dialects()
+		kinds := make([]string, len(dialects))
+		for i, d := range dialects {
+			kinds[i] = d.Kind
+		}
+		d := slices.IndexFunc(dialects, func(d llmclient.Dialect) bool { return d.Kind == p.Kind })
+		switch {
+		case p.Kind == "":
+			bad(f+".kind", "is empty (want one of %s)", strings.Join(kinds, ", "))
+		case d < 0:
+			bad(f+".kind", "%q is not one of %s", p.Kind, strings.Join(kinds, ", "))
 		}
 		if p.BaseURL != "" {
 			if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				bad(f+".base_url", "%q is not an http(s) URL", p.BaseURL)
 			}
 		}
-		if len(p.Keys) == 0 && p.Kind == "anthropic" {
-			bad(f+".keys", "is empty (anthropic needs at least one key)")
+		if len(p.Keys) == 0 && d >= 0 && dialects[d].NeedsKey {
+			bad(f+".keys", "is empty (%s needs at least one key)", p.Kind)
 		}
 		for j, k := range p.Keys {
 			if k == "" {

@@ -85,6 +85,24 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
+// faces are the packages people reach agentq through, other than the SDK:
+// they go through the clients (the engine's, the API), never to the
+// records in Redis or the builder, whose parts they would otherwise
+// rebuild. The dashboard and the CLI join this list when they do.
+var faces = []string{"internal/apiclient"}
+
+func TestFacesGoThroughTheClients(t *testing.T) {
+	for _, face := range faces {
+		for f, paths := range imports(t, face) {
+			for _, path := range paths {
+				if path == module+"/internal/store" || path == module+"/internal/app" {
+					t.Errorf("%s imports %s: a face goes through the clients", f, path)
+				}
+			}
+		}
+	}
+}
+
 // An example is what users copy: its code imports no internal package
 // (its tests may, to check it).
 func TestExampleImportsNoInternalPackage(t *testing.T) {

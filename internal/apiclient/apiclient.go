@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // ErrUnauthorized wraps a 401 or 403: no token, or a wrong one.
@@ -112,7 +112,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 		case strings.HasPrefix(path, "/api/v1/dlq") && resp.StatusCode == http.StatusBadRequest:
 			return &serverError{msg: msg, is: engine.ErrUnknownClass}
 		case strings.HasPrefix(path, "/api/v1/keys") && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest):
-			return fmt.Errorf("%w: %v", store.ErrUnknownKey, err)
+			return fmt.Errorf("%w: %v", record.ErrUnknownKey, err)
 		}
 		switch resp.StatusCode {
 		case http.StatusNotFound:
@@ -201,22 +201,22 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...
 }
 
 // Keys lists the keys the live workers advertise, with their state.
-func (c *Client) Keys(ctx context.Context) ([]store.KeyInfo, error) {
-	var keys []store.KeyInfo
+func (c *Client) Keys(ctx context.Context) ([]record.KeyInfo, error) {
+	var keys []record.KeyInfo
 	err := c.do(ctx, "GET", "/api/v1/keys", nil, &keys)
 	return keys, err
 }
 
 // EnableKeys re-enables the key ref names ("provider#N") or, with all,
 // every key.
-func (c *Client) EnableKeys(ctx context.Context, ref string, all bool) (store.EnableResult, error) {
+func (c *Client) EnableKeys(ctx context.Context, ref string, all bool) (record.EnableResult, error) {
 	q := url.Values{}
 	if all {
 		q.Set("all", "true")
 	} else {
 		q.Set("key", ref)
 	}
-	var r store.EnableResult
+	var r record.EnableResult
 	err := c.do(ctx, "POST", "/api/v1/keys/enable?"+q.Encode(), nil, &r)
 	return r, err
 }

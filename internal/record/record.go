@@ -128,6 +128,15 @@ type KeyInfo struct {
 	Workers     int        `json:"workers"`
 }
 
+// ErrUnknownKey wraps a key reference that names no known key.
+var ErrUnknownKey = errors.New("unknown key")
+
+// EnableResult is what enabling keys did, by fingerprint.
+type EnableResult struct {
+	Enabled    []string `json:"enabled"`     // were disabled or cooling, now enabled
+	NotChanged []string `json:"not_changed"` // were neither
+}
+
 // Key states of KeyInfo.
 const (
 	KeyOK       = "ok"

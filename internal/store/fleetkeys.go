@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -22,7 +21,7 @@ const (
 )
 
 // ErrUnknownKey wraps a key reference that names no known key.
-var ErrUnknownKey = errors.New("unknown key")
+var ErrUnknownKey = record.ErrUnknownKey
 
 // FleetKeys lists the keys the live workers advertise, and also (keys a
 // caller's own configuration holds; may be nil), with their shared state:
@@ -136,10 +135,7 @@ func FindKey(keys []KeyInfo, ref string) (KeyInfo, error) {
 }
 
 // EnableResult is what EnableKeys did, by fingerprint.
-type EnableResult struct {
-	Enabled    []string `json:"enabled"`     // were disabled or cooling, now enabled
-	NotChanged []string `json:"not_changed"` // were neither
-}
+type EnableResult = record.EnableResult
 
 // EnableKeys re-enables, for every worker, the key ref names (FindKey
 // over FleetKeys(also)) or, with all, every key FleetKeys lists.

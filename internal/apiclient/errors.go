@@ -1,0 +1,107 @@
+package apiclient
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/record"
+)
+
+// The API's "code"s: no live worker is alive; an idempotency key names a
+// workflow with another spec or input; a key that cannot be one.
+const (
+	codeNoWorkers           = "no_workers"
+	codeIdempotencyConflict = "idempotency_conflict"
+	codeBadIdempotencyKey   = "bad_idempotency_key"
+)
+
+// decodeError turns the dashboard API's error answer (status and body)
+// to method path into the error the engine's client returns for the same
+// cause, so a caller branches on it with errors.Is alike over Redis or
+// over HTTP.
+func decodeError(method, path string, status int, data []byte) error {
+	var e struct {
+		Error    string   `json:"error"`
+		Code     string   `json:"code"`
+		Problems []string `json:"problems"`
+		Details  []struct {
+			Where   string `json:"where"`
+			Message string `json:"message"`
+		} `json:"details"`
+	}
+	_ = json.Unmarshal(data, &e)
+	msg := e.Error
+	if msg == "" {
+		msg = strings.TrimSpace(string(data))
+	}
+	if status == http.StatusBadRequest && len(e.Details) > 0 {
+		// a spec's problems, without the request body's source and
+		// lines: the caller puts them on its own file
+		errs := make([]error, len(e.Details))
+		for i, d := range e.Details {
+			errs[i] = &engine.SpecError{Where: d.Where, Msg: d.Message}
+		}
+		return errors.Join(errs...)
+	}
+	if status == http.StatusBadRequest && len(e.Problems) > 0 {
+		// one error a problem, so each is one line
+		errs := make([]error, len(e.Problems))
+		for i, p := range e.Problems {
+			errs[i] = &problemError{p}
+		}
+		return errors.Join(errs...)
+	}
+	if len(e.Problems) > 0 {
+		msg += ": " + strings.Join(e.Problems, "; ")
+	}
+	err := fmt.Errorf("%s %s: %d %s", method, path, status, msg)
+	switch {
+	case e.Code == codeNoWorkers:
+		return fmt.Errorf("%w: %v", engine.ErrNoWorkers, err)
+	case status == http.StatusConflict && e.Code == codeIdempotencyConflict:
+		return &serverError{msg: msg, is: engine.ErrIdempotencyConflict}
+	case e.Code == codeBadIdempotencyKey:
+		return &serverError{msg: msg, is: engine.ErrBadIdempotencyKey}
+	case status == http.StatusConflict && e.Code == "not_waiting":
+		return &serverError{msg: msg, is: engine.ErrNotWaiting}
+	case status == http.StatusConflict && e.Code == "not_finished":
+		return &serverError{msg: msg, is: engine.ErrNotFinished}
+	case strings.HasPrefix(path, "/api/v1/queues/") && status == http.StatusNotFound:
+		return &serverError{msg: msg, is: engine.ErrUnknownQueue}
+	case strings.HasPrefix(path, "/api/v1/dlq") && status == http.StatusBadRequest:
+		return &serverError{msg: msg, is: engine.ErrUnknownClass}
+	case strings.HasPrefix(path, "/api/v1/keys") && (status == http.StatusNotFound || status == http.StatusBadRequest):
+		return fmt.Errorf("%w: %v", record.ErrUnknownKey, err)
+	}
+	switch status {
+	case http.StatusNotFound:
+		if strings.HasPrefix(path, "/api/v1/dlq/") {
+			return fmt.Errorf("%w: %v", engine.ErrNoDeadLetter, err)
+		}
+		return fmt.Errorf("%w: %v", engine.ErrNotFound, err)
+	case http.StatusBadRequest:
+		return fmt.Errorf("%w: %v", engine.ErrInvalidSpec, err)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
+	}
+	return err
+}
+
+// serverError is the server's one-line error, an is.
+type serverError struct {
+	msg string
+	is  error
+}
+
+func (e *serverError) Error() string { return e.msg }
+func (e *serverError) Unwrap() error { return e.is }
+
+// problemError is one problem with a spec, as the server reported it.
+type problemError struct{ msg string }
+
+func (e *problemError) Error() string { return e.msg }
+func (e *problemError) Unwrap() error { return engine.ErrInvalidSpec }

@@ -132,24 +132,25 @@ type Options struct {
 // set, and a nil in the map's Outputs.
 var Missing = agentq.StepView{Missing: true}
 
-// Map is the view of a map step (for_each) among the step's ancestors,
-// its instances' outputs in item order, for Options.Steps: the step reads
-// them with s.Outputs (and s.Items), as a fan-in over the map does in a
-// worker.
+// Text is a prompt instance's answer, for Map: its text, with no JSON.
+func Text(answer string) agentq.StepView { return agentq.StepView{Output: answer} }
+
+// Map is a map step (for_each) among the step's ancestors, its instances'
+// outputs in item order, for Options.Steps: the step reads them with
+// s.Outputs (and s.Items), as a fan-in over the map does in a worker; as
+// in a worker, s.Step gives the map step's own record, not its outputs.
 //
-// Each output is an agentq.StepView, taken as it is (Missing is one); or
-// a string, a prompt instance's text answer; or any other value, a code
-// instance's value or a format: json answer (the view's JSON holds it as
-// the worker decodes it, numbers as json.Number, and Output its JSON).
-// A value that does not encode as JSON makes NewStep fail, naming it.
+// Each output is what a code instance returned (any JSON value: the view's
+// JSON holds it as the worker decodes it, numbers as json.Number, and its
+// Output the JSON text), or an agentq.StepView taken as it is: Text(…) for
+// a prompt instance's answer, Missing for a dead-lettered one. A value
+// that does not encode as JSON makes NewStep fail, naming it.
 func Map(outputs ...any) agentq.StepView {
 	views := make([]agentq.StepView, len(outputs))
 	for i, o := range outputs {
 		switch o := o.(type) {
 		case agentq.StepView:
 			views[i] = o
-		case string:
-			views[i] = agentq.StepView{Output: o}
 		default:
 			b, err := json.Marshal(o)
 			if err != nil {

@@ -161,7 +161,7 @@ func TestAFanInOverAMap(t *testing.T) {
 		return map[string]any{"items": s.Items("research"), "got": got}, nil
 	}
 	s, err := agentqtest.NewStep(agentqtest.Options{Steps: map[string]agentq.StepView{
-		"research": agentqtest.Map("oslo is cold", agentqtest.Missing, map[string]any{"n": 3})}})
+		"research": agentqtest.Map(agentqtest.Text("oslo is cold"), agentqtest.Missing, map[string]any{"n": 3})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +170,21 @@ func TestAFanInOverAMap(t *testing.T) {
 	if err != nil || fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Fatalf("reduce: %v %v, want %v", out, err, want)
 	}
+	// as on a worker, Step gives the map's own record, not its outputs
 	view, _ := s.Run(t.Context(), func(_ context.Context, st *agentq.Step) (any, error) { v, _ := st.Step("research"); return v, nil })
-	if v, ok := view.(agentq.StepView); !ok || v.Map == nil || fmt.Sprint(v.Map.Outputs) != "[oslo is cold <nil> map[n:3]]" || fmt.Sprint(v.Map.Missing) != "[1]" {
-		t.Fatalf("the map's view: %+v", view)
+	if v, ok := view.(agentq.StepView); !ok || v.Map != nil || v.Output != "" {
+		t.Fatalf("the map's own view: %+v", view)
+	}
+	// a code instance's string is JSON, as a worker reads it
+	words, _ := agentqtest.NewStep(agentqtest.Options{Steps: map[string]agentq.StepView{"m": agentqtest.Map("two")}})
+	out, err = words.Run(t.Context(), func(ctx context.Context, st *agentq.Step) (any, error) {
+		for v, err := range st.Outputs(ctx, "m") {
+			return []any{v.Output, v.JSON}, err
+		}
+		return nil, nil
+	})
+	if fmt.Sprint(out) != `["two" two]` || err != nil {
+		t.Fatalf("a code instance's string: %v %v", out, err)
 	}
 	_, err = s.Run(t.Context(), func(ctx context.Context, st *agentq.Step) (any, error) {
 		for _, err := range st.Outputs(ctx, "plan") {

@@ -103,8 +103,11 @@ func callStep(ctx context.Context, fn StepFunc, s *CodeStep) (out any, err error
 		return nil, err
 	}
 	var c interface{ Class() retry.Class }
-	if errors.As(err, &c) {
-		return nil, err // a provider's failure the step passed on keeps its class
+	if errors.As(err, &c) && !c.Class().Rule().Free {
+		// a provider's failure the step passed on keeps its class; the
+		// worker's own free classes are not the step's to claim (a step
+		// that said busy would retry for ever)
+		return nil, err
 	}
 	return nil, &handlerError{err: err}
 }

@@ -88,8 +88,8 @@ func (c *Client) deadLetter(ctx context.Context, info *asynq.TaskInfo) (DeadLett
 		return DeadLetter{}, false
 	}
 	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: reasonOf(info.LastErr), FailedAt: info.LastFailedAt, Attempts: info.Retried + 1}
-	if cl, _, ok := strings.Cut(info.LastErr, ":"); ok && !strings.ContainsAny(cl, " ") {
-		d.Class = cl
+	if cl, _, ok := strings.Cut(info.LastErr, ":"); ok && slices.Contains(retry.Classes(), retry.Class(cl)) {
+		d.Class = cl // a reason begins with its class ("m[3]: …" does not name one)
 	}
 	p, err := tasks.DecodePayload(info.Payload)
 	if err != nil {

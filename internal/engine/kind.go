@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/agentq/agentq/internal/store"
 )
@@ -63,15 +65,31 @@ type problemFunc = func(line int, where, format string, a ...any)
 var kinds = []stepKind{approvalKind{}, codeKind{}, toolLoopKind{}, promptKind{}}
 
 // kindKeys are the spec keys of the kinds registered beyond the built-in
-// ones: a step's field of such a key is kept in Step.Kinds for its kind.
-var kindKeys = map[string]bool{}
+// ones, and their kinds: a step's field of such a key is kept in
+// Step.Kinds for its kind.
+var kindKeys = map[string]stepKind{}
 
 // registerKind adds kind k, marked in a step by its own field key (held
-// in Step.Kinds[key]), ahead of the prompt kind. Kinds are read without a
-// lock: register from an init function.
+// in Step.Kinds[key], not a field Step has), ahead of the built-in kinds:
+// its key is explicit, so it decides the step's kind. Kinds are read
+// without a lock: register from an init function.
 func registerKind(key string, k stepKind) {
-	kindKeys[key] = true
-	kinds = append(kinds[:len(kinds)-1:len(kinds)-1], k, promptKind{})
+	kindKeys[key] = k
+	kinds = append([]stepKind{k}, kinds...)
+}
+
+// kindFields checks that each of st's registered kinds' fields belongs to
+// its kind: a second kind's key on a step would be ignored.
+func kindFields(st *Step, where string, bad problemFunc) {
+	k := kindOf(st)
+	if m, ok := k.(mapKind); ok {
+		k = m.each
+	}
+	for _, key := range slices.Sorted(maps.Keys(st.Kinds)) {
+		if kindKeys[key] != k {
+			bad(lineOr(st.fieldLines[key], st.line), where+"."+key, "is another kind's field: a step is of one kind")
+		}
+	}
 }
 
 // kindOf is the kind of spec step st. A map step (for_each) runs its kind

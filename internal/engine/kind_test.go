@@ -133,9 +133,23 @@ func TestANewStepKind(t *testing.T) {
 	}
 
 	// the spec checker asks the kind
-	if _, err := ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n  - { id: b, echo: hi, ehco: x }\n"), nil, Limits{}); err == nil ||
-		!strings.Contains(err.Error(), "steps[0] (a).echo: is not a text") || !strings.Contains(err.Error(), `bad.yaml:4: unknown field "ehco"`) {
+	if _, err := ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n"), nil, Limits{}); err == nil ||
+		!strings.Contains(err.Error(), "steps[0] (a).echo: is not a text") {
 		t.Fatalf("a bad echo step: %v", err)
+	}
+	if _, err := ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n  - { id: b, echo: hi,\n      ehco: x }\n"), nil, Limits{}); err == nil ||
+		!strings.Contains(err.Error(), `bad.yaml:5: unknown field "ehco"`) {
+		t.Fatalf("a misspelt field: %v", err)
+	}
+
+	// a second kind's key, and a field no kind owns, are refused
+	if _, err := ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, echo: hi, run: f }\n  - { id: b, prompt: x, route: r, promt: y }\n"), nil, Limits{}); err == nil ||
+		!strings.Contains(err.Error(), "two.yaml:4: unknown field \"promt\"") || strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("a typo: %v, want the unknown field alone", err)
+	}
+	if _, err := ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, run: f, echo: hi }\n"), nil, Limits{}); err == nil ||
+		!strings.Contains(err.Error(), "echo: is a step of its own") {
+		t.Fatalf("echo beside run: %v", err)
 	}
 
 	// submit, fan-in, rerun
@@ -147,6 +161,18 @@ steps:
 `), nil, Limits{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// a stored (or sent) spec parses again as it was written
+	stored, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := ParseSpec("stored", stored, nil, Limits{}); err != nil || again.Steps[0].Kinds["echo"] != "hello" {
+		t.Fatalf("the stored spec %s: %v", stored, err)
+	}
+	var read Spec
+	if err := json.Unmarshal(stored, &read); err != nil || read.Steps[1].Kinds["echo"] != "world" || read.Steps[2].Kinds != nil {
+		t.Fatalf("the stored spec read back: %+v %v", read.Steps, err)
 	}
 	if needs := spec.Needs(); len(needs) != 1 || needs[0].Name != "join" {
 		t.Fatalf("needs %+v: an echo step needs nothing of a worker", needs)

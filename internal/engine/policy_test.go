@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -57,5 +58,23 @@ func TestUsageAndCost(t *testing.T) {
 	delete(prices, "an/m")
 	if _, ok := Cost(wf, prices); ok {
 		t.Fatal("a cost without every target's price")
+	}
+}
+
+// classed is a step function's error that claims a class.
+type classed struct{ c retry.Class }
+
+func (e classed) Error() string      { return "claims " + string(e.c) }
+func (e classed) Class() retry.Class { return e.c }
+
+// A step function's error keeps a provider's class it passed on, but not
+// one of the worker's free classes: a step that said busy would never use
+// up a retry.
+func TestAStepCannotClaimAFreeClass(t *testing.T) {
+	for c, want := range map[retry.Class]retry.Class{retry.Busy: retry.Handler, retry.NotServed: retry.Handler, retry.RateLimited: retry.RateLimited} {
+		_, err := callStep(t.Context(), func(context.Context, *CodeStep) (any, error) { return nil, classed{c} }, &CodeStep{})
+		if got := classOf(err); got != want {
+			t.Errorf("a step's error claiming %s is %s, want %s", c, got, want)
+		}
 	}
 }

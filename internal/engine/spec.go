@@ -101,7 +101,7 @@ type Step struct {
 	// Kinds holds the fields of the step kinds registered beyond the
 	// built-in ones (registerKind), by key: a key no kind owns is an
 	// unknown field.
-	Kinds      map[string]any `yaml:",inline" json:"kinds,omitempty"`
+	Kinds      map[string]any `yaml:",inline" json:"-"`
 	messageT   *promptTemplate
 	withT      map[string]*withTemplate
 	forEachT   *withTemplate
@@ -222,6 +222,10 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 	if err := checkDepth(&root, 0); err != nil {
 		return nil, &SpecError{Source: source, Line: err.Line, Msg: "spec nests deeper than 32 levels"}
 	}
+	var unknown []error // a step's fields no kind owns: Step.Kinds keeps them from yaml's own check
+	if len(root.Content) > 0 {
+		unknown = unknownStepFields(source, root.Content[0])
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var s Spec
@@ -229,7 +233,10 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 		if errors.Is(err, io.EOF) {
 			return nil, &SpecError{Source: source, Msg: "spec is empty"}
 		}
-		return nil, yamlErr(source, err)
+		return nil, errors.Join(append([]error{yamlErr(source, err)}, unknown...)...)
+	}
+	if len(unknown) > 0 {
+		return nil, errors.Join(unknown...)
 	}
 	// remember each step's line for later errors
 	if len(root.Content) > 0 {

@@ -63,6 +63,24 @@ func TestParseGoodSpec(t *testing.T) {
 	}
 }
 
+// A misspelt step field is one line with its line number, beside the
+// spec's other problems yaml finds, and in a mapping merged into a step.
+func TestUnknownStepFields(t *testing.T) {
+	for _, c := range []struct{ name, spec string }{
+		{"beside a bad value", strings.Replace(strings.Replace(salesReport, "optional: true", "optinal: true", 1), "timeout: 120s", "timeout: nope", 1)},
+		{"merged", "name: m\nsteps:\n  - { id: a, route: code, prompt: hi }\n  - { <<: { route: code,\n      optinal: true }, id: b, prompt: hi }\n"},
+	} {
+		_, err := ParseSpec("w.yaml", []byte(c.spec), nil, Limits{})
+		want := map[string]string{"beside a bad value": `w.yaml:14: unknown field "optinal"`, "merged": `w.yaml:5: unknown field "optinal"`}[c.name]
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %s", c.name, err, want)
+		}
+		if c.name == "beside a bad value" && !strings.Contains(err.Error(), `bad duration "nope"`) {
+			t.Errorf("%s: %v, want the bad duration too", c.name, err)
+		}
+	}
+}
+
 func TestSpecErrors(t *testing.T) {
 	cases := []struct{ name, spec, want string }{
 		{"unknown field", strings.Replace(salesReport, "optional: true", "optinal: true", 1), `w.yaml:14: unknown field "optinal"`},

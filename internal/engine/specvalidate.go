@@ -3,9 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,11 +80,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		default:
 			index[st.ID] = i + 1
 		}
-		for _, key := range slices.Sorted(maps.Keys(st.Kinds)) {
-			if !kindKeys[key] { // the step's fields no kind owns, as yaml reports a field no struct has
-				errs = append(errs, &SpecError{Line: st.fieldLines[key], Msg: fmt.Sprintf("unknown field %q", key)})
-			}
-		}
+		kindFields(&s.Steps[i], where, bad)
 		kindOf(&s.Steps[i]).check(s, &s.Steps[i], where, lim, bad)
 		if st.Degrade != "" && st.Degrade != "template" {
 			bad(st.line, where+".degrade", "%q is not template", st.Degrade)

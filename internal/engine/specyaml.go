@@ -6,6 +6,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -83,4 +84,55 @@ func yamlErr(source string, err error) error {
 		out = append(out, se)
 	}
 	return errors.Join(out...)
+}
+
+// stepKeys are the keys a step's YAML may have of its own (Step's
+// fields); a registered kind adds its key (kindKeys).
+var stepKeys = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[Step]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}()
+
+// unknownStepFields reports, in the order they appear, the keys of the
+// spec's steps that are neither a step's field nor a registered kind's,
+// with their lines, as yaml reports a field no struct has (a merge key's
+// mapping is read as the step's own keys).
+func unknownStepFields(source string, doc *yaml.Node) []error {
+	var out []error
+	var scan func(n *yaml.Node, depth int)
+	scan = func(n *yaml.Node, depth int) {
+		if depth > 4 {
+			return
+		}
+		switch n.Kind {
+		case yaml.AliasNode:
+			if n.Alias != nil {
+				scan(n.Alias, depth+1)
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				scan(c, depth+1)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				switch {
+				case k.Value == "<<" && k.Tag == "!!merge":
+					scan(n.Content[i+1], depth+1)
+				case !stepKeys[k.Value] && kindKeys[k.Value] == nil:
+					out = append(out, &SpecError{Source: source, Line: k.Line, Msg: fmt.Sprintf("unknown field %q", k.Value)})
+				}
+			}
+		}
+	}
+	for _, st := range stepNodes(doc) {
+		scan(st, 0)
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"sync"
 
 	"github.com/agentq/agentq/internal/store"
@@ -100,9 +101,16 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 	d := &durable{wf: t.o.Workflow, step: t.o.ID, attempt: attempt, st: t.mem, log: t.o.Logger, stored: stored}
 	s := &CodeStep{workflow: t.o.Workflow, id: t.o.ID, attempt: attempt, args: t.args, input: t.o.Input, steps: t.o.Steps,
 		log: t.o.Logger, d: d, llm: &LLM{d: d, router: t.o.Router}, inst: t.inst, maps: map[string]mapSource{}}
+	cloned := false
 	for id, v := range t.o.Steps {
 		if m := v.Map; m != nil {
 			s.maps[id] = mapSource{items: len(m.views), pages: func(context.Context) iter.Seq2[StepView, error] { return m.instanceViews() }}
+			// as on a worker, Step(id) is the map step's own record: a
+			// code step reads the instances with Outputs
+			if !cloned {
+				s.steps, cloned = maps.Clone(t.o.Steps), true
+			}
+			s.steps[id] = StepView{}
 		}
 	}
 	out, err := callStep(ctx, fn, s)

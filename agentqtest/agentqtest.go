@@ -138,7 +138,9 @@ func Text(answer string) agentq.StepView { return agentq.StepView{Output: answer
 // Map is a map step (for_each) among the step's ancestors, its instances'
 // outputs in item order, for Options.Steps: the step reads them with
 // s.Outputs (and s.Items), as a fan-in over the map does in a worker; as
-// in a worker, s.Step gives the map step's own record, not its outputs.
+// in a worker, s.Step gives the map step's own record, not its outputs
+// (a worker adds them, as StepView.Map, only when the step's with: reads
+// the map).
 //
 // Each output is what a code instance returned (any JSON value: the view's
 // JSON holds it as the worker decodes it, numbers as json.Number, and its

@@ -103,10 +103,11 @@ func callStep(ctx context.Context, fn StepFunc, s *CodeStep) (out any, err error
 		return nil, err
 	}
 	var c interface{ Class() retry.Class }
-	if errors.As(err, &c) && !c.Class().Rule().Free {
+	if errors.As(err, &c) && !c.Class().Rule().Free && (c.Class() != retry.Canceled || ctx.Err() != nil) {
 		// a provider's failure the step passed on keeps its class; the
 		// worker's own free classes are not the step's to claim (a step
-		// that said busy would retry for ever)
+		// that said busy would retry for ever), nor is canceled while the
+		// step's own context runs (a sub-context it canceled itself)
 		return nil, err
 	}
 	return nil, &handlerError{err: err}

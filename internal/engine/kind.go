@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"maps"
+	"reflect"
 	"slices"
 
 	"github.com/agentq/agentq/internal/store"
@@ -86,7 +87,7 @@ func kindFields(st *Step, where string, bad problemFunc) {
 		k = m.each
 	}
 	for _, key := range slices.Sorted(maps.Keys(st.Kinds)) {
-		if kindKeys[key] != k {
+		if reflect.TypeOf(kindKeys[key]) != reflect.TypeOf(k) { // types: a kind's value may not be comparable
 			bad(lineOr(st.fieldLines[key], st.line), where+"."+key, "is another kind's field: a step is of one kind")
 		}
 	}

@@ -71,7 +71,8 @@ func (e classed) Class() retry.Class { return e.c }
 // one of the worker's free classes: a step that said busy would never use
 // up a retry.
 func TestAStepCannotClaimAFreeClass(t *testing.T) {
-	for c, want := range map[retry.Class]retry.Class{retry.Busy: retry.Handler, retry.NotServed: retry.Handler, retry.RateLimited: retry.RateLimited} {
+	for c, want := range map[retry.Class]retry.Class{retry.Busy: retry.Handler, retry.NotServed: retry.Handler, retry.RateLimited: retry.RateLimited,
+		retry.Canceled: retry.Handler} { // canceled, while the step's context runs
 		_, err := callStep(t.Context(), func(context.Context, *CodeStep) (any, error) { return nil, classed{c} }, &CodeStep{})
 		if got := classOf(err); got != want {
 			t.Errorf("a step's error claiming %s is %s, want %s", c, got, want)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -326,5 +327,27 @@ steps:
 	lines = problem.Lines(func() error { _, err := ParseSpec("w.yaml", []byte(b.String()), routes, Limits{}); return err }())
 	if len(lines) != 51 || !strings.Contains(lines[50], "and 10 more problems") {
 		t.Errorf("60 problems: %d lines, last %q; want 50 and a count of the rest", len(lines), lines[len(lines)-1])
+	}
+}
+
+// Aliases cannot multiply the unknown-field scan: each node is read once
+// and the problems are capped, so a small spec cannot make a large error.
+func TestUnknownFieldsThroughManyAliases(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: a\nx: &a {id: s, prompt: p")
+	for i := range 1500 {
+		fmt.Fprintf(&b, ", k%d: 1", i)
+	}
+	b.WriteString("}\nsteps: [")
+	for i := range 1500 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("*a")
+	}
+	b.WriteString("]\n")
+	_, err := ParseSpec("w.yaml", []byte(b.String()), nil, Limits{})
+	if err == nil || len(err.Error()) > 16<<10 {
+		t.Fatalf("a spec of %d bytes: an error of %d bytes, want it bounded", b.Len(), len(fmt.Sprint(err)))
 	}
 }

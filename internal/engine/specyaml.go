@@ -102,14 +102,18 @@ var stepKeys = func() map[string]bool {
 // unknownStepFields reports, in the order they appear, the keys of the
 // spec's steps that are neither a step's field nor a registered kind's,
 // with their lines, as yaml reports a field no struct has (a merge key's
-// mapping is read as the step's own keys).
+// mapping is read as the step's own keys). Each node is read once, however
+// many aliases name it, and at most maxProblems are reported: the work is
+// bounded by the spec's size, whatever its aliases.
 func unknownStepFields(source string, doc *yaml.Node) []error {
 	var out []error
+	seen := map[*yaml.Node]bool{}
 	var scan func(n *yaml.Node, depth int)
 	scan = func(n *yaml.Node, depth int) {
-		if depth > 4 {
+		if depth > 32 || seen[n] || len(out) >= maxProblems {
 			return
 		}
+		seen[n] = true
 		switch n.Kind {
 		case yaml.AliasNode:
 			if n.Alias != nil {
@@ -125,7 +129,7 @@ func unknownStepFields(source string, doc *yaml.Node) []error {
 				switch {
 				case k.Value == "<<" && k.Tag == "!!merge":
 					scan(n.Content[i+1], depth+1)
-				case !stepKeys[k.Value] && kindKeys[k.Value] == nil:
+				case !stepKeys[k.Value] && kindKeys[k.Value] == nil && len(out) < maxProblems:
 					out = append(out, &SpecError{Source: source, Line: k.Line, Msg: fmt.Sprintf("unknown field %q", k.Value)})
 				}
 			}

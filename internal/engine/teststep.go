@@ -105,12 +105,16 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 	for id, v := range t.o.Steps {
 		if m := v.Map; m != nil {
 			s.maps[id] = mapSource{items: len(m.views), pages: func(context.Context) iter.Seq2[StepView, error] { return m.instanceViews() }}
-			// as on a worker, Step(id) is the map step's own record: a
-			// code step reads the instances with Outputs
+			// as on a worker, Step(id) is the map step's own record (an
+			// empty map's is an empty list): a code step reads the
+			// instances with Outputs
 			if !cloned {
 				s.steps, cloned = maps.Clone(t.o.Steps), true
 			}
 			s.steps[id] = StepView{}
+			if len(m.views) == 0 {
+				s.steps[id] = StepView{Output: "[]", JSON: []any{}}
+			}
 		}
 	}
 	out, err := callStep(ctx, fn, s)

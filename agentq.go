@@ -52,6 +52,9 @@ type LLM = engine.LLM
 // Spec is a parsed workflow spec (Client.Parse).
 type Spec = engine.Spec
 
+// SpecStep is one step of a Spec (Spec.Steps), as its YAML gave it.
+type SpecStep = engine.Step
+
 // Workflow is a workflow's state and steps.
 type Workflow = record.Workflow
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -58,8 +59,8 @@ func (m *Model) Respond(route string, r *llmclient.Response) *Model {
 	return m
 }
 
-// Fail queues a failure on route (e.g. a *llmclient.RouteError, or any
-// error).
+// Fail queues a failure on route: any error, which the step meets as it
+// would meet the router's (VerdictOf reads it as the worker does).
 func (m *Model) Fail(route string, err error) *Model {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -109,8 +110,10 @@ func (m *Model) Chat(ctx context.Context, route string, req llmclient.Request) (
 	return &resp, nil
 }
 
-// Route implements the router's route lookup: every route exists.
-func (m *Model) Route(name string) (llmclient.Route, bool) { return llmclient.Route{Name: name}, true }
+// routes is the model as the worker's router: every route exists.
+type routes struct{ *Model }
+
+func (routes) Route(name string) (router.Route, bool) { return router.Route{Name: name}, true }
 
 // Options describe the step under test.
 type Options struct {
@@ -176,7 +179,7 @@ func NewStep(o Options) (*Step, error) {
 	if o.Model == nil {
 		o.Model = NewModel()
 	}
-	t, err := engine.NewTestStep(engine.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: o.Model,
+	t, err := engine.NewTestStep(engine.TestStepOptions{Workflow: o.Workflow, ID: o.ID, Args: o.Args, Input: o.Input, Steps: o.Steps, Router: routes{o.Model},
 		Item: o.Item, Index: o.Index})
 	if err != nil {
 		return nil, err

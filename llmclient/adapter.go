@@ -142,7 +142,7 @@ func (b *base) toError(ctx context.Context, model string, key int, c *capture, e
 		e.Type = TypeMalformed // a 200 whose body is not a usable answer
 	}
 	if header != nil {
-		e.RetryAfter = ParseRetryAfter(header, b.now())
+		e.RetryAfter = parseRetryAfter(header, b.now())
 		if e.RequestID == "" {
 			e.RequestID = requestID(header)
 		}

@@ -18,8 +18,8 @@ const goodKey = "sk-test-good-0123456789"
 // fixture is a chaosllm server over real HTTP and both adapters pointed at it.
 type fixture struct {
 	srv       *chaosllm.Server
-	openai    *llmclient.OpenAI
-	anthropic *llmclient.Anthropic
+	openai    llmclient.Provider
+	anthropic llmclient.Provider
 }
 
 func newFixture(t *testing.T, sc chaosllm.Scenario, keys ...string) *fixture {
@@ -33,11 +33,11 @@ func newFixture(t *testing.T, sc chaosllm.Scenario, keys ...string) *fixture {
 	if len(keys) == 0 {
 		keys = []string{goodKey}
 	}
-	oa, err := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: keys})
+	oa, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	an, err := llmclient.NewAnthropic(llmclient.Options{Name: "an", BaseURL: hs.URL, Keys: keys})
+	an, err := llmclient.NewProvider("anthropic", llmclient.Options{Name: "an", BaseURL: hs.URL, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestTransportErrors(t *testing.T) {
 	hs := httptest.NewServer(nil)
 	url := hs.URL
 	hs.Close()
-	oa, _ := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
+	oa, _ := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
 	_, err := oa.Chat(context.Background(), ask("hi"))
 	e, ok := llmclient.AsError(err)
 	if !ok || e.Status != 0 || e.Timeout || e.Err == nil {

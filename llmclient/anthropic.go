@@ -11,22 +11,22 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 )
 
-// Anthropic is an adapter for the Anthropic Messages API, built on the
+// anthropicProvider is an adapter for the Anthropic Messages API, built on the
 // official SDK with its own retries switched off and its environment
 // defaults (ANTHROPIC_API_KEY, profiles) ignored: keys come only from our
 // configuration.
-type Anthropic struct {
+type anthropicProvider struct {
 	base
 	clients []anthropic.Client // one per key
 }
 
-// NewAnthropic builds the adapter. It makes no network call. BaseURL, when
+// newAnthropic builds the adapter. It makes no network call. BaseURL, when
 // set, is the API root without /v1 (the SDK appends v1/messages).
-func NewAnthropic(o Options) (*Anthropic, error) {
+func newAnthropic(o Options) (*anthropicProvider, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	a := &Anthropic{base: newBase(o)}
+	a := &anthropicProvider{base: newBase(o)}
 	hc := newHTTPClient(o.Transport, a.maxAnswer)
 	for _, k := range o.Keys {
 		opts := []option.RequestOption{
@@ -43,7 +43,7 @@ func NewAnthropic(o Options) (*Anthropic, error) {
 	return a, nil
 }
 
-func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
+func (a *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(req.maxTokens())}
 	if req.System != "" {
 		p.System = []anthropic.TextBlockParam{{Text: req.System}}
@@ -76,7 +76,7 @@ func (a *Anthropic) params(req Request) anthropic.MessageNewParams {
 
 // opts are the per-request options params cannot carry: this SDK version
 // has no temperature field, so it is set in the JSON body.
-func (a *Anthropic) opts(req Request) []option.RequestOption {
+func (a *anthropicProvider) opts(req Request) []option.RequestOption {
 	if req.Temperature == nil {
 		return nil
 	}
@@ -84,7 +84,7 @@ func (a *Anthropic) opts(req Request) []option.RequestOption {
 }
 
 // Chat implements Provider.
-func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
+func (a *anthropicProvider) Chat(ctx context.Context, req Request) (*Response, error) {
 	k := a.keyIndex(ctx)
 	cctx, c := withCapture(ctx)
 	start := a.now()
@@ -133,7 +133,7 @@ func (a *Anthropic) Chat(ctx context.Context, req Request) (*Response, error) {
 }
 
 // ChatStream implements Provider.
-func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+func (a *anthropicProvider) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 	k := a.keyIndex(ctx)
 	sctx, cancel := context.WithCancel(ctx)
 	cctx, c := withCapture(sctx)
@@ -179,7 +179,7 @@ func (a *Anthropic) ChatStream(ctx context.Context, req Request) (*Stream, error
 
 // Probe makes the cheapest authenticated call (list models) with the key
 // chosen by ctx (WithKey): it tells a rejected key from a failing server.
-func (a *Anthropic) Probe(ctx context.Context) error {
+func (a *anthropicProvider) Probe(ctx context.Context) error {
 	k := a.keyIndex(ctx)
 	cctx, c := withCapture(ctx)
 	if _, err := a.clients[k].Models.List(cctx, anthropic.ModelListParams{}); err != nil {
@@ -221,7 +221,7 @@ func parseAnthropicError(err error) sdkError {
 	return s
 }
 
-var _ Provider = (*Anthropic)(nil)
+var _ Provider = (*anthropicProvider)(nil)
 
 // asStrings reads a JSON Schema "required" list.
 func asStrings(v any) []string {

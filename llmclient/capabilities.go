@@ -26,20 +26,10 @@ type Prober interface {
 }
 
 var (
-	_ KeyedProvider    = (*OpenAI)(nil)
-	_ KeyedProvider    = (*Anthropic)(nil)
-	_ KeyFingerprinter = (*OpenAI)(nil)
-	_ KeyFingerprinter = (*Anthropic)(nil)
-	_ Prober           = (*OpenAI)(nil)
-	_ Prober           = (*Anthropic)(nil)
+	_ KeyedProvider    = (*openaiProvider)(nil)
+	_ KeyedProvider    = (*anthropicProvider)(nil)
+	_ KeyFingerprinter = (*openaiProvider)(nil)
+	_ KeyFingerprinter = (*anthropicProvider)(nil)
+	_ Prober           = (*openaiProvider)(nil)
+	_ Prober           = (*anthropicProvider)(nil)
 )
-
-// fingerprintOf names p's k-th key, or "" when p does not name its keys.
-func fingerprintOf(p Provider, k int) string {
-	if f, ok := p.(KeyFingerprinter); ok {
-		if fps := f.KeyFingerprints(); k < len(fps) {
-			return fps[k]
-		}
-	}
-	return ""
-}

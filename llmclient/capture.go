@@ -183,13 +183,13 @@ func newHTTPClient(base http.RoundTripper, maxAnswer int64) *http.Client {
 	return &http.Client{Transport: captureTransport{base: base, maxAnswer: maxAnswer}}
 }
 
-// RetryAfterCap bounds any Retry-After a provider sends.
-const RetryAfterCap = 10 * time.Minute
+// retryAfterCap bounds any Retry-After a provider sends.
+const retryAfterCap = 10 * time.Minute
 
-// ParseRetryAfter reads retry-after-ms (milliseconds), then Retry-After as
+// parseRetryAfter reads retry-after-ms (milliseconds), then Retry-After as
 // seconds or as an HTTP date relative to now. It returns zero when neither is
-// present or parseable, and never more than RetryAfterCap.
-func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
+// present or parseable, and never more than retryAfterCap.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
 	var d time.Duration
 	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
@@ -208,7 +208,7 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if d < 0 {
 		return 0
 	}
-	return min(d, RetryAfterCap)
+	return min(d, retryAfterCap)
 }
 
 // requestID reads the request id header providers send.

@@ -2,6 +2,7 @@ package llmclient
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -22,8 +23,8 @@ func TestSharedAnswerBudgetIsReturned(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	mk := func(key string) *OpenAI {
-		a, err := NewOpenAI(Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: []string{key}})
+	mk := func(key string) *openaiProvider {
+		a, err := newOpenAI(Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: []string{key}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,5 +54,24 @@ func TestSharedAnswerBudgetIsReturned(t *testing.T) {
 	}
 	if n := answersInFlight.Load(); n != 0 {
 		t.Errorf("%d bytes are still charged to the shared budget after every body closed", n)
+	}
+}
+
+// Retry-After in seconds, in milliseconds (preferred) and as a date, capped.
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{"Retry-After": {"7"}}, 7 * time.Second},
+		{http.Header{"Retry-After-Ms": {"1500"}, "Retry-After": {"2"}}, 1500 * time.Millisecond},
+		{http.Header{"Retry-After": {"Mon, 30 Nov 2026 12:00:30 GMT"}}, 30 * time.Second},
+		{http.Header{"Retry-After": {"3600"}}, retryAfterCap},
+		{http.Header{}, 0},
+	} {
+		if got := parseRetryAfter(c.h, now); got != c.want {
+			t.Errorf("%v: %v, want %v", c.h, got, c.want)
+		}
 	}
 }

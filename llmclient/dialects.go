@@ -19,8 +19,8 @@ type Dialect struct {
 // dialects is the one table of the dialects: a new one is its adapter's
 // file, one line here and chaosllm's dialect file (its fake endpoint).
 var dialects = []Dialect{
-	{Kind: "anthropic", NeedsKey: true, New: func(o Options) (Provider, error) { return NewAnthropic(o) }},
-	{Kind: "openai", New: func(o Options) (Provider, error) { return NewOpenAI(o) }}, // any OpenAI-compatible endpoint
+	{Kind: "anthropic", NeedsKey: true, New: func(o Options) (Provider, error) { return newAnthropic(o) }},
+	{Kind: "openai", New: func(o Options) (Provider, error) { return newOpenAI(o) }}, // any OpenAI-compatible endpoint
 }
 
 // Dialects lists the dialects, by kind.

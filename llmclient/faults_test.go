@@ -110,9 +110,9 @@ func TestRefusedConnectionsAreNetworkFailures(t *testing.T) {
 		c.Close()
 		return false, "listener still open in a refuse phase"
 	})
-	oa, _ := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: "http://" + addr + "/v1", Keys: []string{goodKey},
+	oa, _ := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: "http://" + addr + "/v1", Keys: []string{goodKey},
 		Transport: &http.Transport{DisableKeepAlives: true}})
-	an, _ := llmclient.NewAnthropic(llmclient.Options{Name: "an", BaseURL: "http://" + addr, Keys: []string{goodKey},
+	an, _ := llmclient.NewProvider("anthropic", llmclient.Options{Name: "an", BaseURL: "http://" + addr, Keys: []string{goodKey},
 		Transport: &http.Transport{DisableKeepAlives: true}})
 	for _, p := range []llmclient.Provider{oa, an} {
 		err := call(p, false, 0)

@@ -29,12 +29,12 @@ func hostileFixture(t *testing.T, f chaosllm.Fault, key string, maxAnswer int64)
 	t.Cleanup(hs.Close)
 	o := llmclient.Options{Keys: []string{key}, MaxResponseBytes: maxAnswer, Redactor: redact.New(otherSecret)}
 	o.Name, o.BaseURL = "oa", hs.URL+"/v1"
-	oa, err := llmclient.NewOpenAI(o)
+	oa, err := llmclient.NewProvider("openai", o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Name, o.BaseURL = "an", hs.URL
-	an, err := llmclient.NewAnthropic(o)
+	an, err := llmclient.NewProvider("anthropic", o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,3 +14,10 @@ func Fingerprint(provider string, idx int, key string) string {
 	h := hex.EncodeToString(sum[:])
 	return fmt.Sprintf("%s#%d (…%s)", provider, idx+1, h[len(h)-4:])
 }
+
+// KeyID is a key's stable identity in shared state: the start of its
+// SHA-256, from which the key cannot be recovered.
+func KeyID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}

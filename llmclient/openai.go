@@ -10,19 +10,19 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 )
 
-// OpenAI is an adapter for any OpenAI-compatible chat completions endpoint
+// openaiProvider is an adapter for any OpenAI-compatible chat completions endpoint
 // (OpenAI, xAI, vLLM, LM Studio, Ollama's /v1), built on go-openai.
-type OpenAI struct {
+type openaiProvider struct {
 	base
 	clients []*openai.Client // one per key
 }
 
-// NewOpenAI builds the adapter. It makes no network call.
-func NewOpenAI(o Options) (*OpenAI, error) {
+// newOpenAI builds the adapter. It makes no network call.
+func newOpenAI(o Options) (*openaiProvider, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	a := &OpenAI{base: newBase(o)}
+	a := &openaiProvider{base: newBase(o)}
 	hc := newHTTPClient(o.Transport, a.maxAnswer)
 	for _, k := range o.Keys {
 		cfg := openai.DefaultConfig(k)
@@ -35,7 +35,7 @@ func NewOpenAI(o Options) (*OpenAI, error) {
 	return a, nil
 }
 
-func (a *OpenAI) request(req Request, stream bool) openai.ChatCompletionRequest {
+func (a *openaiProvider) request(req Request, stream bool) openai.ChatCompletionRequest {
 	r := openai.ChatCompletionRequest{Model: req.Model, Stream: stream}
 	// max_tokens, not max_completion_tokens: every OpenAI-compatible server
 	// (vLLM, Ollama, LM Studio, xAI) accepts it; OpenAI still does for chat models.
@@ -79,7 +79,7 @@ type schemaJSON map[string]any
 func (s schemaJSON) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(s)) }
 
 // Chat implements Provider.
-func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
+func (a *openaiProvider) Chat(ctx context.Context, req Request) (*Response, error) {
 	k := a.keyIndex(ctx)
 	cctx, c := withCapture(ctx)
 	start := a.now()
@@ -109,7 +109,7 @@ func (a *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 }
 
 // ChatStream implements Provider.
-func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 	k := a.keyIndex(ctx)
 	sctx, cancel := context.WithCancel(ctx)
 	cctx, c := withCapture(sctx)
@@ -157,7 +157,7 @@ func (a *OpenAI) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 
 // Probe makes the cheapest authenticated call (list models) with the key
 // chosen by ctx (WithKey): it tells a rejected key from a failing server.
-func (a *OpenAI) Probe(ctx context.Context) error {
+func (a *openaiProvider) Probe(ctx context.Context) error {
 	k := a.keyIndex(ctx)
 	cctx, c := withCapture(ctx)
 	if _, err := a.clients[k].ListModels(cctx); err != nil {
@@ -184,6 +184,6 @@ func parseOpenAIError(err error) sdkError {
 	return s
 }
 
-var _ Provider = (*OpenAI)(nil)
+var _ Provider = (*openaiProvider)(nil)
 
-func (a *OpenAI) String() string { return fmt.Sprintf("openai-compatible provider %q", a.name) }
+func (a *openaiProvider) String() string { return fmt.Sprintf("openai-compatible provider %q", a.name) }

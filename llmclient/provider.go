@@ -1,6 +1,10 @@
-// Package llmclient talks to LLM providers. A Provider sends one chat
-// request with one API key and never retries on its own: the caller (the
-// router, and above it the task queue) owns every retry decision.
+// Package llmclient talks to LLM providers, and is useful on its own. A
+// Provider (NewProvider, one per dialect in Dialects) sends one chat
+// request with one of its API keys (WithKey picks it), bounds the answer
+// it reads, notices a stalled stream, reads Retry-After, and fails with a
+// classified *Error that never carries a key (retry.ClassOf reads its
+// class). It never retries on its own: the caller (agentq's router, and
+// above it the task queue) owns every retry decision.
 package llmclient
 
 import (
@@ -63,8 +67,6 @@ type Request struct {
 	// output_too_large) and the route moves on to its next target. Never
 	// sent to the provider (MaxTokens bounds what it writes).
 	MaxOutputBytes int
-
-	stream bool // the router is asked for a stream (Router.ChatStream)
 }
 
 // Output asks for a JSON answer.
@@ -124,8 +126,6 @@ type Response struct {
 	// FinishStop, FinishToolCalls, FinishLength, FinishContentFilter, or
 	// the provider's own word for anything else; empty if it said nothing.
 	FinishReason string `json:"finish_reason,omitempty"`
-
-	stream *Stream // set by the router for a streamed call
 }
 
 // Provider is one configured LLM endpoint.

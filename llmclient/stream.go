@@ -27,13 +27,11 @@ type Stream struct {
 	started time.Time
 	now     func() time.Time
 
-	mu      sync.Mutex
-	text    strings.Builder
-	resp    *Response
-	err     error
-	once    sync.Once
-	pending *string  // a piece read ahead (the router checks a stream answers)
-	closers []func() // run by Close (e.g. the router's call timeout, a limit lease)
+	mu   sync.Mutex
+	text strings.Builder
+	resp *Response
+	err  error
+	once sync.Once
 }
 
 type streamEvent struct {
@@ -82,11 +80,6 @@ func newStream(ctx context.Context, cancel context.CancelFunc, stall time.Durati
 // call's error (an *Error).
 func (s *Stream) Recv() (string, error) {
 	s.mu.Lock()
-	if p := s.pending; p != nil {
-		s.pending = nil
-		s.mu.Unlock()
-		return *p, nil
-	}
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
@@ -154,27 +147,8 @@ func (s *Stream) Response() *Response {
 
 // Close stops the stream and releases its connection.
 func (s *Stream) Close() error {
-	s.once.Do(func() {
-		s.cancel()
-		for _, f := range s.closers {
-			f()
-		}
-	})
+	s.once.Do(s.cancel)
 	return nil
-}
-
-// unread puts back a piece Recv returned: the next Recv returns it again.
-func (s *Stream) unread(d string) {
-	s.mu.Lock()
-	s.pending = &d
-	s.mu.Unlock()
-}
-
-// onClose adds f to what Close runs.
-func (s *Stream) onClose(f func()) {
-	s.mu.Lock()
-	s.closers = append(s.closers, f)
-	s.mu.Unlock()
 }
 
 // Collect reads the stream to its end and returns the whole answer.

@@ -23,10 +23,10 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	const width = 20
 	adapters := map[string]func(url string) (llmclient.Provider, error){
 		"openai": func(url string) (llmclient.Provider, error) {
-			return llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
+			return llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
 		},
 		"anthropic": func(url string) (llmclient.Provider, error) {
-			return llmclient.NewAnthropic(llmclient.Options{Name: "an", BaseURL: url, Keys: []string{goodKey}})
+			return llmclient.NewProvider("anthropic", llmclient.Options{Name: "an", BaseURL: url, Keys: []string{goodKey}})
 		},
 	}
 	for name, build := range adapters {
@@ -99,7 +99,7 @@ func TestAReplacedDefaultTransportIsUsed(t *testing.T) {
 	own := &countingTransport{base: http.DefaultTransport}
 	http.DefaultTransport = own
 	defer func() { http.DefaultTransport = own.base }()
-	p, err := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
+	p, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package retry_test
 import (
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/agentq/agentq/retry"
 )
@@ -37,23 +36,5 @@ func BenchmarkBackoffDelay(b *testing.B) {
 			b.Fatal("no delay")
 		}
 		i++
-	}
-}
-
-func BenchmarkBreakerTransitions(b *testing.B) {
-	c := retry.DefaultBreakerConfig
-	now := time.Unix(1_700_000_000, 0)
-	r := rand.New(rand.NewPCG(1, 2))
-	b.ReportAllocs()
-	var br retry.Breaker
-	for b.Loop() {
-		switch br.Allow(now) {
-		case retry.Pass:
-			br = br.OnFailure(now, c, retry.Window{Calls: 20, Failures: 20}, r.Float64)
-		case retry.Probe:
-			br = br.StartProbe(now, c).OnSuccess()
-		case retry.Deny:
-			now = br.OpenUntil
-		}
 	}
 }

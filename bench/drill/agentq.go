@@ -11,12 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
-	"github.com/agentq/agentq/retry"
 )
 
 // agentqSide runs the scenario on real agentq workers.
@@ -152,9 +152,9 @@ func (a *agentqSide) watchBreakers(ctx context.Context) {
 					key := prov + "/" + model
 					cur := a.open[key]
 					switch {
-					case b.State != retry.Closed && cur == nil:
+					case b.State != breaker.Closed && cur == nil:
 						a.open[key] = &interval{From: now}
-					case b.State == retry.Closed && cur != nil:
+					case b.State == breaker.Closed && cur != nil:
 						cur.To = now
 						a.opened[key] = append(a.opened[key], *cur)
 						delete(a.open, key)

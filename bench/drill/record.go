@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
@@ -16,14 +17,14 @@ type call struct {
 	Class  string // retry class; "ok" for an answer
 }
 
-// recorder is an llmclient.Observer keeping every call.
+// recorder is an router.Observer keeping every call.
 type recorder struct {
 	mu        sync.Mutex
 	calls     []call
 	fallbacks int
 }
 
-func (r *recorder) Call(_ string, t llmclient.Target, _ string, class retry.Class, dur time.Duration, _ llmclient.Usage) {
+func (r *recorder) Call(_ string, t router.Target, _ string, class retry.Class, dur time.Duration, _ llmclient.Usage) {
 	r.add(call{Start: time.Now().Add(-dur), Dur: dur, Target: t.String(), Class: string(class)})
 }
 

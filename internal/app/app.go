@@ -19,8 +19,8 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/metrics"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/redact"
 )
 
@@ -62,13 +62,13 @@ type App struct {
 	// Client is the producer client (Producer).
 	Client *engine.Client
 	// Router calls the configured routes (Router).
-	Router *llmclient.Router
+	Router *router.Router
 	// Metrics are the Prometheus metrics: calls, steps and queues (Router);
 	// queues only (Monitor).
 	Metrics *metrics.Metrics
 	// Health scores targets: recording this process's calls (Router), or
 	// reading the workers' counts only (Monitor).
-	Health *llmclient.Health
+	Health *router.Health
 	// Breakers are the breakers' shared states, as read (Monitor).
 	Breakers *store.Breakers
 	// AsynqOpt is the Redis as asynq's connection options (AsynqMon).

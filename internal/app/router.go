@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/metrics"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -22,7 +23,7 @@ type RouterOptions struct {
 	Random func() float64
 	// Observer hears every call the router makes, after the metrics; nil:
 	// the metrics only.
-	Observer llmclient.Observer
+	Observer router.Observer
 }
 
 // Router makes App.Router, App.Metrics and App.Health: one adapter per
@@ -41,8 +42,8 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	if err != nil {
 		return err
 	}
-	keys := llmclient.NewKeyPools(KeyStore{KeyState: store.NewKeyState(rdb, nil)}, nil, log)
-	breakers := llmclient.NewBreakers(store.NewBreakers(rdb), cfg.Resilience.Breaker.Config(2*maxProviderTimeout(cfg)), nil, o.Random, log)
+	keys := router.NewKeyPools(KeyStore{KeyState: store.NewKeyState(rdb, nil)}, nil, log)
+	breakers := router.NewBreakers(store.NewBreakers(rdb), cfg.Resilience.Breaker.Config(2*maxProviderTimeout(cfg)), nil, o.Random, log)
 	names := make([]string, 0, len(providers))
 	for n := range providers {
 		names = append(names, n)
@@ -71,7 +72,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	if err := breakers.Refresh(ctx, names); err != nil {
 		return err
 	}
-	a.Health = llmclient.NewHealth(HealthStore{HealthStats: store.NewHealthStats(rdb)}, healthConfig(cfg), nil, log)
+	a.Health = router.NewHealth(HealthStore{HealthStats: store.NewHealthStats(rdb)}, healthConfig(cfg), nil, log)
 	a.background(bg, func(ctx context.Context) { a.Health.Run(ctx, names, time.Second) })
 	a.background(bg, func(ctx context.Context) { keys.Run(ctx, names, time.Second, pokeKeys) })
 	a.background(bg, func(ctx context.Context) { breakers.Run(ctx, names, time.Second, pokeBreakers) })
@@ -91,7 +92,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	if err != nil {
 		return err
 	}
-	a.Router, err = llmclient.NewRouter(routes, llmclient.RouterOptions{Logger: log, Observer: obs, Keys: keys, Breakers: breakers, Health: a.Health,
+	a.Router, err = router.NewRouter(routes, router.RouterOptions{Logger: log, Observer: obs, Keys: keys, Breakers: breakers, Health: a.Health,
 		Limits: limits(cfg), Limiter: store.NewLimits(rdb, nil), Budgets: routerBudgets(cfg, rdb, a.Metrics),
 		DefaultCooldown: cfg.Resilience.Keys.DefaultCooldown.D(), MaxCooldown: cfg.Resilience.Keys.MaxCooldown.D()})
 	if err != nil {
@@ -137,15 +138,15 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 }
 
 // buildRoutes turns the configured routes into the router's.
-func buildRoutes(cfg config.Config, providers map[string]llmclient.Provider) ([]llmclient.Route, error) {
-	target := func(t config.Target) llmclient.Target {
+func buildRoutes(cfg config.Config, providers map[string]llmclient.Provider) ([]router.Route, error) {
+	target := func(t config.Target) router.Target {
 		p, _ := cfg.Provider(t.Provider)
-		return llmclient.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D(), MaxInputBytes: t.MaxInputBytes}
+		return router.Target{Provider: providers[t.Provider], Model: t.Model, Timeout: p.Timeout.D(), MaxInputBytes: t.MaxInputBytes}
 	}
-	var routes []llmclient.Route
+	var routes []router.Route
 	for _, name := range cfg.RouteNames() {
 		rc := cfg.Routes[name]
-		r := llmclient.Route{Name: name, FallbackText: rc.FallbackText, Strategy: rc.Strategy}
+		r := router.Route{Name: name, FallbackText: rc.FallbackText, Strategy: rc.Strategy}
 		var err error
 		if r.HedgeQuantile, r.HedgeAfter, err = rc.Hedge(); err != nil {
 			return nil, fmt.Errorf("routes.%s.hedge_after: %w", name, err) // validated at load
@@ -167,11 +168,11 @@ func buildRoutes(cfg config.Config, providers map[string]llmclient.Provider) ([]
 }
 
 // limits are the providers' cluster-wide caps.
-func limits(cfg config.Config) map[string]llmclient.Limit {
-	out := map[string]llmclient.Limit{}
+func limits(cfg config.Config) map[string]router.Limit {
+	out := map[string]router.Limit{}
 	for _, p := range cfg.Providers {
 		if p.MaxConcurrency > 0 || p.RPM > 0 {
-			out[p.Name] = llmclient.Limit{MaxConcurrency: p.MaxConcurrency, RPM: p.RPM}
+			out[p.Name] = router.Limit{MaxConcurrency: p.MaxConcurrency, RPM: p.RPM}
 		}
 	}
 	return out
@@ -186,9 +187,9 @@ func maxProviderTimeout(cfg config.Config) time.Duration {
 }
 
 // observers fans calls out to several observers.
-type observers []llmclient.Observer
+type observers []router.Observer
 
-func (o observers) Call(route string, t llmclient.Target, key string, class retry.Class, dur time.Duration, u llmclient.Usage) {
+func (o observers) Call(route string, t router.Target, key string, class retry.Class, dur time.Duration, u llmclient.Usage) {
 	for _, x := range o {
 		x.Call(route, t, key, class, dur, u)
 	}

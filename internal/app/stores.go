@@ -6,8 +6,8 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/metrics"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 )
 
 // Monitor makes what a reader of the workers' shared state uses (the
@@ -18,32 +18,32 @@ import (
 func Monitor() Part {
 	return Part{name: "Monitor", build: func(_ context.Context, a *App) error {
 		a.Breakers = store.NewBreakers(a.Redis)
-		a.Health = llmclient.NewHealth(readOnlyHealth{store.NewHealthStats(a.Redis)}, healthConfig(a.Config), nil, a.Logger)
+		a.Health = router.NewHealth(readOnlyHealth{store.NewHealthStats(a.Redis)}, healthConfig(a.Config), nil, a.Logger)
 		a.Metrics = metrics.New(a.inspector(), nil)
 		return nil
 	}}
 }
 
-func healthConfig(cfg config.Config) llmclient.HealthConfig {
+func healthConfig(cfg config.Config) router.HealthConfig {
 	hc := cfg.Resilience.Health
-	return llmclient.HealthConfig{Window: hc.Window.D(),
-		Weights: llmclient.HealthWeights{Success: hc.Weights.Success, Latency: hc.Weights.Latency, Trend: hc.Weights.Trend}}
+	return router.HealthConfig{Window: hc.Window.D(),
+		Weights: router.HealthWeights{Success: hc.Weights.Success, Latency: hc.Weights.Latency, Trend: hc.Weights.Trend}}
 }
 
 // KeyStore adapts the store's shared key state to llmclient's interface.
 type KeyStore struct{ *store.KeyState }
 
-// Load implements llmclient.KeyStateStore.
-func (k KeyStore) Load(ctx context.Context, providers []string) (map[string]map[string]llmclient.KeyStatus, error) {
+// Load implements router.KeyStateStore.
+func (k KeyStore) Load(ctx context.Context, providers []string) (map[string]map[string]router.KeyStatus, error) {
 	st, err := k.KeyState.Load(ctx, providers)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]map[string]llmclient.KeyStatus, len(st))
+	out := make(map[string]map[string]router.KeyStatus, len(st))
 	for p, keys := range st {
-		m := make(map[string]llmclient.KeyStatus, len(keys))
+		m := make(map[string]router.KeyStatus, len(keys))
 		for id, s := range keys {
-			m[id] = llmclient.KeyStatus{CoolUntil: s.CoolUntil, Disabled: s.Disabled}
+			m[id] = router.KeyStatus{CoolUntil: s.CoolUntil, Disabled: s.Disabled}
 		}
 		out[p] = m
 	}
@@ -53,8 +53,8 @@ func (k KeyStore) Load(ctx context.Context, providers []string) (map[string]map[
 // HealthStore adapts the store's health counts to llmclient's interface.
 type HealthStore struct{ *store.HealthStats }
 
-// Add implements llmclient.HealthStore.
-func (h HealthStore) Add(ctx context.Context, batches []llmclient.HealthBatch, ttl time.Duration) error {
+// Add implements router.HealthStore.
+func (h HealthStore) Add(ctx context.Context, batches []router.HealthBatch, ttl time.Duration) error {
 	adds := make([]store.HealthAdd, len(batches))
 	for i, b := range batches {
 		adds[i] = store.HealthAdd{Provider: b.Provider, Bucket: b.Bucket, Models: b.Models}
@@ -65,4 +65,4 @@ func (h HealthStore) Add(ctx context.Context, batches []llmclient.HealthBatch, t
 // readOnlyHealth reads the workers' health counts and adds nothing.
 type readOnlyHealth struct{ *store.HealthStats }
 
-func (readOnlyHealth) Add(context.Context, []llmclient.HealthBatch, time.Duration) error { return nil }
+func (readOnlyHealth) Add(context.Context, []router.HealthBatch, time.Duration) error { return nil }

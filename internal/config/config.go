@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/retry"
@@ -222,7 +223,7 @@ type Limits struct {
 
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
-	maxRetries, bo, br := retry.DefaultMaxRetries, retry.DefaultBackoff, retry.DefaultBreakerConfig
+	maxRetries, bo, br := retry.DefaultMaxRetries, retry.DefaultBackoff, breaker.DefaultConfig
 	return Config{
 		Redis:     Redis{Addr: "127.0.0.1:6379", DialTimeout: Duration(5 * time.Second)},
 		Retention: Duration(defaults.Retention),

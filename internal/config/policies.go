@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -22,8 +23,8 @@ func (r Retry) Backoff() retry.Backoff {
 
 // Config is the breaker policy; probeTimeout frees a half-open probe's
 // slot if its worker never reports (twice the longest provider timeout).
-func (b Breaker) Config(probeTimeout time.Duration) retry.BreakerConfig {
-	c := retry.DefaultBreakerConfig
+func (b Breaker) Config(probeTimeout time.Duration) breaker.Config {
+	c := breaker.DefaultConfig
 	c.ConsecutiveFailures, c.ErrorRate, c.MinCalls = b.ConsecutiveFailures, b.ErrorRate, b.MinCalls
 	c.Window, c.Cooldown, c.ProbeTimeout = b.Window.D(), b.Cooldown.D(), probeTimeout
 	return c

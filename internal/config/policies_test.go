@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -18,7 +19,7 @@ func TestDefaultsAreRetrysDefaults(t *testing.T) {
 	if *d.Resilience.Retry.MaxRetries != retry.DefaultMaxRetries {
 		t.Errorf("default max_retries %d, retry's is %d", *d.Resilience.Retry.MaxRetries, retry.DefaultMaxRetries)
 	}
-	want := retry.DefaultBreakerConfig
+	want := breaker.DefaultConfig
 	if got := d.Resilience.Breaker.Config(want.ProbeTimeout); got != want {
 		t.Errorf("default breaker %+v, retry's is %+v", got, want)
 	}

@@ -36,8 +36,8 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 )
 
 //go:embed templates/*.html
@@ -70,7 +70,7 @@ type Server struct {
 	o        Options
 	client   *engine.Client
 	brk      *store.Breakers
-	health   *llmclient.Health
+	health   *router.Health
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	session  string // the cookie value that proves sign-in

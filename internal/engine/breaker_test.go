@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
@@ -102,12 +103,12 @@ func TestThreeWorkersSendTheDeadPrimaryABoundedNumberOfCalls(t *testing.T) {
 	if more > probes {
 		t.Fatalf("%d more calls reached the dead primary, want at most %d probes", more, probes)
 	}
-	if b := breakerOf(t, e, "oa", "m-oa"); b.State == retry.Closed {
+	if b := breakerOf(t, e, "oa", "m-oa"); b.State == breaker.Closed {
 		t.Fatalf("breaker %+v, want open or half-open", b)
 	}
 }
 
-func breakerOf(t *testing.T, e *testenv.Env, provider, model string) retry.Breaker {
+func breakerOf(t *testing.T, e *testenv.Env, provider, model string) breaker.Breaker {
 	t.Helper()
 	st, err := store.NewBreakers(e.Redis).Load(context.Background(), []string{provider})
 	if err != nil {
@@ -174,7 +175,7 @@ func TestActiveProbeClosesARecoveredTargetWithoutTraffic(t *testing.T) {
 		id := e.Submit(t, e.Spec(step("main", "")))
 		e.Wait(t, id, 10*time.Second, store.StateCompleted)
 	}
-	if b := breakerOf(t, e, "oa", "m-oa"); b.State != retry.Open {
+	if b := breakerOf(t, e, "oa", "m-oa"); b.State != breaker.Open {
 		t.Fatalf("breaker %+v, want open", b)
 	}
 	if err := e.Chaos.SetScenario(chaosllm.Scenario{}); err != nil {
@@ -182,7 +183,7 @@ func TestActiveProbeClosesARecoveredTargetWithoutTraffic(t *testing.T) {
 	}
 	poll.Until(t, breakerCooldown+3*time.Second, func() (bool, string) {
 		b := breakerOf(t, e, "oa", "m-oa")
-		return b.State == retry.Closed, fmt.Sprintf("not closed by an active probe: %+v", b)
+		return b.State == breaker.Closed, fmt.Sprintf("not closed by an active probe: %+v", b)
 	})
 	// one tiny chat call closed it: the probe, and nothing else
 	if st := e.Chaos.Snapshot(); st.Count("openai", "", "ok") != 1 || st.Count("anthropic", "", "") != breakerThreshold {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"math"
 
-	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/internal/router"
 )
 
 // BudgetSpec is a workflow's own budget (budget: in its spec): what all its
@@ -40,6 +40,6 @@ func withBudget(ctx context.Context, wf string, spec *Spec) context.Context {
 	if spec.Budget == nil {
 		return ctx
 	}
-	return llmclient.WithBudget(ctx, llmclient.Budget{Name: "workflow " + wf, Tokens: spec.Budget.Tokens,
+	return router.WithBudget(ctx, router.Budget{Name: "workflow " + wf, Tokens: spec.Budget.Tokens,
 		MicroUSD: int64(math.Round(spec.Budget.USD * 1e6))}, "wf:"+wf)
 }

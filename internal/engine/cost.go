@@ -4,11 +4,11 @@ import (
 	"math"
 	"strings"
 
-	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/internal/router"
 )
 
 // Price is what a target ("provider/model") charges per million tokens.
-type Price = llmclient.Price
+type Price = router.Price
 
 // Cost is a workflow's cost under prices; false if a step that used tokens
 // ran on a target without a price.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -22,7 +23,7 @@ import (
 // Caller is what the handler needs of the router.
 type Caller interface {
 	Chat(ctx context.Context, route string, req llmclient.Request) (*llmclient.Response, error)
-	Route(name string) (llmclient.Route, bool)
+	Route(name string) (router.Route, bool)
 }
 
 // HandlerOptions configures a Handler.

@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -92,7 +93,7 @@ type noModel struct{}
 func (noModel) Chat(context.Context, string, llmclient.Request) (*llmclient.Response, error) {
 	return nil, errors.New("no model here")
 }
-func (noModel) Route(string) (llmclient.Route, bool) { return llmclient.Route{}, false }
+func (noModel) Route(string) (router.Route, bool) { return router.Route{}, false }
 
 func TestANewStepKind(t *testing.T) {
 	db, rdb := redistest.New(t)

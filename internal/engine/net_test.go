@@ -15,6 +15,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/worker"
@@ -66,7 +67,7 @@ func runWorker(t *testing.T, e *testenv.Env, log *slog.Logger, adjust func(*work
 	return metricsURL
 }
 
-// panicky is an llmclient.Observer that panics on every call to one
+// panicky is an router.Observer that panics on every call to one
 // model, in the handler's goroutine, after the step began its attempt: a
 // bug in the step's path.
 type panicky struct {
@@ -75,7 +76,7 @@ type panicky struct {
 	n     atomic.Int32
 }
 
-func (p *panicky) Call(_ string, t llmclient.Target, _ string, _ retry.Class, _ time.Duration, _ llmclient.Usage) {
+func (p *panicky) Call(_ string, t router.Target, _ string, _ retry.Class, _ time.Duration, _ llmclient.Usage) {
 	if t.Model == p.model {
 		p.n.Add(1)
 		panic(p.msg)

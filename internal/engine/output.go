@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -232,16 +233,16 @@ func oneLine(s string) string {
 
 // rejectedOutput is the last answer in err that failed an output check.
 func rejectedOutput(err error) string {
-	var re *llmclient.RouteError
+	var re *router.RouteError
 	if errors.As(err, &re) {
 		for i := len(re.Attempts) - 1; i >= 0; i-- {
-			var inv *llmclient.InvalidOutputError
+			var inv *router.InvalidOutputError
 			if errors.As(re.Attempts[i], &inv) {
 				return inv.Output
 			}
 		}
 	}
-	var inv *llmclient.InvalidOutputError
+	var inv *router.InvalidOutputError
 	if errors.As(err, &inv) {
 		return inv.Output
 	}

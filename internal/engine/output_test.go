@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/engine"
@@ -111,7 +112,7 @@ func TestInvalidJSONIsRepairedOnceThenTheNextTargetAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := brs["oa"]["m-oa"]; b.State != retry.Closed || b.Consecutive != 0 {
+	if b := brs["oa"]["m-oa"]; b.State != breaker.Closed || b.Consecutive != 0 {
 		t.Fatalf("oa/m-oa breaker %+v after invalid answers, want closed with no failure streak", b)
 	}
 }

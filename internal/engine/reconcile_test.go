@@ -12,6 +12,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/worker"
@@ -144,7 +145,7 @@ func (n neverCalled) Chat(context.Context, string, llmclient.Request) (*llmclien
 	n.t.Error("the reconciler called the router")
 	return nil, context.Canceled
 }
-func (n neverCalled) Route(string) (llmclient.Route, bool) { return llmclient.Route{}, false }
+func (n neverCalled) Route(string) (router.Route, bool) { return router.Route{}, false }
 
 // One pass looks at a page of the open index, oldest first, and only
 // while it holds the cluster-wide lock; a workflow it looked at waits for

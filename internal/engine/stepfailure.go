@@ -9,8 +9,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -37,7 +37,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 		return h.deadLetter(ctx, run, class, err)
 	}
 	se := &StepError{Class: class, Err: err}
-	var re *llmclient.RouteError
+	var re *router.RouteError
 	if errors.As(err, &re) {
 		se.RetryAfter = re.RetryAfter(time.Now())
 	}

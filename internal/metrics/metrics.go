@@ -16,12 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
 
-// Metrics holds the collectors; it is an llmclient.Observer.
+// Metrics holds the collectors; it is an router.Observer.
 type Metrics struct {
 	reg          *prometheus.Registry
 	llmRequests  *prometheus.CounterVec
@@ -38,18 +40,18 @@ type Metrics struct {
 	budgetNo     *prometheus.CounterVec
 	llmCost      *prometheus.CounterVec
 	scheduleRuns *prometheus.CounterVec
-	prices       map[string]llmclient.Price // by "provider/model"; set before calls are made (SetPrices)
+	prices       map[string]router.Price // by "provider/model"; set before calls are made (SetPrices)
 }
 
 // SetPrices makes Call count what each answered call cost
 // (agentq_llm_cost_total) at these prices per million tokens, by
 // "provider/model". Call it before the router makes calls.
-func (m *Metrics) SetPrices(p map[string]llmclient.Price) { m.prices = p }
+func (m *Metrics) SetPrices(p map[string]router.Price) { m.prices = p }
 
 // TargetState is what the gauges read of a target at scrape time.
 type TargetState struct {
 	Provider, Model string
-	Breaker         retry.BreakerState
+	Breaker         breaker.State
 	Health          float64
 }
 
@@ -102,8 +104,8 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// Call implements llmclient.Observer.
-func (m *Metrics) Call(_ string, t llmclient.Target, _ string, class retry.Class, dur time.Duration, usage llmclient.Usage) {
+// Call implements router.Observer.
+func (m *Metrics) Call(_ string, t router.Target, _ string, class retry.Class, dur time.Duration, usage llmclient.Usage) {
 	p := t.Provider.Name()
 	m.llmRequests.WithLabelValues(p, t.Model, string(class)).Inc()
 	m.llmDuration.WithLabelValues(p, t.Model).Observe(dur.Seconds())
@@ -118,12 +120,12 @@ func (m *Metrics) Call(_ string, t llmclient.Target, _ string, class retry.Class
 	}
 }
 
-// Fallback implements llmclient.Observer.
+// Fallback implements router.Observer.
 func (m *Metrics) Fallback(route, from, to string) {
 	m.fallbacks.WithLabelValues(route, from, to).Inc()
 }
 
-// KeyEvent implements llmclient.Observer; key is a fingerprint.
+// KeyEvent implements router.Observer; key is a fingerprint.
 func (m *Metrics) KeyEvent(provider, key, event string) {
 	m.keyEvents.WithLabelValues(provider, key, event).Inc()
 }
@@ -158,12 +160,12 @@ func (m *Metrics) Step(e engine.StepEvent) {
 	}
 }
 
-// BudgetSpent implements llmclient.BudgetObserver.
+// BudgetSpent implements router.BudgetObserver.
 func (m *Metrics) BudgetSpent(budget, unit string, amount float64) {
 	m.budgetSpent.WithLabelValues(budget, unit).Add(amount)
 }
 
-// BudgetRefused implements llmclient.BudgetObserver.
+// BudgetRefused implements router.BudgetObserver.
 func (m *Metrics) BudgetRefused(budget string) {
 	m.budgetNo.WithLabelValues(budget).Inc()
 }

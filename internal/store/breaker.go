@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/retry"
+	"github.com/agentq/agentq/internal/breaker"
 )
 
 // BreakerChanges is the pub/sub channel on which breaker transitions are
@@ -22,7 +22,7 @@ const breakerTTL = 24 * time.Hour
 
 // Breakers keeps every target's circuit breaker in Redis: one hash per
 // provider (one slot), a field per model. The state machine itself is
-// retry.Breaker; this stores its values and changes them by
+// breaker.Breaker; this stores its values and changes them by
 // compare-and-set on their version, one script per transition.
 type Breakers struct{ rdb redis.UniversalClient }
 
@@ -44,7 +44,7 @@ return {1}
 `)
 
 // encode writes "state|consecutive|open_until_ms|probe_until_ms|version".
-func encode(b retry.Breaker) string {
+func encode(b breaker.Breaker) string {
 	ms := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
@@ -54,16 +54,16 @@ func encode(b retry.Breaker) string {
 	return fmt.Sprintf("%d|%d|%d|%d|%d", b.State, b.Consecutive, ms(b.OpenUntil), ms(b.ProbeUntil), b.Version)
 }
 
-func decode(s string) (retry.Breaker, error) {
+func decode(s string) (breaker.Breaker, error) {
 	f := strings.Split(s, "|")
 	if len(f) != 5 {
-		return retry.Breaker{}, fmt.Errorf("breaker record %q", s)
+		return breaker.Breaker{}, fmt.Errorf("breaker record %q", s)
 	}
 	n := make([]int64, 5)
 	for i, x := range f {
 		v, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
-			return retry.Breaker{}, fmt.Errorf("breaker record %q", s)
+			return breaker.Breaker{}, fmt.Errorf("breaker record %q", s)
 		}
 		n[i] = v
 	}
@@ -73,25 +73,25 @@ func decode(s string) (retry.Breaker, error) {
 		}
 		return time.UnixMilli(ms)
 	}
-	return retry.Breaker{State: retry.BreakerState(n[0]), Consecutive: int(n[1]), OpenUntil: t(n[2]), ProbeUntil: t(n[3]), Version: n[4]}, nil
+	return breaker.Breaker{State: breaker.State(n[0]), Consecutive: int(n[1]), OpenUntil: t(n[2]), ProbeUntil: t(n[3]), Version: n[4]}, nil
 }
 
 // CAS stores next for provider/model if the stored version is old. On a
 // conflict it returns false and the stored breaker.
-func (b *Breakers) CAS(ctx context.Context, provider, model string, old int64, next retry.Breaker) (bool, retry.Breaker, error) {
+func (b *Breakers) CAS(ctx context.Context, provider, model string, old int64, next breaker.Breaker) (bool, breaker.Breaker, error) {
 	res, err := casScript.Run(ctx, b.rdb, []string{breakerKey(provider)}, model, old, encode(next), next.Version,
 		BreakerChanges, provider, int(breakerTTL/time.Second)).Slice()
 	if err != nil {
-		return false, retry.Breaker{}, fmt.Errorf("store: breaker %s/%s: %w", provider, model, err)
+		return false, breaker.Breaker{}, fmt.Errorf("store: breaker %s/%s: %w", provider, model, err)
 	}
 	if n, _ := res[0].(int64); n == 1 {
 		return true, next, nil
 	}
-	cur := retry.Breaker{}
+	cur := breaker.Breaker{}
 	if len(res) > 1 {
 		if s, _ := res[1].(string); s != "" {
 			if cur, err = decode(s); err != nil {
-				return false, retry.Breaker{}, err
+				return false, breaker.Breaker{}, err
 			}
 		}
 	}
@@ -100,7 +100,7 @@ func (b *Breakers) CAS(ctx context.Context, provider, model string, old int64, n
 
 // Load reads the breakers of the given providers in one round trip:
 // provider -> model -> breaker.
-func (b *Breakers) Load(ctx context.Context, providers []string) (map[string]map[string]retry.Breaker, error) {
+func (b *Breakers) Load(ctx context.Context, providers []string) (map[string]map[string]breaker.Breaker, error) {
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(providers))
 	for i, p := range providers {
@@ -109,9 +109,9 @@ func (b *Breakers) Load(ctx context.Context, providers []string) (map[string]map
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("store: load breakers: %w", err)
 	}
-	out := make(map[string]map[string]retry.Breaker, len(providers))
+	out := make(map[string]map[string]breaker.Breaker, len(providers))
 	for i, p := range providers {
-		m := map[string]retry.Breaker{}
+		m := map[string]breaker.Breaker{}
 		for model, v := range cmds[i].Val() {
 			if br, err := decode(v); err == nil {
 				m[model] = br

@@ -26,6 +26,7 @@ import (
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/llmclient"
@@ -57,23 +58,23 @@ type Env struct {
 	MetricsURL string
 }
 
-// CallCounter is an llmclient.Observer that counts calls.
+// CallCounter is an router.Observer that counts calls.
 type CallCounter struct {
 	mu sync.Mutex
 	n  map[string]int // "provider/model class"
 }
 
-// Call implements llmclient.Observer.
-func (c *CallCounter) Call(_ string, t llmclient.Target, _ string, class retry.Class, _ time.Duration, _ llmclient.Usage) {
+// Call implements router.Observer.
+func (c *CallCounter) Call(_ string, t router.Target, _ string, class retry.Class, _ time.Duration, _ llmclient.Usage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n[t.String()+" "+string(class)]++
 }
 
-// Fallback implements llmclient.Observer.
+// Fallback implements router.Observer.
 func (c *CallCounter) Fallback(string, string, string) {}
 
-// KeyEvent implements llmclient.Observer.
+// KeyEvent implements router.Observer.
 func (c *CallCounter) KeyEvent(string, string, string) {}
 
 // Count is the calls to target ("provider/model") of class ("" for all).

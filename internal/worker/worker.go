@@ -22,7 +22,7 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/metrics"
-	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -55,7 +55,7 @@ type Options struct {
 	// BeforeEnqueue is passed to the handler (crash drills); may be nil.
 	BeforeEnqueue func(wf, step string, ready []string)
 	// Observer hears every LLM call the router makes; may be nil.
-	Observer llmclient.Observer
+	Observer router.Observer
 	// MetricsListening is called with the address /metrics is served on
 	// (Config.Worker.MetricsAddr, which may be a :0 port); may be nil.
 	MetricsListening func(net.Addr)

@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // Budgets: tokens and spend per route or provider per period, for every
 // worker together. Before a call to a target the router reserves the most
@@ -13,6 +13,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"github.com/agentq/agentq/retry"
 )
@@ -143,21 +145,6 @@ func newBudgets(o Budgets, r *Router) *budgets {
 	return b
 }
 
-// callTarget calls one target (callKeys: its keys in turn) under the
-// budgets that cover it: reserved before, settled after with what the call
-// spent. A budget that refuses fails the target as budget_exceeded without
-// a call, so no breaker, health score or key hears of it.
-func (r *Router) callTarget(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
-	h, err := r.budgets.reserve(ctx, route, t, req)
-	if err != nil {
-		rerr.Attempts = append(rerr.Attempts, err)
-		return nil, err
-	}
-	resp, err := r.callKeys(ctx, route, t, req, rerr)
-	h.settleAfter(ctx, resp, err)
-	return resp, err
-}
-
 // spend is an amount in both units.
 type spend struct{ tokens, micro int64 }
 
@@ -183,7 +170,7 @@ type held struct {
 // refuses the call (what was held is given back); a ledger that cannot be
 // reached lets the call go and says so (Redis trouble must not stop every
 // call, as with limits).
-func (b *budgets) reserve(ctx context.Context, route string, t Target, req Request) (*hold, error) {
+func (b *budgets) reserve(ctx context.Context, route string, t Target, req llmclient.Request) (*hold, error) {
 	if b == nil {
 		return nil, nil
 	}
@@ -196,10 +183,10 @@ func (b *budgets) reserve(ctx context.Context, route string, t Target, req Reque
 		keys[c.Name] = c.key
 		pb = append(pb[:len(pb):len(pb)], c.Budget)
 	}
-	prompt, completion := (int64(requestBytes(req))+3)/4, int64(req.maxTokens())
+	prompt, completion := (int64(requestBytes(req))+3)/4, int64(maxTokens(req))
 	h := &hold{b: b}
 	h.price, h.priced = b.prices[t.String()]
-	h.est = h.spend(Usage{PromptTokens: int(prompt), CompletionTokens: int(completion)})
+	h.est = h.spend(llmclient.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion)})
 	for _, list := range [2][]Budget{rb, pb} {
 		for _, bu := range list {
 			for _, unit := range [2]string{UnitTokens, UnitUSD} {
@@ -245,7 +232,7 @@ func (b *budgets) reserve(ctx context.Context, route string, t Target, req Reque
 // invalid answer, a timeout, a call canceled in flight such as a hedge's
 // loser, a stream closed before its end, an answer without usage);
 // nothing for a call the provider refused or that never reached it.
-func (h *hold) settleAfter(ctx context.Context, resp *Response, err error) {
+func (h *hold) settleAfter(ctx context.Context, resp *answer, err error) {
 	if h == nil || len(h.held) == 0 {
 		return
 	}
@@ -270,7 +257,7 @@ func (h *hold) settleAfter(ctx context.Context, resp *Response, err error) {
 	}
 }
 
-func (h *hold) settleUsage(ctx context.Context, u Usage) {
+func (h *hold) settleUsage(ctx context.Context, u llmclient.Usage) {
 	if u.PromptTokens+u.CompletionTokens <= 0 {
 		h.settle(ctx, &h.est) // a provider that reports no usage is charged the most the call could spend
 		return
@@ -308,7 +295,7 @@ func (h *hold) settle(ctx context.Context, s *spend) {
 
 // spend prices a usage: tokens, and micro-units of currency (a price per
 // million tokens is a price in micro-units per token), rounded up.
-func (h *hold) spend(u Usage) spend {
+func (h *hold) spend(u llmclient.Usage) spend {
 	s := spend{tokens: int64(u.PromptTokens) + int64(u.CompletionTokens)}
 	if h.priced {
 		s.micro = int64(math.Ceil(float64(u.PromptTokens)*h.price.PromptPerMTok + float64(u.CompletionTokens)*h.price.CompletionPerMTok))
@@ -319,7 +306,7 @@ func (h *hold) spend(u Usage) spend {
 // requestBytes is what a request sends the model to read: the system
 // prompt, the messages (tool calls' arguments too), the tools offered and
 // the output schema.
-func requestBytes(req Request) int {
+func requestBytes(req llmclient.Request) int {
 	n := inputLen(req)
 	for _, m := range req.Messages {
 		for _, c := range m.ToolCalls {
@@ -335,6 +322,15 @@ func requestBytes(req Request) int {
 		n += len(b)
 	}
 	return n
+}
+
+// maxTokens is what a call may write: its MaxTokens, else what the
+// adapters send when it is 0.
+func maxTokens(req llmclient.Request) int {
+	if req.MaxTokens > 0 {
+		return req.MaxTokens
+	}
+	return llmclient.DefaultMaxTokens
 }
 
 // windowEnd is when now's window of period ends: windows are period long

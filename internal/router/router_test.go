@@ -1,4 +1,4 @@
-package llmclient_test
+package router_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
@@ -20,10 +21,10 @@ func TestRouterLogsOneLinePerCall(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}}, goodKey)
 	var buf bytes.Buffer
-	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Strategy: "ordered", Targets: []llmclient.Target{
+	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: []router.Target{
 		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
 		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
-	}}}, llmclient.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	}}}, router.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,21 +61,21 @@ func TestRouterLogsOneLinePerCall(t *testing.T) {
 func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(time.Minute)}}, {}}}, goodKey)
-	pools := llmclient.NewKeyPools(nil, nil, nil)
-	route := []llmclient.Route{{Name: "r", Targets: []llmclient.Target{{Provider: fx.openai, Model: "m"}}}}
-	r1, _ := llmclient.NewRouter(route, llmclient.RouterOptions{Keys: pools})
+	pools := router.NewKeyPools(nil, nil, nil)
+	route := []router.Route{{Name: "r", Targets: []router.Target{{Provider: fx.openai, Model: "m"}}}}
+	r1, _ := router.NewRouter(route, router.RouterOptions{Keys: pools})
 	_, err := r1.Chat(context.Background(), "r", ask("x"))
-	var re *llmclient.RouteError
+	var re *router.RouteError
 	if retry.ClassOf(err) != retry.RateLimited || !errors.As(err, &re) {
 		t.Fatalf("first call: %v", err)
 	}
 	if d := re.RetryAfter(time.Now()); d < 59*time.Second || d > time.Minute {
 		t.Fatalf("retry after %s, want the capped cooldown", d)
 	}
-	r2, _ := llmclient.NewRouter(route, llmclient.RouterOptions{Keys: pools})
+	r2, _ := router.NewRouter(route, router.RouterOptions{Keys: pools})
 	_, err = r2.Chat(context.Background(), "r", ask("x"))
-	var ku *llmclient.SkippedError
-	if !errors.As(err, &ku) || ku.Reason != llmclient.SkipKeysCooling {
+	var ku *router.SkippedError
+	if !errors.As(err, &ku) || ku.Reason != router.SkipKeysCooling {
 		t.Fatalf("second router: %v, want keys unavailable", err)
 	}
 	if n := fx.srv.Snapshot().Total; n != 1 {
@@ -82,23 +83,19 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	}
 }
 
-// The router is a Provider: a stream from a route falls over to the next
-// target when the first fails before answering.
-func TestRouteAsStreamingProvider(t *testing.T) {
+// A stream from a route falls over to the next target when the first
+// fails before answering.
+func TestAStreamFallsOverBeforeItsFirstPiece(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}})
-	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Strategy: "ordered", Targets: []llmclient.Target{
+	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: []router.Target{
 		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
 		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
-	}}}, llmclient.RouterOptions{})
+	}}}, router.RouterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p llmclient.Provider
-	if p, err = r.Provider("r"); err != nil {
-		t.Fatal(err)
-	}
-	st, err := p.ChatStream(context.Background(), ask("stream through a route"))
+	st, err := r.ChatStream(context.Background(), "r", ask("stream through a route"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +103,11 @@ func TestRouteAsStreamingProvider(t *testing.T) {
 	if err != nil || resp.Text != chaosllm.Reply("stream through a route\n") || resp.Provider != "an" {
 		t.Fatalf("streamed %+v, %v", resp, err)
 	}
-	if _, err := r.Provider("nope"); err == nil {
+	if _, err := r.ChatStream(context.Background(), "nope", ask("x")); err == nil {
 		t.Fatal("unknown route accepted")
 	}
-	// plain calls through the same provider
-	if resp, err := p.Chat(context.Background(), ask("x")); err != nil || resp.Provider != "an" {
+	// plain calls along the same route
+	if resp, err := r.Chat(context.Background(), "r", ask("x")); err != nil || resp.Provider != "an" {
 		t.Fatalf("chat: %+v %v", resp, err)
 	}
 	if st := fx.srv.Snapshot(); st.Count("openai", "", "status_503") != 2 || st.Count("anthropic", "", "ok") != 2 {
@@ -122,12 +119,12 @@ func TestRouteAsStreamingProvider(t *testing.T) {
 // even when an earlier key of the same attempt was rejected (retryable on
 // its own).
 func TestRouteErrorClassBadRequestAfterAKeyProblem(t *testing.T) {
-	e := &llmclient.RouteError{Route: "r", Attempts: []error{
+	e := &router.RouteError{Route: "r", Attempts: []error{
 		&llmclient.Error{Status: 401}, &llmclient.Error{Status: 400}}}
 	if c := e.Class(); c != retry.BadRequest {
 		t.Fatalf("class %s, want bad_request", c)
 	}
-	e = &llmclient.RouteError{Route: "r", Attempts: []error{
+	e = &router.RouteError{Route: "r", Attempts: []error{
 		&llmclient.Error{Status: 503}, &llmclient.Error{Status: 500}}}
 	if c := e.Class(); c != retry.Server {
 		t.Fatalf("class %s, want server", c)

@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // One call to one target: its timeout, its span, its breaker and health
 // records, its log line and its observer event.
@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,31 +23,31 @@ import (
 // openStream opens a stream and waits for its first piece, so that a
 // target that fails before answering is treated like a failed call (the
 // route moves on). The stream owns cancel from then on (Close runs it).
-func openStream(ctx context.Context, p Provider, req Request, cancel context.CancelFunc) (*Response, error) {
+func openStream(ctx context.Context, p llmclient.Provider, req llmclient.Request, key string, cancel context.CancelFunc) (*answer, error) {
 	st, err := p.ChatStream(ctx, req)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
+	s := &Stream{st: st}
 	first, err := st.Recv()
 	switch {
 	case err == nil:
-		st.unread(first)
+		s.pending = &first
 	case errors.Is(err, io.EOF): // an empty answer, already complete
 	default:
 		st.Close()
 		cancel()
 		return nil, err
 	}
-	st.onClose(cancel)
-	k, _ := ctx.Value(keyCtx{}).(int)
-	return &Response{Provider: p.Name(), Model: req.Model, Key: fingerprintOf(p, k), stream: st}, nil
+	s.onClose(cancel)
+	return &answer{Response: &llmclient.Response{Provider: p.Name(), Model: req.Model, Key: key}, stream: s}, nil
 }
 
 // call makes one call with min(target timeout, time left), records it in
 // the target's breaker and logs it. A streamed call counts as answered
 // once its first piece arrives.
-func (r *Router) call(ctx context.Context, route string, t Target, req Request, probe bool) (*Response, error) {
+func (r *Router) call(ctx context.Context, route string, t Target, k int, req ask, probe bool) (*answer, error) {
 	timeout := t.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(r.now()); timeout == 0 || left < timeout {
@@ -60,31 +62,34 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	if tracegate.On() { // else every span is a no-op: not started at all
 		cctx, span = tracer.Start(cctx, "agentq.llm_call", trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(attribute.String("agentq.route", route), attribute.String("agentq.provider", t.Provider.Name()),
-				attribute.String("agentq.model", t.Model), attribute.Int("agentq.input_len", inputLen(req))))
+				attribute.String("agentq.model", t.Model), attribute.Int("agentq.input_len", inputLen(req.Request))))
 		defer span.End()
 	}
 	start := r.now()
 	var (
-		resp *Response
+		resp *answer
 		err  error
 	)
 	if req.stream {
-		resp, err = openStream(cctx, t.Provider, req, cancel)
+		resp, err = openStream(cctx, t.Provider, req.Request, keyName(t.Provider, k), cancel)
 	} else {
-		resp, err = t.Provider.Chat(cctx, req)
+		var a *llmclient.Response
+		if a, err = t.Provider.Chat(cctx, req.Request); err == nil {
+			resp = &answer{Response: a}
+		}
 		cancel()
 	}
 	dur := r.now().Sub(start)
-	class, key, usage := retry.OK, "", Usage{}
+	class, key, usage := retry.OK, "", llmclient.Usage{}
 	if err == nil {
 		key, usage = resp.Key, resp.Usage
-		if verr := checkOutput(req, resp, t.String()); verr != nil {
+		if verr := checkOutput(req.Request, resp, t.String()); verr != nil {
 			err, resp = verr, nil
 		}
 	}
 	if err != nil {
 		class = retry.ClassOf(err)
-		if e, ok := AsError(err); ok {
+		if e, ok := llmclient.AsError(err); ok {
 			key = e.Key
 		}
 	}
@@ -100,12 +105,12 @@ func (r *Router) call(ctx context.Context, route string, t Target, req Request, 
 	r.obs.Call(route, t, key, class, dur, usage)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "llm_call",
 		slog.String("route", route), slog.String("provider", t.Provider.Name()), slog.String("model", t.Model),
-		slog.String("key", key), slog.Int("input_len", inputLen(req)), slog.Duration("timeout", timeout),
+		slog.String("key", key), slog.Int("input_len", inputLen(req.Request)), slog.Duration("timeout", timeout),
 		slog.String("class", string(class)), slog.Duration("dur", dur))
 	return resp, err
 }
 
-func inputLen(req Request) int {
+func inputLen(req llmclient.Request) int {
 	n := len(req.System)
 	for _, m := range req.Messages {
 		n += len(m.Content)
@@ -119,4 +124,14 @@ func oneLine(s string, n int) string {
 		s = s[:n] + "…"
 	}
 	return s
+}
+
+// keyName names p's k-th key, or "" when p does not name its keys.
+func keyName(p llmclient.Provider, k int) string {
+	if f, ok := p.(llmclient.KeyFingerprinter); ok {
+		if fps := f.KeyFingerprints(); k < len(fps) {
+			return fps[k]
+		}
+	}
+	return ""
 }

@@ -1,4 +1,11 @@
-package llmclient
+// Package router sends a request along a route of targets (provider and
+// model) and keeps it answered when providers fail: failover, key
+// rotation, circuit breakers, health-scored order, hedging, limits,
+// budgets and fallbacks. Each policy is one file; attempt.go runs them in
+// order for one target. Shared state (keys, breakers, health, budgets,
+// limits) is behind interfaces the store implements, so every worker sees
+// the same.
+package router
 
 import (
 	"context"
@@ -10,11 +17,13 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
 
-var tracer = otel.Tracer("github.com/agentq/agentq/llmclient")
+var tracer = otel.Tracer("github.com/agentq/agentq/router")
 
 // RouterOptions configures a Router. The zero value works.
 type RouterOptions struct {
@@ -29,7 +38,7 @@ type RouterOptions struct {
 	// MaxCooldown caps any key cooldown; 0 means 60s.
 	MaxCooldown time.Duration
 	// Breakers holds the targets' circuit breakers; nil: local-only
-	// breakers with retry.DefaultBreakerConfig.
+	// breakers with breaker.DefaultConfig.
 	Breakers *Breakers
 	// Health scores targets for the "health" strategy; nil: local-only
 	// scoring with the default window and weights.
@@ -80,7 +89,7 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 		r.keys = NewKeyPools(nil, r.now, r.log)
 	}
 	if r.breakers == nil {
-		r.breakers = NewBreakers(nil, retry.DefaultBreakerConfig, r.now, nil, r.log)
+		r.breakers = NewBreakers(nil, breaker.DefaultConfig, r.now, nil, r.log)
 	}
 	r.health, r.random, r.limits, r.limiter = o.Health, o.Random, o.Limits, o.Limiter
 	if r.health == nil {
@@ -112,7 +121,19 @@ func (r *Router) Route(name string) (Route, bool) {
 }
 
 // Chat sends req along the named route. req.Model is set per target.
-func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response, error) {
+func (r *Router) Chat(ctx context.Context, route string, req llmclient.Request) (*llmclient.Response, error) {
+	a, err := r.chat(ctx, route, ask{Request: req})
+	if err != nil {
+		return nil, err
+	}
+	return a.Response, nil
+}
+
+// chat sends req along the named route: the targets in the route's order,
+// each through the policies (attempt); an invalid answer is repaired once
+// on its target; a request the targets refuse goes to the route's fallback
+// for its class.
+func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, error) {
 	rt, ok := r.routes[route]
 	if !ok {
 		return nil, fmt.Errorf("llmclient: unknown route %q", route)
@@ -123,7 +144,7 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 	for n := 0; n < len(order); n++ {
 		t := rt.Targets[order[n]]
 		var (
-			resp *Response
+			resp *answer
 			err  error
 		)
 		// structured-output calls are not hedged: a repair goes to the
@@ -140,14 +161,14 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 			if won >= 0 {
 				n++ // both were tried
 			}
-		} else if resp, err = r.callTarget(ctx, route, t, req, rerr); err == nil {
+		} else if resp, err = r.attempt(ctx, route, t, req, rerr); err == nil {
 			if n > 0 {
 				r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
 			}
 			return resp, nil
 		} else if inv := (*InvalidOutputError)(nil); errors.As(err, &inv) {
 			// one repair on the same target, told what was wrong; then the next target
-			if resp, err = r.callTarget(ctx, route, t, repairRequest(req, inv), rerr); err == nil {
+			if resp, err = r.attempt(ctx, route, t, repairRequest(req, inv), rerr); err == nil {
 				if n > 0 {
 					r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
 				}
@@ -161,7 +182,7 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 			// the request, not the target, is the problem: only the route's
 			// fallback for this class can help
 			if fb := rt.fallbackFor(class); fb != nil {
-				if resp, err := r.callTarget(ctx, route, *fb, req, rerr); err == nil {
+				if resp, err := r.attempt(ctx, route, *fb, req, rerr); err == nil {
 					r.obs.Fallback(route, t.String(), fb.String())
 					return resp, nil
 				}
@@ -179,42 +200,18 @@ func (r *Router) Chat(ctx context.Context, route string, req Request) (*Response
 // target's stream that starts answering; a target that fails before its
 // first piece is handled like a failed call (breaker, keys, next target).
 // Streams are not hedged: the first piece decides.
-func (r *Router) ChatStream(ctx context.Context, route string, req Request) (*Stream, error) {
-	req.stream = true
-	resp, err := r.Chat(ctx, route, req)
+func (r *Router) ChatStream(ctx context.Context, route string, req llmclient.Request) (*Stream, error) {
+	resp, err := r.chat(ctx, route, ask{Request: req, stream: true})
 	if err != nil {
 		return nil, err
 	}
 	return resp.stream, nil
 }
 
-// Provider returns the route as a Provider: the resilient router composes
-// with anything that takes one (Koog's ResilientExecutor wraps a
-// PromptExecutor the same way). Request.Model is ignored: the route picks.
-func (r *Router) Provider(route string) (Provider, error) {
-	if _, ok := r.routes[route]; !ok {
-		return nil, fmt.Errorf("llmclient: unknown route %q", route)
-	}
-	return routeProvider{r: r, route: route}, nil
-}
-
-type routeProvider struct {
-	r     *Router
-	route string
-}
-
-func (p routeProvider) Name() string { return "route:" + p.route }
-func (p routeProvider) Chat(ctx context.Context, req Request) (*Response, error) {
-	return p.r.Chat(ctx, p.route, req)
-}
-func (p routeProvider) ChatStream(ctx context.Context, req Request) (*Stream, error) {
-	return p.r.ChatStream(ctx, p.route, req)
-}
-
 // TargetState is one target's breaker and health, for gauges.
 type TargetState struct {
 	Provider, Model string
-	Breaker         retry.BreakerState
+	Breaker         breaker.State
 	Health          float64
 }
 
@@ -244,12 +241,12 @@ func (r *Router) ProbeOpen(ctx context.Context) {
 	for _, rt := range r.routes {
 		for _, t := range append(rt.Targets[:len(rt.Targets):len(rt.Targets)], fallbacks(rt)...) {
 			name := t.Provider.Name()
-			if seen[name+"/"+t.Model] || r.breakers.Get(name, t.Model).Allow(r.now()) != retry.Probe {
+			if seen[name+"/"+t.Model] || r.breakers.Get(name, t.Model).Allow(r.now()) != breaker.Probe {
 				continue
 			}
 			seen[name+"/"+t.Model] = true
-			req := Request{Model: t.Model, MaxTokens: 1, Messages: []Message{{Role: "user", Content: "ping"}}}
-			_, err := r.callTarget(ctx, "probe", t, req, &RouteError{Route: "probe"})
+			req := llmclient.Request{Model: t.Model, MaxTokens: 1, Messages: []llmclient.Message{{Role: "user", Content: "ping"}}}
+			_, err := r.attempt(ctx, "probe", t, ask{Request: req}, &RouteError{Route: "probe"})
 			r.log.Info("active probe", "provider", name, "model", t.Model, "class", string(retry.ClassOf(err)))
 		}
 	}

@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // Routes: the targets a step may use, in order, and the fallbacks for
 // failures that are the request's own.
@@ -6,12 +6,14 @@ package llmclient
 import (
 	"time"
 
+	"github.com/agentq/agentq/llmclient"
+
 	"github.com/agentq/agentq/retry"
 )
 
 // Target is one provider and model a route may use.
 type Target struct {
-	Provider Provider
+	Provider llmclient.Provider
 	Model    string
 	// Timeout bounds one call to this target; the attempt's own deadline
 	// bounds it too. Zero means only the attempt's deadline.

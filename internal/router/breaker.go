@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/retry"
 )
 
 // BreakerStore shares breakers between workers by compare-and-set.
 type BreakerStore interface {
-	CAS(ctx context.Context, provider, model string, old int64, next retry.Breaker) (bool, retry.Breaker, error)
-	Load(ctx context.Context, providers []string) (map[string]map[string]retry.Breaker, error)
+	CAS(ctx context.Context, provider, model string, old int64, next breaker.Breaker) (bool, breaker.Breaker, error)
+	Load(ctx context.Context, providers []string) (map[string]map[string]breaker.Breaker, error)
 }
 
 // Breakers holds one circuit breaker per target (provider + model). The
@@ -23,19 +24,19 @@ type BreakerStore interface {
 // second, and at once on their announcement).
 type Breakers struct {
 	store  BreakerStore // nil: this process only
-	cfg    retry.BreakerConfig
+	cfg    breaker.Config
 	now    func() time.Time
 	random func() float64
 	log    *slog.Logger
 
 	mu      sync.RWMutex
-	state   map[string]map[string]retry.Breaker
+	state   map[string]map[string]breaker.Breaker
 	windows map[string]map[string]*window
 }
 
 // NewBreakers returns breakers with cfg, shared through store (nil: local).
 // now and random may be nil.
-func NewBreakers(store BreakerStore, cfg retry.BreakerConfig, now func() time.Time, random func() float64, log *slog.Logger) *Breakers {
+func NewBreakers(store BreakerStore, cfg breaker.Config, now func() time.Time, random func() float64, log *slog.Logger) *Breakers {
 	if now == nil {
 		now = time.Now
 	}
@@ -46,11 +47,11 @@ func NewBreakers(store BreakerStore, cfg retry.BreakerConfig, now func() time.Ti
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Breakers{store: store, cfg: cfg, now: now, random: random, log: log,
-		state: map[string]map[string]retry.Breaker{}, windows: map[string]map[string]*window{}}
+		state: map[string]map[string]breaker.Breaker{}, windows: map[string]map[string]*window{}}
 }
 
 // Get returns the locally known breaker of a target.
-func (b *Breakers) Get(provider, model string) retry.Breaker {
+func (b *Breakers) Get(provider, model string) breaker.Breaker {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.state[provider][model]
@@ -64,21 +65,32 @@ func (b *Breakers) allow(ctx context.Context, provider, model string) (ok, probe
 	br := b.state[provider][model]
 	b.mu.RUnlock()
 	switch br.Allow(now) {
-	case retry.Pass:
+	case breaker.Pass:
 		return true, false
-	case retry.Deny:
+	case breaker.Deny:
 		return false, false
 	}
 	// take the one probe slot, cluster-wide
-	took, _ := b.apply(ctx, provider, model, func(cur retry.Breaker) retry.Breaker {
-		if cur.Allow(now) != retry.Probe {
+	took, _ := b.apply(ctx, provider, model, func(cur breaker.Breaker) breaker.Breaker {
+		if cur.Allow(now) != breaker.Probe {
 			return cur
 		}
 		return cur.StartProbe(now, b.cfg)
-	}, func(cur retry.Breaker) bool {
-		return cur.State == retry.HalfOpen && cur.ProbeUntil.Equal(now.Add(b.cfg.ProbeTimeout))
+	}, func(cur breaker.Breaker) bool {
+		return cur.State == breaker.HalfOpen && cur.ProbeUntil.Equal(now.Add(b.cfg.ProbeTimeout))
 	})
 	return took, took
+}
+
+// admit lets a call to the target through its breaker: ok, or as its
+// half-open probe; an open breaker skips the target (class server) until
+// its cooldown ends.
+func (b *Breakers) admit(ctx context.Context, t Target) (probe bool, err error) {
+	ok, probe := b.allow(ctx, t.Provider.Name(), t.Model)
+	if !ok {
+		return false, &SkippedError{Target: t.String(), Reason: SkipBreakerOpen, Until: b.Get(t.Provider.Name(), t.Model).OpenUntil, class: retry.Server}
+	}
+	return probe, nil
 }
 
 // record feeds a call's outcome to the target's breaker. Only failures of
@@ -91,16 +103,16 @@ func (b *Breakers) record(ctx context.Context, provider, model string, class ret
 	switch {
 	case class.Rule().Answered:
 		b.count(provider, model, now, false)
-		b.apply(ctx, provider, model, func(cur retry.Breaker) retry.Breaker { return cur.OnSuccess() }, nil)
+		b.apply(ctx, provider, model, func(cur breaker.Breaker) breaker.Breaker { return cur.OnSuccess() }, nil)
 	case class.ProviderFault():
 		w := b.count(provider, model, now, true)
-		b.apply(ctx, provider, model, func(cur retry.Breaker) retry.Breaker { return cur.OnFailure(now, b.cfg, w, b.random) }, nil)
+		b.apply(ctx, provider, model, func(cur breaker.Breaker) breaker.Breaker { return cur.OnFailure(now, b.cfg, w, b.random) }, nil)
 	case probe:
-		b.apply(ctx, provider, model, func(cur retry.Breaker) retry.Breaker {
-			if cur.State != retry.HalfOpen {
+		b.apply(ctx, provider, model, func(cur breaker.Breaker) breaker.Breaker {
+			if cur.State != breaker.HalfOpen {
 				return cur
 			}
-			return retry.Breaker{State: retry.Open, OpenUntil: now, Version: cur.Version + 1}
+			return breaker.Breaker{State: breaker.Open, OpenUntil: now, Version: cur.Version + 1}
 		}, nil)
 	}
 }
@@ -109,7 +121,7 @@ func (b *Breakers) record(ctx context.Context, provider, model string, class ret
 // shared store, retrying on conflicts with the stored value. It returns
 // whether f's change (as judged by won, or any change if won is nil) was
 // the one stored.
-func (b *Breakers) apply(ctx context.Context, provider, model string, f func(retry.Breaker) retry.Breaker, won func(retry.Breaker) bool) (bool, retry.Breaker) {
+func (b *Breakers) apply(ctx context.Context, provider, model string, f func(breaker.Breaker) breaker.Breaker, won func(breaker.Breaker) bool) (bool, breaker.Breaker) {
 	b.mu.RLock()
 	cur := b.state[provider][model]
 	b.mu.RUnlock()
@@ -152,15 +164,15 @@ func (b *Breakers) apply(ctx context.Context, provider, model string, f func(ret
 	return false, cur
 }
 
-func (b *Breakers) set(provider, model string, br retry.Breaker) {
+func (b *Breakers) set(provider, model string, br breaker.Breaker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.setLocked(provider, model, br)
 }
 
-func (b *Breakers) setLocked(provider, model string, br retry.Breaker) {
+func (b *Breakers) setLocked(provider, model string, br breaker.Breaker) {
 	if b.state[provider] == nil {
-		b.state[provider] = map[string]retry.Breaker{}
+		b.state[provider] = map[string]breaker.Breaker{}
 	}
 	// never go back to an older version than we know
 	if cur, ok := b.state[provider][model]; ok && cur.Version > br.Version {
@@ -171,7 +183,7 @@ func (b *Breakers) setLocked(provider, model string, br retry.Breaker) {
 
 // count adds a call to the target's local error-rate window and returns
 // the window's totals.
-func (b *Breakers) count(provider, model string, now time.Time, failed bool) retry.Window {
+func (b *Breakers) count(provider, model string, now time.Time, failed bool) breaker.Window {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.windows[provider] == nil {
@@ -197,7 +209,7 @@ func (b *Breakers) Refresh(ctx context.Context, providers []string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, p := range providers {
-		next := map[string]retry.Breaker{}
+		next := map[string]breaker.Breaker{}
 		for m, br := range st[p] {
 			next[m] = br
 		}
@@ -241,7 +253,7 @@ func newWindow(span time.Duration, buckets int) *window {
 		calls: make([]int, buckets), failures: make([]int, buckets)}
 }
 
-func (w *window) add(now time.Time, failed bool) retry.Window {
+func (w *window) add(now time.Time, failed bool) breaker.Window {
 	n := now.UnixNano()
 	start := n - n%int64(w.bucket)
 	i := int(start/int64(w.bucket)) % len(w.calls)
@@ -252,7 +264,7 @@ func (w *window) add(now time.Time, failed bool) retry.Window {
 	if failed {
 		w.failures[i]++
 	}
-	var out retry.Window
+	var out breaker.Window
 	for j := range w.calls {
 		if n-w.starts[j] < int64(w.span) {
 			out.Calls += w.calls[j]

@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 import (
 	"context"
@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/llmclient"
+
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
@@ -17,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
-var testBreaker = retry.BreakerConfig{ConsecutiveFailures: 3, ErrorRate: 0.5, MinCalls: 10, Window: 10 * time.Second,
+var testBreaker = breaker.Config{ConsecutiveFailures: 3, ErrorRate: 0.5, MinCalls: 10, Window: 10 * time.Second,
 	Cooldown: time.Minute, CooldownJitter: 0.2, ProbeTimeout: time.Minute}
 
 // Three workers (three Breakers on one Redis) and 200 concurrent callers
@@ -82,7 +85,7 @@ func TestKeyLevelAndCanceledCallsDoNotCount(t *testing.T) {
 			b.record(ctx, "p", "m", c, false)
 		}
 	}
-	if br := b.Get("p", "m"); br.State != retry.Closed || br.Consecutive != 0 {
+	if br := b.Get("p", "m"); br.State != breaker.Closed || br.Consecutive != 0 {
 		t.Fatalf("breaker %+v after calls that are not the provider's fault", br)
 	}
 	b.record(ctx, "p", "m", retry.Timeout, false)
@@ -111,7 +114,7 @@ func BenchmarkRoutingDecision(b *testing.B) {
 	br := NewBreakers(nil, testBreaker, nil, nil, nil)
 	keys := NewKeyPools(nil, nil, nil)
 	ctx := context.Background()
-	ids := []string{KeyID("k1"), KeyID("k2")}
+	ids := []string{llmclient.KeyID("k1"), llmclient.KeyID("k2")}
 	keys.Cool(ctx, "openai", ids[0], time.Now().Add(time.Hour)) // the primary cools: the pick moves on
 	b.ReportAllocs()
 	for b.Loop() {
@@ -127,7 +130,7 @@ func BenchmarkRoutingDecision(b *testing.B) {
 func BenchmarkKeyPick(b *testing.B) {
 	keys := NewKeyPools(nil, nil, nil)
 	ctx := context.Background()
-	ids := []string{KeyID("k1"), KeyID("k2"), KeyID("k3")}
+	ids := []string{llmclient.KeyID("k1"), llmclient.KeyID("k2"), llmclient.KeyID("k3")}
 	keys.Disable(ctx, "openai", ids[0], "auth")
 	keys.Cool(ctx, "openai", ids[1], time.Now().Add(time.Hour))
 	b.ReportAllocs()

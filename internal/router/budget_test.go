@@ -1,4 +1,4 @@
-package llmclient_test
+package router_test
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -74,10 +76,10 @@ func newBudgetFixture(t *testing.T, transport http.RoundTripper) *budgetFixture 
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	f := &budgetFixture{srv: srv, url: hs.URL, obs: &budgetObserver{spent: map[string]float64{}, refused: map[string]int{}}, now: time.Now()}
-	if f.oa, err = llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: []string{goodKey}, Transport: transport}); err != nil {
+	if f.oa, err = llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: []string{goodKey}, Transport: transport}); err != nil {
 		t.Fatal(err)
 	}
-	if f.an, err = llmclient.NewAnthropic(llmclient.Options{Name: "an", BaseURL: hs.URL, Keys: []string{goodKey}, Transport: transport}); err != nil {
+	if f.an, err = llmclient.NewProvider("anthropic", llmclient.Options{Name: "an", BaseURL: hs.URL, Keys: []string{goodKey}, Transport: transport}); err != nil {
 		t.Fatal(err)
 	}
 	_, rdb := redistest.New(t)
@@ -91,15 +93,15 @@ func (f *budgetFixture) clock() time.Time {
 	return f.now
 }
 
-func (f *budgetFixture) router(t *testing.T, budgets []llmclient.Budget, targets ...llmclient.Provider) *llmclient.Router {
+func (f *budgetFixture) router(t *testing.T, budgets []router.Budget, targets ...llmclient.Provider) *router.Router {
 	t.Helper()
-	var ts []llmclient.Target
+	var ts []router.Target
 	for _, p := range targets {
-		ts = append(ts, llmclient.Target{Provider: p, Model: "m-" + p.Name(), Timeout: 10 * time.Second})
+		ts = append(ts, router.Target{Provider: p, Model: "m-" + p.Name(), Timeout: 10 * time.Second})
 	}
-	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Strategy: "ordered", Targets: ts}}, llmclient.RouterOptions{
-		Budgets: llmclient.Budgets{List: budgets, Ledger: f.ledger, Observer: f.obs,
-			Prices: map[string]llmclient.Price{"oa/m-oa": {PromptPerMTok: 2, CompletionPerMTok: 8}}}})
+	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: ts}}, router.RouterOptions{
+		Budgets: router.Budgets{List: budgets, Ledger: f.ledger, Observer: f.obs,
+			Prices: map[string]router.Price{"oa/m-oa": {PromptPerMTok: 2, CompletionPerMTok: 8}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func ask100(i int) llmclient.Request {
 func TestBudgetAdmitsTenOfTwentyConcurrentCalls(t *testing.T) {
 	g := &gate{open: make(chan struct{})}
 	f := newBudgetFixture(t, g)
-	r := f.router(t, []llmclient.Budget{{Name: "ten", Route: "r", Period: time.Hour, Tokens: 1000}}, f.oa)
+	r := f.router(t, []router.Budget{{Name: "ten", Route: "r", Period: time.Hour, Tokens: 1000}}, f.oa)
 	var (
 		wg      sync.WaitGroup
 		refused atomic.Int64
@@ -144,7 +146,7 @@ func TestBudgetAdmitsTenOfTwentyConcurrentCalls(t *testing.T) {
 		t.Fatalf("chaosllm saw %d calls, want 10", got)
 	}
 	for _, err := range errs {
-		var be *llmclient.BudgetError
+		var be *router.BudgetError
 		switch {
 		case err == nil:
 		case errors.As(err, &be):
@@ -165,7 +167,7 @@ func TestBudgetAdmitsTenOfTwentyConcurrentCalls(t *testing.T) {
 // counts when it is closed).
 func TestBudgetSettleRefundsTheUnusedReservation(t *testing.T) {
 	f := newBudgetFixture(t, nil)
-	r := f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 150, MicroUSD: 10_000}}, f.oa)
+	r := f.router(t, []router.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 150, MicroUSD: 10_000}}, f.oa)
 	ctx := context.Background()
 	first, err := r.Chat(ctx, "r", ask100(0))
 	if err != nil {
@@ -197,7 +199,7 @@ func TestBudgetSettleRefundsTheUnusedReservation(t *testing.T) {
 // for its lease.
 func TestBudgetUnsettledReservationLapses(t *testing.T) {
 	f := newBudgetFixture(t, nil)
-	r := f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: 24 * time.Hour, Tokens: 1000}}, f.oa)
+	r := f.router(t, []router.Budget{{Name: "b", Route: "r", Period: 24 * time.Hour, Tokens: 1000}}, f.oa)
 	ctx := context.Background()
 	if _, ok, _, err := f.ledger.Reserve(ctx, "cfg:b:tokens", 1000, 950, 24*time.Hour); !ok || err != nil {
 		t.Fatalf("the crashed worker's reservation: %v %v", ok, err)
@@ -218,7 +220,7 @@ func TestBudgetUnsettledReservationLapses(t *testing.T) {
 // target: the route fails budget_exceeded, which is not retryable.
 func TestBudgetRefusalMovesOnAndBlamesNobody(t *testing.T) {
 	f := newBudgetFixture(t, nil)
-	r := f.router(t, []llmclient.Budget{{Name: "oa-day", Provider: "oa", Period: 24 * time.Hour, Tokens: 50}}, f.oa, f.an)
+	r := f.router(t, []router.Budget{{Name: "oa-day", Provider: "oa", Period: 24 * time.Hour, Tokens: 50}}, f.oa, f.an)
 	ctx := context.Background()
 	for i := range 8 {
 		resp, err := r.Chat(ctx, "r", ask100(i))
@@ -227,16 +229,16 @@ func TestBudgetRefusalMovesOnAndBlamesNobody(t *testing.T) {
 		}
 	}
 	for _, ts := range r.Targets() {
-		if ts.Breaker != retry.Closed {
+		if ts.Breaker != breaker.Closed {
 			t.Errorf("%s/%s breaker %v after budget refusals", ts.Provider, ts.Model, ts.Breaker)
 		}
 	}
 	if st := f.srv.Snapshot(); st.Total != 8 {
 		t.Fatalf("chaosllm saw %d calls, want 8 (all to the second target)", st.Total)
 	}
-	rr := f.router(t, []llmclient.Budget{{Name: "none-left", Route: "r", Period: time.Hour, Tokens: 10}}, f.oa, f.an)
+	rr := f.router(t, []router.Budget{{Name: "none-left", Route: "r", Period: time.Hour, Tokens: 10}}, f.oa, f.an)
 	_, err := rr.Chat(ctx, "r", ask100(0))
-	var re *llmclient.RouteError
+	var re *router.RouteError
 	if !errors.As(err, &re) || re.Class() != retry.BudgetExceeded || len(re.Attempts) != 2 || re.Class().Retryable() {
 		t.Fatalf("route budget: %v", err)
 	}
@@ -248,8 +250,8 @@ func TestBudgetRefusalMovesOnAndBlamesNobody(t *testing.T) {
 func TestBudgetOnTheContextTwiceReservesOnce(t *testing.T) {
 	f := newBudgetFixture(t, nil)
 	r := f.router(t, nil, f.oa)
-	b := llmclient.Budget{Name: "workflow w", Tokens: 150}
-	ctx := llmclient.WithBudget(llmclient.WithBudget(context.Background(), b, "wf:w"), b, "wf:w")
+	b := router.Budget{Name: "workflow w", Tokens: 150}
+	ctx := router.WithBudget(router.WithBudget(context.Background(), b, "wf:w"), b, "wf:w")
 	if _, err := r.Chat(ctx, "r", ask100(0)); err != nil {
 		t.Fatalf("a 100-token call against 150 tokens, the budget attached twice: %v", err)
 	}
@@ -263,7 +265,7 @@ func TestBudgetKeepsTheReservationOfATimedOutCallOnly(t *testing.T) {
 	g := &gate{open: make(chan struct{})} // never opened: every call waits for its deadline
 	f := newBudgetFixture(t, g)
 	ctx := context.Background()
-	r := f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, f.oa)
+	r := f.router(t, []router.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, f.oa)
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err := r.Chat(cctx, "r", ask100(0))
 	cancel()
@@ -274,11 +276,11 @@ func TestBudgetKeepsTheReservationOfATimedOutCallOnly(t *testing.T) {
 		t.Fatalf("after the timed-out call: used %d held %d (%v), want the 100 reserved kept as spent", used, held, err)
 	}
 
-	refused, err := llmclient.NewOpenAI(llmclient.Options{Name: "oa", BaseURL: f.url + "/v1", Keys: []string{"sk-not-accepted-here"}})
+	refused, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: f.url + "/v1", Keys: []string{"sk-not-accepted-here"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.router(t, []llmclient.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, refused).Chat(ctx, "r", ask100(1))
+	_, err = f.router(t, []router.Budget{{Name: "b", Route: "r", Period: time.Hour, Tokens: 1000}}, refused).Chat(ctx, "r", ask100(1))
 	if c := retry.ClassOf(err); c != retry.Auth {
 		t.Fatalf("a call with a key the provider refuses: class %s (%v), want auth", c, err)
 	}

@@ -1,7 +1,9 @@
-package llmclient
+package router
 
 import (
 	"fmt"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"github.com/agentq/agentq/redact"
 	"github.com/agentq/agentq/retry"
@@ -48,7 +50,7 @@ func (e *OutputTooLargeError) Class() retry.Class { return retry.OutputTooLarge 
 // checkOutput runs the request's checks on a plain answer: its length,
 // then its JSON. A stream is checked by whoever reads it; an answer made
 // of tool calls is the model's move, not a JSON answer.
-func checkOutput(req Request, resp *Response, target string) error {
+func checkOutput(req llmclient.Request, resp *answer, target string) error {
 	if resp.stream != nil {
 		return nil
 	}
@@ -66,18 +68,18 @@ func checkOutput(req Request, resp *Response, target string) error {
 
 // repairRequest is req with the invalid answer and what was wrong with it
 // appended, asking for the answer again.
-func repairRequest(req Request, inv *InvalidOutputError) Request {
-	msgs := make([]Message, 0, len(req.Messages)+2)
+func repairRequest(req ask, inv *InvalidOutputError) ask {
+	msgs := make([]llmclient.Message, 0, len(req.Messages)+2)
 	msgs = append(msgs, req.Messages...)
 	msgs = append(msgs,
-		Message{Role: "assistant", Content: inv.Output},
-		Message{Role: "user", Content: "That answer is not valid: " + oneLine(inv.Err.Error(), 2000) +
+		llmclient.Message{Role: "assistant", Content: inv.Output},
+		llmclient.Message{Role: "user", Content: "That answer is not valid: " + oneLine(inv.Err.Error(), 2000) +
 			". Answer again with only the JSON document, no other text" + schemaHint(req) + "."})
 	req.Messages = msgs
 	return req
 }
 
-func schemaHint(req Request) string {
+func schemaHint(req ask) string {
 	if req.Output.Schema == nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // The auth probe: some providers and proxies hide a rejected key behind a
 // 500 with an empty body.
@@ -7,14 +7,16 @@ import (
 	"context"
 	"strings"
 
+	"github.com/agentq/agentq/llmclient"
+
 	"github.com/agentq/agentq/retry"
 )
 
 // probeEmpty500 asks the provider, for a 500 with an empty body, whether
 // the key is rejected: some providers and proxies hide auth failures so.
 func (r *Router) probeEmpty500(ctx context.Context, t Target, err error) error {
-	e, ok := AsError(err)
-	p, canProbe := t.Provider.(Prober)
+	e, ok := llmclient.AsError(err)
+	p, canProbe := t.Provider.(llmclient.Prober)
 	if !ok || !canProbe || e.Status != 500 || strings.TrimSpace(e.Body) != "" {
 		return err
 	}

@@ -1,10 +1,12 @@
-package llmclient
+package router
 
 import (
 	"context"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
@@ -13,9 +15,13 @@ import (
 
 type nameOnly string
 
-func (n nameOnly) Name() string                                       { return string(n) }
-func (nameOnly) Chat(context.Context, Request) (*Response, error)     { return nil, nil }
-func (nameOnly) ChatStream(context.Context, Request) (*Stream, error) { return nil, nil }
+func (n nameOnly) Name() string { return string(n) }
+func (nameOnly) Chat(context.Context, llmclient.Request) (*llmclient.Response, error) {
+	return nil, nil
+}
+func (nameOnly) ChatStream(context.Context, llmclient.Request) (*llmclient.Stream, error) {
+	return nil, nil
+}
 
 func TestHealthScore(t *testing.T) {
 	c := HealthConfig{Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}, LatencyRef: 2 * time.Second}

@@ -1,20 +1,11 @@
-package llmclient
+package router
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"sync"
 	"time"
 )
-
-// KeyID is a key's stable identity in shared state: the start of its
-// SHA-256, from which the key cannot be recovered.
-func KeyID(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:8])
-}
 
 // KeyStatus is what is known of one key.
 type KeyStatus struct {

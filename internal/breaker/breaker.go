@@ -1,22 +1,22 @@
-package retry
+package breaker
 
 import (
 	"errors"
 	"time"
 )
 
-// BreakerState is a circuit breaker's state; the numbers are the values of
+// State is a circuit breaker's state; the numbers are the values of
 // the agentq_breaker_state metric.
-type BreakerState uint8
+type State uint8
 
 // The states.
 const (
-	Closed   BreakerState = 0 // calls pass
-	HalfOpen BreakerState = 1 // one probe call is out; everyone else waits
-	Open     BreakerState = 2 // no calls until the cooldown ends
+	Closed   State = 0 // calls pass
+	HalfOpen State = 1 // one probe call is out; everyone else waits
+	Open     State = 2 // no calls until the cooldown ends
 )
 
-func (s BreakerState) String() string {
+func (s State) String() string {
 	switch s {
 	case Closed:
 		return "closed"
@@ -28,9 +28,9 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// BreakerConfig tunes a breaker. Use DefaultBreakerConfig and change what
+// Config tunes a breaker. Use DefaultConfig and change what
 // you need; Validate reports a config that cannot work.
-type BreakerConfig struct {
+type Config struct {
 	// ConsecutiveFailures opens the breaker after this many failures in a row.
 	ConsecutiveFailures int
 	// ErrorRate opens it when failures/calls over Window reach this, with
@@ -48,13 +48,13 @@ type BreakerConfig struct {
 	ProbeTimeout time.Duration
 }
 
-// DefaultBreakerConfig is the default breaker: 5 in a row, or half of at least
+// DefaultConfig is the default breaker: 5 in a row, or half of at least
 // 10 calls in 10s; 30s ± 20% open; a probe's slot is held for up to 60s.
-var DefaultBreakerConfig = BreakerConfig{ConsecutiveFailures: 5, ErrorRate: 0.5, MinCalls: 10, Window: 10 * time.Second,
+var DefaultConfig = Config{ConsecutiveFailures: 5, ErrorRate: 0.5, MinCalls: 10, Window: 10 * time.Second,
 	Cooldown: 30 * time.Second, CooldownJitter: 0.2, ProbeTimeout: time.Minute}
 
 // Validate reports a config that cannot work.
-func (c BreakerConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.ConsecutiveFailures < 1:
 		return errors.New("breaker: consecutive failures must be at least 1")
@@ -72,7 +72,7 @@ func (c BreakerConfig) Validate() error {
 // next state and changes nothing, so the state can live anywhere (agentq
 // keeps it in Redis and changes it by compare-and-set on Version).
 type Breaker struct {
-	State       BreakerState
+	State       State
 	Consecutive int       // failures in a row while closed
 	OpenUntil   time.Time // while open: when a probe may go
 	ProbeUntil  time.Time // while half-open: when the probe's slot frees
@@ -107,7 +107,7 @@ func (b Breaker) Allow(now time.Time) Permit {
 }
 
 // StartProbe is the state once a caller took the half-open slot.
-func (b Breaker) StartProbe(now time.Time, c BreakerConfig) Breaker {
+func (b Breaker) StartProbe(now time.Time, c Config) Breaker {
 	return Breaker{State: HalfOpen, ProbeUntil: now.Add(c.ProbeTimeout), Version: b.Version + 1}
 }
 
@@ -117,7 +117,7 @@ type Window struct{ Calls, Failures int }
 
 // OnFailure is the state after a failed call. random returns [0, 1) and
 // spreads the cooldown.
-func (b Breaker) OnFailure(now time.Time, c BreakerConfig, w Window, random func() float64) Breaker {
+func (b Breaker) OnFailure(now time.Time, c Config, w Window, random func() float64) Breaker {
 	switch b.State {
 	case Closed:
 		n := b
@@ -143,7 +143,7 @@ func (b Breaker) OnSuccess() Breaker {
 	return b // closed with no failures: nothing to change; open: a straggler
 }
 
-func (b Breaker) open(now time.Time, c BreakerConfig, random func() float64) Breaker {
+func (b Breaker) open(now time.Time, c Config, random func() float64) Breaker {
 	spread := 1 + c.CooldownJitter*(2*random()-1)
 	return Breaker{State: Open, OpenUntil: now.Add(time.Duration(float64(c.Cooldown) * spread)), Version: b.Version + 1}
 }

@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // Limits: a provider's cluster-wide concurrency and requests per minute.
 
@@ -21,7 +21,7 @@ type Limiter interface {
 
 // releaseAfter gives a limit slot back now, or when a streamed answer is
 // closed.
-func releaseAfter(resp *Response, release func()) {
+func releaseAfter(resp *answer, release func()) {
 	if resp != nil && resp.stream != nil {
 		resp.stream.onClose(release)
 		return

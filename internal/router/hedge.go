@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // Hedging: a second target is asked when the first is slow, and the first
 // answer wins.
@@ -25,11 +25,11 @@ func (r *Router) hedgeDelay(rt Route, t Target) time.Duration {
 // b. The first answer wins and the other call is canceled (its log line
 // and breaker record say canceled). It returns the winner's index, or -1
 // when a failed before the hedge went out (so b was not tried).
-func (r *Router) hedged(ctx context.Context, route string, rt Route, a, b int, req Request, delay time.Duration, rerr *RouteError) (*Response, int, error) {
+func (r *Router) hedged(ctx context.Context, route string, rt Route, a, b int, req ask, delay time.Duration, rerr *RouteError) (*answer, int, error) {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		resp     *Response
+		resp     *answer
 		err      error
 		idx      int
 		attempts []error
@@ -38,7 +38,7 @@ func (r *Router) hedged(ctx context.Context, route string, rt Route, a, b int, r
 	launch := func(i int) {
 		go func() {
 			sub := &RouteError{}
-			resp, err := r.callTarget(hctx, route, rt.Targets[i], req, sub)
+			resp, err := r.attempt(hctx, route, rt.Targets[i], req, sub)
 			ch <- result{resp, err, i, sub.Attempts}
 		}()
 	}

@@ -1,43 +1,32 @@
-package llmclient
+package router
 
 // Key rotation: one target's usable keys in turn, cooling and disabling
 // keys for every worker on key-level failures.
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"github.com/agentq/agentq/retry"
 )
 
-// callKeys calls one target with the provider's usable keys in turn:
-// on a key-level failure it cools (rate limit) or disables (quota, auth)
-// the key for every worker and tries the next key at once. It runs inside
-// the target's budgets (callTarget, budget.go).
-func (r *Router) callKeys(ctx context.Context, route string, t Target, req Request, rerr *RouteError) (*Response, error) {
-	req.Model = t.Model
+// callKeys calls one target with the provider's usable keys in turn,
+// each call under the provider's limits (limits.go): on a key-level
+// failure it cools (rate limit) or disables (quota, auth) the key for
+// every worker and tries the next key at once. probe says the call is the
+// target's half-open breaker probe.
+func (r *Router) callKeys(ctx context.Context, route string, t Target, req ask, probe bool, rerr *RouteError) (*answer, error) {
 	name := t.Provider.Name()
-	if n := inputLen(req); t.MaxInputBytes > 0 && n > t.MaxInputBytes {
-		err := &SkippedError{Target: t.String(), class: retry.ContextLength,
-			Reason: fmt.Sprintf("the request is %d bytes, over the target's max_input_bytes of %d", n, t.MaxInputBytes)}
-		rerr.Attempts = append(rerr.Attempts, err)
-		return nil, err
-	}
-	allowed, probe := r.breakers.allow(ctx, name, t.Model)
-	if !allowed {
-		err := &SkippedError{Target: t.String(), Reason: SkipBreakerOpen, Until: r.breakers.Get(name, t.Model).OpenUntil, class: retry.Server}
-		rerr.Attempts = append(rerr.Attempts, err)
-		return nil, err
-	}
-	kp, ok := t.Provider.(KeyedProvider)
+	kp, ok := t.Provider.(llmclient.KeyedProvider)
 	if !ok {
 		release, err := r.acquire(ctx, name, t)
 		if err != nil {
 			rerr.Attempts = append(rerr.Attempts, err)
 			return nil, err
 		}
-		resp, err := r.call(ctx, route, t, req, probe)
+		resp, err := r.call(ctx, route, t, 0, req, probe)
 		releaseAfter(resp, release)
 		if err != nil {
 			rerr.Attempts = append(rerr.Attempts, err)
@@ -61,7 +50,7 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req Reque
 			continue
 		}
 		if tried {
-			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "rotated")
+			r.obs.KeyEvent(name, keyName(t.Provider, k), "rotated")
 		}
 		allDisabled, tried = false, true
 		release, lerr := r.acquire(ctx, name, t)
@@ -72,9 +61,9 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req Reque
 			rerr.Attempts = append(rerr.Attempts, lerr)
 			return nil, lerr
 		}
-		kctx := WithKey(ctx, k)
-		var resp *Response
-		resp, err = r.call(kctx, route, t, req, probe)
+		kctx := llmclient.WithKey(ctx, k)
+		var resp *answer
+		resp, err = r.call(kctx, route, t, k, req, probe)
 		releaseAfter(resp, release)
 		if err == nil {
 			return resp, nil
@@ -84,20 +73,20 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req Reque
 		switch class := retry.ClassOf(err); class.Rule().Key {
 		case retry.KeyCool:
 			wait := r.defCool
-			if e, ok := AsError(err); ok && e.RetryAfter > 0 {
+			if e, ok := llmclient.AsError(err); ok && e.RetryAfter > 0 {
 				wait = e.RetryAfter
 			}
 			until := r.now().Add(min(wait, r.maxCool))
 			r.keys.Cool(ctx, name, id, until)
-			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "cooldown")
+			r.obs.KeyEvent(name, keyName(t.Provider, k), "cooldown")
 			if earliest.IsZero() || until.Before(earliest) {
 				earliest = until
 			}
 		case retry.KeyDisabled:
 			r.keys.Disable(ctx, name, id, string(class)+": "+oneLine(err.Error(), 200))
-			r.obs.KeyEvent(name, fingerprintOf(t.Provider, k), "disabled")
+			r.obs.KeyEvent(name, keyName(t.Provider, k), "disabled")
 			r.log.Error("API key disabled for every worker until re-enabled", "provider", name,
-				"key", fingerprintOf(t.Provider, k), "class", string(class), "alert", true)
+				"key", keyName(t.Provider, k), "class", string(class), "alert", true)
 		default:
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package llmclient_test
+package router_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/llmclient"
+	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/retry"
 )
 
@@ -17,10 +17,10 @@ import (
 // larger window) answers it; a request that fits goes to the target.
 func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{}, goodKey)
-	small := llmclient.Target{Provider: fx.openai, Model: "m-small", Timeout: 5 * time.Second, MaxInputBytes: 100}
-	large := llmclient.Target{Provider: fx.anthropic, Model: "m-large", Timeout: 5 * time.Second, MaxInputBytes: 10000}
-	r, err := llmclient.NewRouter([]llmclient.Route{{Name: "r", Targets: []llmclient.Target{small}, ContextWindowFallback: &large}},
-		llmclient.RouterOptions{})
+	small := router.Target{Provider: fx.openai, Model: "m-small", Timeout: 5 * time.Second, MaxInputBytes: 100}
+	large := router.Target{Provider: fx.anthropic, Model: "m-large", Timeout: 5 * time.Second, MaxInputBytes: 10000}
+	r, err := router.NewRouter([]router.Route{{Name: "r", Targets: []router.Target{small}, ContextWindowFallback: &large}},
+		router.RouterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 		t.Fatalf("the small target was called %d times, want once (the long prompt never sent to it)", n)
 	}
 	_, err = r.Chat(context.Background(), "r", ask(strings.Repeat("x", 20000)))
-	var sk *llmclient.SkippedError
+	var sk *router.SkippedError
 	if retry.ClassOf(err) != retry.ContextLength || !errors.As(err, &sk) || !strings.Contains(sk.Reason, "over the target's max_input_bytes") {
 		t.Fatalf("a prompt over both: %v, want context_length", err)
 	}

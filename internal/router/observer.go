@@ -1,7 +1,9 @@
-package llmclient
+package router
 
 import (
 	"time"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"github.com/agentq/agentq/retry"
 )
@@ -9,7 +11,7 @@ import (
 // Observer hears about every call the router makes; metrics hang here.
 // The zero value of RouterOptions uses a no-op observer.
 type Observer interface {
-	Call(route string, t Target, key string, class retry.Class, dur time.Duration, usage Usage)
+	Call(route string, t Target, key string, class retry.Class, dur time.Duration, usage llmclient.Usage)
 	Fallback(route, from, to string)
 	// KeyEvent reports "cooldown", "disabled" or "rotated" (the next key
 	// was tried) for a key named by its fingerprint.
@@ -18,7 +20,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Call(string, Target, string, retry.Class, time.Duration, Usage) {}
+func (nopObserver) Call(string, Target, string, retry.Class, time.Duration, llmclient.Usage) {}
 
 func (nopObserver) Fallback(string, string, string) {}
 

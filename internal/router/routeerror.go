@@ -1,4 +1,4 @@
-package llmclient
+package router
 
 // The errors a route returns: every attempt's failure, a target that was
 // skipped, and an auth failure found by probing.
@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/llmclient"
 
 	"github.com/agentq/agentq/retry"
 )
@@ -77,7 +79,7 @@ func (e *RouteError) RetryAfter(now time.Time) time.Duration {
 		var sk *SkippedError
 		if errors.As(a, &sk) && !sk.Until.IsZero() {
 			take(sk.Until.Sub(now))
-		} else if pe, ok := AsError(a); ok {
+		} else if pe, ok := llmclient.AsError(a); ok {
 			take(pe.RetryAfter)
 		}
 	}

@@ -27,7 +27,7 @@ var importRules = map[string][]string{
 	"internal/engine":    {"internal/defaults", "internal/problem", "internal/router", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "internal/record", "retry", "tasks"},
 	"internal/webhook":   {"internal/defaults", "redact", "retry"},
 	"internal/tracegate": {},
-	".":                  {"internal/app", "internal/config", "internal/worker", "internal/engine", "llmclient", "internal/record"},
+	".":                  {"internal/config", "internal/producer", "internal/worker", "internal/engine", "llmclient", "internal/record"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
 	"internal/schedule":  {"internal/config", "internal/problem", "internal/engine", "internal/store"},
 	"agentqtest":         {".", "internal/engine", "internal/router", "llmclient"},
@@ -87,11 +87,13 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
-// faces are the packages people reach agentq through, other than the SDK:
-// they go through the clients (the engine's, the API), never to the
-// records in Redis or the builder, whose parts they would otherwise
-// rebuild. The dashboard and the CLI join this list when they do.
-var faces = []string{"internal/apiclient"}
+// faces are the packages people reach agentq through: the SDK, the enqueue
+// command, the dashboard's API and pages, and the API's client. They go
+// through the producer client (internal/producer, which agentq.Client
+// wraps), never to the records in Redis or the builder, whose parts they
+// would otherwise rebuild. The commands' own mains (cmd/, internal/dashcli)
+// compose the parts and are not faces.
+var faces = []string{".", "internal/apiclient", "internal/cli", "internal/dashboard"}
 
 func TestFacesGoThroughTheClients(t *testing.T) {
 	for _, face := range faces {

@@ -5,19 +5,15 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // Client submits workflows and reads them: what a producer (a web app, a
 // cron job, a script) uses. It is safe for concurrent use.
 type Client struct {
-	rdb redis.UniversalClient
-	c   *engine.Client
-	cfg config.Config // its keys are named too (Keys)
+	c *producer.Client // the client the CLI and the dashboard use too
 }
 
 // NewClient connects to cfg's Redis. Close it when done.
@@ -25,11 +21,20 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.c == nil {
 		return nil, errors.New("agentq: NewClient: the Config is empty (use LoadConfig or ParseConfig)")
 	}
-	cl, err := app.Connect(ctx, *cfg.c)
+	cl, err := producer.Open(ctx, *cfg.c)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rdb: cl.Redis, c: cl.Client, cfg: *cfg.c}, nil
+	return &Client{c: cl}, nil
+}
+
+// NewServerClient is a Client over a dashboard's HTTP API at url (what
+// enqueue --server uses), for a producer that does not reach Redis. token
+// is the dashboard's (AGENTQ_DASHBOARD_TOKEN; empty: none). It makes no
+// call until a method is used; Parse checks a spec against no
+// configuration (the server checks it again against its own).
+func NewServerClient(url, token string) *Client {
+	return &Client{c: producer.Remote(config.Config{}, url, token)}
 }
 
 // Parse reads and checks a workflow spec (YAML or JSON); name says where
@@ -67,7 +72,8 @@ func WithIdempotencyKey(key string) SubmitOption { return engine.WithIdempotency
 // Submit writes the workflow and enqueues its first steps; it returns the
 // workflow's id.
 func (c *Client) Submit(ctx context.Context, spec *Spec, opts ...SubmitOption) (string, error) {
-	return c.c.Submit(ctx, spec, opts...)
+	s, err := c.c.SubmitWorkflow(ctx, spec, opts...)
+	return s.ID, err
 }
 
 // SubmitWorkflow is Submit, saying also whether an idempotency key named
@@ -100,8 +106,8 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration) (*Work
 // context canceled. It returns the workflow's state afterwards.
 func (c *Client) Cancel(ctx context.Context, id string) (string, error) { return c.c.Cancel(ctx, id) }
 
-// Close releases the connection to Redis.
-func (c *Client) Close() error { return c.rdb.Close() }
+// Close releases the connection to Redis (a server client holds none).
+func (c *Client) Close() error { return c.c.Close() }
 
 // QueueInfo is one queue: paused or not, and its tasks by state.
 type QueueInfo = engine.QueueInfo

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -19,6 +23,8 @@ import (
 // The Go client has the enqueue command's verbs: approve and reject a
 // waiting step, list workflows by state and name a page at a time, review
 // dead letters by workflow and step (requeue, discard), rerun from a step.
+// It has them over Redis (NewClient) and over a dashboard's HTTP API
+// (NewServerClient), the same methods on the same workflows.
 func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	cfg := sdkConfig(t, e)
@@ -53,6 +59,19 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	t.Run("redis", func(t *testing.T) { clientVerbs(t, ctx, c, "redis") })
+	srv, err := dashboard.New(ctx, dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	t.Run("server", func(t *testing.T) { clientVerbs(t, ctx, agentq.NewServerClient(hs.URL, ""), "server") })
+}
+
+// clientVerbs drives every verb through c, on workflows named after via.
+func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string) {
 	parse := func(y string) *agentq.Spec {
 		s, err := c.Parse("t.yaml", []byte(y))
 		if err != nil {
@@ -60,8 +79,8 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 		}
 		return s
 	}
-	gate := parse("name: gate\nsteps:\n  - { id: review, approve: { message: \"ok?\" } }\n")
-	parked := parse("name: parked\nsteps:\n  - { id: s, run: once }\n")
+	gate := parse("name: gate-" + via + "\nsteps:\n  - { id: review, approve: { message: \"ok?\" } }\n")
+	parked := parse("name: parked-" + via + "\nsteps:\n  - { id: s, run: once }\n")
 	var gates, parks []string
 	for range 3 {
 		id, err := c.Submit(ctx, gate)
@@ -110,11 +129,11 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 
 	// list by state and name, a page at a time: two pages hold the three
 	// parked workflows once each (newest first, by the millisecond)
-	page1, err := c.List(ctx, agentq.ListOptions{Name: "parked", Limit: 2})
+	page1, err := c.List(ctx, agentq.ListOptions{Name: "parked-" + via, Limit: 2})
 	if err != nil || len(page1) != 2 {
 		t.Fatalf("first page of parked: %v %v", ids(page1), err)
 	}
-	page2, err := c.List(ctx, agentq.ListOptions{Name: "parked", Limit: 2, After: page1[1].ID})
+	page2, err := c.List(ctx, agentq.ListOptions{Name: "parked-" + via, Limit: 2, After: page1[1].ID})
 	if err != nil || len(page2) != 1 {
 		t.Fatalf("second page of parked: %v %v", ids(page2), err)
 	}
@@ -128,7 +147,7 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	if _, err := c.List(ctx, agentq.ListOptions{After: "wf_nope"}); !errors.Is(err, agentq.ErrNotFound) {
 		t.Fatalf("a page after an unknown id: %v, want ErrNotFound", err)
 	}
-	if ws, err := c.List(ctx, agentq.ListOptions{State: agentq.StateWaiting}); err != nil || len(ws) != 1 || ws[0].ID != gates[2] {
+	if ws, err := c.List(ctx, agentq.ListOptions{State: agentq.StateWaiting, Name: "gate-" + via}); err != nil || len(ws) != 1 || ws[0].ID != gates[2] {
 		t.Fatalf("waiting workflows: %v %v", ids(ws), err)
 	}
 
@@ -136,6 +155,15 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	dls, err := c.DeadLetters(ctx)
 	if err != nil || len(dls) != 3 {
 		t.Fatalf("dead letters: %+v %v", dls, err)
+	}
+	if dls, err := c.DeadLettersOfClass(ctx, "handler"); err != nil || len(dls) != 3 {
+		t.Fatalf("dead letters of class handler: %+v %v", dls, err)
+	}
+	if dls, err := c.DeadLettersOfClass(ctx, "server"); err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters of class server: %+v %v", dls, err)
+	}
+	if _, err := c.DeadLettersOfClass(ctx, "sever"); err == nil || !strings.Contains(err.Error(), "server") {
+		t.Fatalf("dead letters of a class that is not one: %v, want the classes named", err)
 	}
 	if err := c.Requeue(ctx, parks[0], "s"); err != nil {
 		t.Fatal(err)
@@ -165,7 +193,7 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 		t.Fatalf("requeue of all: %d %v, want the one left", n, err)
 	}
 	wait(parks[2], agentq.StateCompleted)
-	if sp, err := c.Spec(ctx, parks[2]); err != nil || sp.Name != "parked" || len(sp.Steps) != 1 || sp.Steps[0].Run != "once" {
+	if sp, err := c.Spec(ctx, parks[2]); err != nil || sp.Name != "parked-"+via || len(sp.Steps) != 1 || sp.Steps[0].Run != "once" {
 		t.Fatalf("the spec of a workflow: %+v %v", sp, err)
 	}
 
@@ -232,16 +260,34 @@ func TestTheClientShowsAndEnablesKeys(t *testing.T) {
 	if err != nil || disabled == "" {
 		t.Fatalf("keys %+v (%v): want the refused key disabled", keys, err)
 	}
-	if err := c.EnableKey(ctx, disabled); err != nil {
+	// a client over the dashboard's API sees the same keys, and enables
+	// every key at once
+	srv, err := dashboard.New(ctx, dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	sc := agentq.NewServerClient(hs.URL, "")
+	if over, err := sc.Keys(ctx); err != nil || !slices.EqualFunc(over, keys, func(a, b agentq.KeyInfo) bool { return a.Fingerprint == b.Fingerprint && a.State == b.State }) {
+		t.Fatalf("keys over the API %+v (%v), over Redis %+v", over, err, keys)
+	}
+	if enabled, err := sc.EnableAllKeys(ctx); err != nil || !slices.Equal(enabled, []string{disabled}) {
+		t.Fatalf("EnableAllKeys: %v %v, want [%s]", enabled, err, disabled)
 	}
 	keys, _ = c.Keys(ctx)
 	for _, k := range keys {
 		if k.Fingerprint == disabled && k.State != agentq.KeyOK {
-			t.Fatalf("after EnableKey: %+v", k)
+			t.Fatalf("after EnableAllKeys: %+v", k)
 		}
 	}
-	if err := c.EnableKey(ctx, "nope#9"); !errors.Is(err, agentq.ErrUnknownKey) {
-		t.Fatalf("an unknown key: %v, want ErrUnknownKey", err)
+	if err := c.EnableKey(ctx, disabled); err != nil {
+		t.Fatalf("enabling a key that is fine: %v", err)
+	}
+	for _, cl := range []*agentq.Client{c, sc} {
+		if err := cl.EnableKey(ctx, "nope#9"); !errors.Is(err, agentq.ErrUnknownKey) {
+			t.Fatalf("an unknown key: %v, want ErrUnknownKey", err)
+		}
 	}
 }

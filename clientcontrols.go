@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/record"
 )
@@ -93,6 +92,13 @@ func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) {
 	return c.c.DeadLetters(ctx, "")
 }
 
+// DeadLettersOfClass lists the dead letters of one failure class (e.g.
+// "rate_limited"), newest first; ErrUnknownClass for a class that is not
+// one.
+func (c *Client) DeadLettersOfClass(ctx context.Context, class string) ([]ParkedStep, error) {
+	return c.c.DeadLetters(ctx, class)
+}
+
 // ParkedStepDetail is one dead letter with what a reviewer needs: its
 // route, its prompt as rendered now from the stored inputs (a code step:
 // its function and arguments), the errors of its last attempt, and an
@@ -150,17 +156,24 @@ const (
 
 // ErrUnknownKey is returned by EnableKey for a fingerprint no live worker
 // advertises (nor the client's configuration holds).
-var ErrUnknownKey = app.ErrUnknownKey
+var ErrUnknownKey = record.ErrUnknownKey
 
 // Keys lists the provider keys the live workers advertise (and the
 // client's configuration holds), with their shared state.
-func (c *Client) Keys(ctx context.Context) ([]KeyInfo, error) { return app.Keys(ctx, c.rdb, c.cfg) }
+func (c *Client) Keys(ctx context.Context) ([]KeyInfo, error) { return c.c.Keys(ctx) }
 
 // EnableKey re-enables, for every worker, the key fingerprint names (a
 // whole fingerprint, or its provider#N when that names one key) after a
 // quota or auth failure disabled it. Enabling a key that is fine is not
 // an error.
 func (c *Client) EnableKey(ctx context.Context, fingerprint string) error {
-	_, err := app.EnableKey(ctx, c.rdb, c.cfg, fingerprint)
+	_, err := c.c.EnableKeys(ctx, fingerprint, false)
 	return err
+}
+
+// EnableAllKeys re-enables, for every worker, every disabled or cooling
+// key, and returns the fingerprints it enabled.
+func (c *Client) EnableAllKeys(ctx context.Context) ([]string, error) {
+	res, err := c.c.EnableKeys(ctx, "", true)
+	return res.Enabled, err
 }

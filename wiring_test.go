@@ -18,7 +18,8 @@ var wiring = map[string]struct {
 	funcs []string
 }{
 	"github.com/redis/go-redis/v9": {"redis", []string{"NewUniversalClient", "NewClient", "NewClusterClient", "NewFailoverClient", "NewFailoverClusterClient", "NewRing"}},
-	module + "/llmclient":          {"llmclient", []string{"NewRouter", "NewOpenAI", "NewAnthropic", "NewKeyPools", "NewBreakers", "NewHealth"}},
+	module + "/llmclient":          {"llmclient", []string{"NewProvider"}},
+	module + "/internal/router":    {"router", []string{"NewRouter", "NewKeyPools", "NewBreakers", "NewHealth"}},
 	module + "/internal/store":     {"store", []string{"NewKeyState", "NewBreakers", "NewHealthStats", "NewLimits"}},
 	module + "/internal/metrics":   {"metrics", []string{"New"}},
 	module + "/internal/engine":    {"engine", []string{"NewClient"}},
@@ -26,7 +27,7 @@ var wiring = map[string]struct {
 
 // wiringFree are the packages that may call them: the builder, and the
 // packages that define them (a router builds its local defaults).
-var wiringFree = map[string]bool{"internal/app": true, "llmclient": true, "internal/store": true, "internal/metrics": true, "internal/engine": true}
+var wiringFree = map[string]bool{"internal/app": true, "llmclient": true, "internal/router": true, "internal/store": true, "internal/metrics": true, "internal/engine": true}
 
 // The worker, the dashboard, enqueue and the SDK go through the one
 // builder (internal/app's Build): no other package they link constructs a

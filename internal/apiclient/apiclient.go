@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -208,6 +209,39 @@ func (c *Client) List(ctx context.Context, state string, limit int) ([]*engine.W
 		wfs = wfs[:limit]
 	}
 	return wfs, err
+}
+
+// ListPage returns a page of workflows, newest first, filtered by o,
+// without their steps.
+func (c *Client) ListPage(ctx context.Context, o engine.ListOptions) ([]*engine.Workflow, error) {
+	q := url.Values{"state": {o.State}, "name": {o.Name}, "after": {o.After}}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	} else {
+		q.Set("limit", "50")
+	}
+	var wfs []*engine.Workflow
+	err := c.do(ctx, "GET", "/api/v1/workflows?"+q.Encode(), nil, &wfs)
+	return wfs, err
+}
+
+// Spec returns the spec workflow id was submitted with.
+func (c *Client) Spec(ctx context.Context, id string) (*engine.Spec, error) {
+	var s engine.Spec
+	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id)+"/spec", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// DeadLetterTask is the task id of step's dead letter in workflow id (of
+// its current run).
+func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
+	wf, err := c.Status(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return engine.StepTaskID(id, step, wf.Generation), nil
 }
 
 // DeadLetters lists dead letters, optionally of one class.

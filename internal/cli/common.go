@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/redact"
 )
@@ -99,7 +98,7 @@ func (c *common) logger(cmd *cobra.Command) (*slog.Logger, error) {
 	// dashboard token, whatever a provider or Redis error carried
 	tok, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
 	h := slog.NewJSONHandler(c.env.Err, &slog.HandlerOptions{Level: l})
-	return slog.New(redact.Handler(h, app.Redactor(c.loaded, tok))), nil
+	return slog.New(redact.Handler(h, redact.New(append(c.loaded.Secrets(), tok)...))), nil
 }
 
 // forever is what --wait-for-redis means without a value.

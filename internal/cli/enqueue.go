@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/tracing"
 )
@@ -122,14 +122,11 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		// validate before connecting: bad input never touches Redis
-		lim := app.ClientOptions(cfg).Limits
+		schemaDir := ""
 		if args[0] != "-" {
-			lim.SchemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
+			schemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
 		}
-		spec, err := engine.ParseSpec(source, data, routeSet(app.ClientOptions(cfg).Routes), lim)
-		if err == nil {
-			err = app.Webhooks(cfg).Check(source, spec)
-		}
+		spec, err := producer.ParseSpec(cfg, source, data, schemaDir)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
@@ -148,11 +145,11 @@ all (--no-check submits anyway).`,
 			}
 			spec.Deadline = engine.Duration(dl) // travels with the spec, to Redis or through --server
 		}
-		cl, closeCl, err := c.openProducer(cmd, cfg)
+		cl, err := c.openProducer(cmd, cfg)
 		if err != nil {
 			return err
 		}
-		defer closeCl()
+		defer cl.Close()
 		stop, err := tracing.Setup(cmd.Context(), "agentq-enqueue", env.lookup)
 		if err != nil {
 			return err
@@ -206,7 +203,7 @@ all (--no-check submits anyway).`,
 		if asJSON {
 			err = printJSON(out, submittedJSON{wf, sub.Existing})
 		} else {
-			printWorkflow(out, wf, app.Prices(cfg))
+			printWorkflow(out, wf, cl)
 			if wf.State == engine.StateCompleted {
 				err = printResult(ctx, out, cl, id, false)
 			}
@@ -225,17 +222,6 @@ all (--no-check submits anyway).`,
 type submittedJSON struct {
 	*engine.Workflow
 	Existing bool `json:"existing"`
-}
-
-func routeSet(names []string) map[string]bool {
-	if names == nil {
-		return nil
-	}
-	m := map[string]bool{}
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
 }
 
 // endState is the exit of a command that waited for wf.
@@ -274,7 +260,7 @@ func notFound(err error, id string) error {
 }
 
 // printResult prints the final steps' outputs, or every step's with all.
-func printResult(ctx context.Context, w io.Writer, cl producer, id string, all bool) error {
+func printResult(ctx context.Context, w io.Writer, cl *producer.Client, id string, all bool) error {
 	r, err := cl.Result(ctx, id)
 	if err != nil {
 		return notFound(err, id)
@@ -300,7 +286,7 @@ func printResult(ctx context.Context, w io.Writer, cl producer, id string, all b
 
 // printInstances prints a map step's instance outputs in item order, read
 // a page at a time (a wide map is never held whole).
-func printInstances(ctx context.Context, w io.Writer, cl producer, id, step string, n int) error {
+func printInstances(ctx context.Context, w io.Writer, cl *producer.Client, id, step string, n int) error {
 	for off := 0; off < n; off += engine.MaxInstancesPage {
 		p, err := cl.Instances(ctx, id, step, off, engine.MaxInstancesPage)
 		if err != nil {

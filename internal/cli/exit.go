@@ -17,11 +17,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // Exit codes, the same for every command (the README's table).
@@ -70,12 +70,12 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, app.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, engine.ErrUnavailable):
+	case errors.Is(err, producer.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, engine.ErrUnavailable):
 		return ExitUnreachable
 	case errors.Is(err, engine.ErrNoWorkers):
 		return ExitNoWorkers
 	case errors.Is(err, engine.ErrInvalidSpec), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrNoDeadLetter),
-		errors.Is(err, engine.ErrUnknownClass), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, store.ErrUnknownKey):
+		errors.Is(err, engine.ErrUnknownClass), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, record.ErrUnknownKey):
 		return ExitUsage
 	}
 	var fe *config.FieldError

@@ -1,59 +1,15 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 )
-
-// keyOps are the keys commands' operations, over Redis or a dashboard.
-type keyOps interface {
-	Keys(ctx context.Context) ([]store.KeyInfo, error)
-	EnableKeys(ctx context.Context, ref string, all bool) (store.EnableResult, error)
-}
-
-// redisKeys reads the keys the live workers advertise, and those of the
-// command's own configuration, with their shared state.
-type redisKeys struct {
-	fleet *store.Fleet
-	also  []store.AdKey
-}
-
-func (r redisKeys) Keys(ctx context.Context) ([]store.KeyInfo, error) {
-	return r.fleet.FleetKeys(ctx, r.also)
-}
-
-func (r redisKeys) EnableKeys(ctx context.Context, ref string, all bool) (store.EnableResult, error) {
-	return r.fleet.EnableKeys(ctx, r.also, ref, all)
-}
-
-var _ keyOps = (*apiclient.Client)(nil)
-
-// withKeys runs f on the dashboard's keys (--server) or Redis'.
-func withKeys(cmd *cobra.Command, c *common, f func(keyOps) error) error {
-	cfg, err := c.load(cmd)
-	if err != nil {
-		return err
-	}
-	if u := c.serverURL(cmd); u != "" {
-		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
-		return f(apiclient.New(u, token))
-	}
-	c.sayWhichRedis(cmd, cfg)
-	rdb, err := app.Redis(cmd.Context(), cfg.Redis)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	return f(redisKeys{fleet: store.NewFleet(rdb, nil), also: app.AdKeys(cfg)})
-}
 
 func keysCmd(c *common) *cobra.Command {
 	cmd := &cobra.Command{
@@ -72,14 +28,14 @@ if it holds keys): no API key is needed here.`,
 		Use: "list", Short: "Every key the live workers use, and its state", Args: cobra.NoArgs,
 		Example: "  enqueue keys list\n  enqueue keys list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withKeys(cmd, c, func(k keyOps) error {
+			return withClient(cmd, c, func(k *producer.Client) error {
 				keys, err := k.Keys(cmd.Context())
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if keys == nil {
-						keys = []store.KeyInfo{}
+						keys = []record.KeyInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), keys)
 				}
@@ -92,7 +48,7 @@ if it holds keys): no API key is needed here.`,
 				for _, k := range keys {
 					state := k.State
 					switch {
-					case k.State == store.KeyDisabled:
+					case k.State == record.KeyDisabled:
 						state = "disabled: " + oneLine(k.Disabled, 120)
 					case k.CoolUntil != nil:
 						state = "cooling until " + k.CoolUntil.UTC().Format(time.RFC3339)
@@ -119,7 +75,7 @@ if it holds keys): no API key is needed here.`,
 			if len(args) == 1 {
 				ref = args[0]
 			}
-			return withKeys(cmd, c, func(k keyOps) error {
+			return withClient(cmd, c, func(k *producer.Client) error {
 				res, err := k.EnableKeys(cmd.Context(), ref, all)
 				if err != nil {
 					return err

@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // printJSON writes v as one indented JSON document.
@@ -21,15 +21,15 @@ func printJSON(w io.Writer, v any) error {
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *engine.Workflow, prices map[string]engine.Price) {
+func printWorkflow(w io.Writer, wf *engine.Workflow, cl *producer.Client) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
 	}
 	u := engine.Usage(wf)
 	cost := ""
-	if c, ok := engine.Cost(wf, prices); ok && (len(prices) > 0 || c > 0) {
-		cost = fmt.Sprintf(", cost %.4f%s", c, app.CostByProvider(wf))
+	if c, ok := cl.Cost(wf); ok && (cl.Priced() || c > 0) {
+		cost = fmt.Sprintf(", cost %.4f%s", c, producer.CostByProvider(wf))
 	}
 	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

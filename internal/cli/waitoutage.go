@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // waitPoll is how often --wait reads the workflow.
@@ -19,7 +20,7 @@ const waitPoll = 200 * time.Millisecond
 // for at most outage in one stretch: a restart or a failover of Redis says
 // nothing about the workflow, which goes on on the workers. It says so on
 // w once per outage. Past outage it returns the last error, which exits 3.
-func waitThroughOutages(ctx context.Context, cl producer, id string, outage time.Duration, onChange func(*engine.Workflow), w io.Writer) (*engine.Workflow, error) {
+func waitThroughOutages(ctx context.Context, cl *producer.Client, id string, outage time.Duration, onChange func(*engine.Workflow), w io.Writer) (*engine.Workflow, error) {
 	var since time.Time // the start of the current outage; zero: none
 	// each Wait reports its first read: an answer ends the outage
 	answered := func(wf *engine.Workflow) {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 func statusCmd(c *common) *cobra.Command {
@@ -19,7 +19,7 @@ that failed, is blocked on a dead-lettered step, was canceled or timed out
 (as --wait does), 0 for one that completed or is still on its way.`,
 		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl producer) error {
+			return withClient(cmd, c, func(cl *producer.Client) error {
 				wf, err := cl.Status(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -29,7 +29,7 @@ that failed, is blocked on a dead-lettered step, was canceled or timed out
 						return err
 					}
 				} else {
-					printWorkflow(cmd.OutOrStdout(), wf, app.Prices(c.loaded))
+					printWorkflow(cmd.OutOrStdout(), wf, cl)
 				}
 				switch wf.State {
 				case engine.StateFailed, engine.StateBlocked, engine.StateCanceled, engine.StateTimedOut:
@@ -54,7 +54,7 @@ exits 1 if the workflow has not completed.`,
 		Args:    cobra.ExactArgs(1),
 		Example: "  enqueue result wf_abc123\n  enqueue result wf_abc123 --all\n  enqueue result wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl producer) error {
+			return withClient(cmd, c, func(cl *producer.Client) error {
 				wf, err := cl.Status(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -83,7 +83,7 @@ func cancelCmd(c *common) *cobra.Command {
 		Short: "Cancel a workflow: queued steps are deleted, running ones are interrupted, nothing further runs",
 		Args:  cobra.ExactArgs(1), Example: "  enqueue cancel wf_abc123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl producer) error {
+			return withClient(cmd, c, func(cl *producer.Client) error {
 				st, err := cl.Cancel(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -110,7 +110,7 @@ func listCmd(c *common) *cobra.Command {
 			default:
 				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
 			}
-			return withClient(cmd, c, func(cl producer) error {
+			return withClient(cmd, c, func(cl *producer.Client) error {
 				wfs, err := cl.List(cmd.Context(), state, limit)
 				if err != nil {
 					return err

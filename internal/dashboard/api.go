@@ -3,19 +3,22 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // api registers the JSON API: the same operations as the enqueue command.
 //
-//	GET  /api/v1/workflows?state=S        list
+//	GET  /api/v1/workflows?state=S        list (the newest 100, whole)
+//	GET  /api/v1/workflows?state=S&name=N&limit=L&after=ID
+//	                                      a page, newest first, without steps
 //	POST /api/v1/workflows?input=k=v      submit a spec (YAML or JSON body), checked
 //	                                      against what live workers serve (?check=false: not);
 //	                                      header Idempotency-Key: at most one workflow per key
 //	GET  /api/v1/workflows/{id}           status
+//	GET  /api/v1/workflows/{id}/spec      the spec it was submitted with
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
 //	POST /api/v1/workflows/{id}/cancel
 //	GET  /api/v1/dlq?class=C              dead letters
@@ -29,7 +32,22 @@ import (
 //	POST /api/v1/keys/enable?key=P#N      re-enable a key (?all=true: every key)
 func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/workflows", func(w http.ResponseWriter, r *http.Request) {
-		wfs, err := s.client.List(r.Context(), r.URL.Query().Get("state"), 100)
+		q := r.URL.Query()
+		var (
+			wfs []*engine.Workflow
+			err error
+		)
+		if q.Has("name") || q.Has("limit") || q.Has("after") {
+			// a page, filtered, without the steps
+			limit, cerr := strconv.Atoi(q.Get("limit"))
+			if q.Get("limit") != "" && (cerr != nil || limit < 1) {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit: " + strconv.Quote(q.Get("limit")) + " is not a number from 1 to 1000"})
+				return
+			}
+			wfs, err = s.client.ListPage(r.Context(), engine.ListOptions{State: q.Get("state"), Name: q.Get("name"), Limit: limit, After: q.Get("after")})
+		} else {
+			wfs, err = s.client.List(r.Context(), q.Get("state"), 100)
+		}
 		if err != nil {
 			apiError(w, err)
 			return
@@ -47,6 +65,14 @@ func (s *Server) api(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, http.StatusOK, s.withCost(wf))
+	})
+	mux.HandleFunc("GET /api/v1/workflows/{id}/spec", func(w http.ResponseWriter, r *http.Request) {
+		spec, err := s.client.Spec(r.Context(), r.PathValue("id"))
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, spec)
 	})
 	mux.HandleFunc("GET /api/v1/workflows/{id}/result", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.client.Result(r.Context(), r.PathValue("id"))
@@ -116,13 +142,13 @@ func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/workflows/{id}/steps/{step}/decision", s.mutating(s.apiDecide))
 	mux.HandleFunc("POST /api/v1/workflows/{id}/rerun", s.mutating(s.apiRerun))
 	mux.HandleFunc("GET /api/v1/keys", func(w http.ResponseWriter, r *http.Request) {
-		keys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(s.o.Config))
+		keys, err := s.client.Keys(r.Context())
 		if err != nil {
 			apiError(w, err)
 			return
 		}
 		if keys == nil {
-			keys = []store.KeyInfo{}
+			keys = []record.KeyInfo{}
 		}
 		writeJSON(w, http.StatusOK, keys)
 	})
@@ -133,9 +159,9 @@ func (s *Server) api(mux *http.ServeMux) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "give key=PROVIDER#N or all=true"})
 			return
 		}
-		res, err := store.NewFleet(s.o.Redis, s.o.Now).EnableKeys(r.Context(), app.AdKeys(s.o.Config), q.Get("key"), all)
+		res, err := s.client.EnableKeys(r.Context(), q.Get("key"), all)
 		switch {
-		case errors.Is(err, store.ErrUnknownKey):
+		case errors.Is(err, record.ErrUnknownKey):
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return
 		case err != nil:

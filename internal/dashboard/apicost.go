@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
 )
 
@@ -16,7 +15,7 @@ type workflowWithCost struct {
 
 func (s *Server) withCost(wf *engine.Workflow) workflowWithCost {
 	out := workflowWithCost{Workflow: wf}
-	if c, ok := engine.Cost(wf, app.Prices(s.o.Config)); ok && c > 0 {
+	if c, ok := s.client.Cost(wf); ok && c > 0 {
 		out.CostUSD, out.CostByProvider = &c, engine.CostByProvider(wf)
 	}
 	return out

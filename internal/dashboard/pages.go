@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 )
 
 // states are the workflows page's filter choices.
@@ -52,13 +51,13 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		}
 		levels = graphLevels(spec, wf)
 	}
-	ended := store.Terminal(wf.State)
+	ended := record.Terminal(wf.State)
 	cost := ""
-	if c, ok := engine.Cost(wf, app.Prices(s.o.Config)); ok && (len(s.o.Config.Prices) > 0 || c > 0) {
-		cost = fmt.Sprintf("%.4f", c) + app.CostByProvider(wf)
+	if c, ok := s.client.Cost(wf); ok && (s.client.Priced() || c > 0) {
+		cost = fmt.Sprintf("%.4f", c) + producer.CostByProvider(wf)
 	}
 	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
-		"Rerunnable": ended || wf.State == store.StateBlocked})
+		"Rerunnable": ended || wf.State == record.StateBlocked})
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {
@@ -108,39 +107,15 @@ func (s *Server) dlqForm(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/workflows/"+url.PathEscape(wf)+"?flash="+url.QueryEscape(r.PathValue("action")+"d "+task), http.StatusSeeOther)
 }
 
-// TargetView is a row of the providers page.
-type TargetView struct {
-	Provider, Model, Breaker string
-	Health                   float64
-}
-
 func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
-	cfg := s.o.Config
-	names := make([]string, len(cfg.Providers))
-	for i, p := range cfg.Providers {
-		names[i] = p.Name
-	}
-	brk, err := s.brk.Load(r.Context(), names)
+	targets, err := s.client.Targets(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	_ = s.health.Sync(r.Context(), names)
-	var targets []TargetView
-	seen := map[string]bool{}
-	for _, rn := range cfg.RouteNames() {
-		for _, t := range cfg.Routes[rn].Targets {
-			if seen[t.String()] {
-				continue
-			}
-			seen[t.String()] = true
-			st := brk[t.Provider][t.Model]
-			targets = append(targets, TargetView{Provider: t.Provider, Model: t.Model, Breaker: st.State.String(), Health: s.health.Score(t.Provider, t.Model)})
-		}
-	}
 	// keys as the live workers advertise them (and the configuration's, if
 	// it holds any): the dashboard needs no API key to show them
-	fleetKeys, err := store.NewFleet(s.o.Redis, s.o.Now).FleetKeys(r.Context(), app.AdKeys(cfg))
+	fleetKeys, err := s.client.Keys(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -150,7 +125,7 @@ func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
 	for _, k := range fleetKeys {
 		state := k.State
 		switch {
-		case k.State == store.KeyDisabled:
+		case k.State == record.KeyDisabled:
 			state = "disabled: " + k.Disabled
 		case k.CoolUntil != nil:
 			state = "cooling until " + k.CoolUntil.UTC().Format(time.RFC3339)
@@ -163,9 +138,6 @@ func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
 			classes[d.Class]++
 		}
 	}
-	sort.Slice(targets, func(i, j int) bool {
-		return targets[i].Provider+targets[i].Model < targets[j].Provider+targets[j].Model
-	})
 	s.render(w, r, "providers", "Providers", map[string]any{"Targets": targets, "Keys": keys, "Classes": classes})
 }
 

@@ -33,11 +33,9 @@ import (
 	"github.com/hibiken/asynqmon"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/router"
-	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 //go:embed templates/*.html
@@ -68,9 +66,7 @@ type Options struct {
 // Server is the dashboard's http.Handler.
 type Server struct {
 	o        Options
-	client   *engine.Client
-	brk      *store.Breakers
-	health   *router.Health
+	client   *producer.Client
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	session  string // the cookie value that proves sign-in
@@ -91,17 +87,20 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.AsynqOpt == nil {
+		return nil, errors.New("dashboard: Options.AsynqOpt is not set (asynqmon opens its own connection with it)")
+	}
 	hosts, err := newHostCheck(o.Addr, o.AllowedHosts, o.Token != "")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	// the one builder's producer client and readers of the workers' shared
-	// state, over the given Redis (it opens nothing and starts nothing)
-	built, err := app.Build(ctx, o.Config, app.Options{Logger: o.Logger, Redis: o.Redis}, app.Producer(), app.Monitor())
+	// the producer client every face uses, reading the workers' shared
+	// state too, over the given Redis (it opens nothing and starts nothing)
+	client, err := producer.Over(ctx, o.Config, o.Redis, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	s := &Server{o: o, brk: built.Breakers, client: built.Client, health: built.Health,
+	s := &Server{o: o, client: client,
 		pages: map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
 	if o.Token != "" {
 		m := hmac.New(sha256.New, []byte(o.Token))
@@ -142,12 +141,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.pages[page] = t
 	}
 	s.mon = asynqmon.New(asynqmon.Options{RootPath: "/asynq", RedisConnOpt: o.AsynqOpt, ReadOnly: o.ReadOnly})
-	mets := built.Metrics
 	static, _ := fs.Sub(staticFS, "static")
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
-	mux.Handle("GET /metrics", mets.Handler())
+	mux.Handle("GET /metrics", s.client.Metrics())
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
@@ -172,8 +170,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// Close releases asynqmon's Redis connection.
-func (s *Server) Close() error { return s.mon.Close() }
+// Close releases asynqmon's Redis connection and what the client built.
+func (s *Server) Close() error { return errors.Join(s.mon.Close(), s.client.Close()) }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

@@ -93,7 +93,7 @@ func (h *Handler) park(ctx context.Context, run stepRun, views map[string]StepVi
 	if due.Truncate(time.Second) != due {
 		due = due.Truncate(time.Second).Add(time.Second)
 	}
-	t := asynq.NewTask(tasks.TypeApprovalTimeout, payload, asynq.TaskID(genTaskID(p.Workflow, p.Step, p.Gen)+":timeout"), asynq.Queue(run.r.Queue),
+	t := asynq.NewTask(tasks.TypeApprovalTimeout, payload, asynq.TaskID(StepTaskID(p.Workflow, p.Step, p.Gen)+":timeout"), asynq.Queue(run.r.Queue),
 		asynq.ProcessAt(due), asynq.MaxRetry(DefaultMaxRetries), asynq.Retention(h.st.Retention()))
 	if _, err := h.o.Client.EnqueueContext(sctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule the approval timeout: %w", err)
@@ -164,7 +164,7 @@ func decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, sp
 func enqueueDecided(ctx context.Context, c *asynq.Client, wf string, spec *Spec, step string, gen int, retention time.Duration) error {
 	s, _ := spec.Step(step)
 	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: step, Gen: gen})
-	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(genTaskID(wf, step, gen)+":decided"), asynq.Queue(spec.resolve(s).Queue),
+	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(StepTaskID(wf, step, gen)+":decided"), asynq.Queue(spec.resolve(s).Queue),
 		asynq.MaxRetry(DefaultMaxRetries), asynq.Retention(retention))
 	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("workflow %s step %s decided, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)

@@ -26,7 +26,7 @@ func tasksOf(ctx context.Context, rec *store.Store, id string, spec *Spec) []ste
 	for i := range spec.Steps {
 		st := &spec.Steps[i]
 		queue := spec.resolve(st).Queue
-		out = append(out, stepTask{st.ID, queue, genTaskID(id, st.ID, wf.Generation)})
+		out = append(out, stepTask{st.ID, queue, StepTaskID(id, st.ID, wf.Generation)})
 		if i < len(wf.Steps) && wf.Steps[i].ID == st.ID {
 			out = append(out, kindOf(st).instanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
 		}

@@ -252,7 +252,7 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 	if err != nil {
 		return "", err
 	}
-	return genTaskID(id, step, w.Generation), nil
+	return StepTaskID(id, step, w.Generation), nil
 }
 
 // List returns recent workflows, newest first, optionally in one state.

@@ -17,7 +17,7 @@ func enqueueInstance(ctx context.Context, c *asynq.Client, wf string, spec *Spec
 		return err
 	}
 	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("enqueue %s: %w", genTaskID(wf, instanceID(st.ID, n), gen), err)
+		return fmt.Errorf("enqueue %s: %w", StepTaskID(wf, instanceID(st.ID, n), gen), err)
 	}
 	return nil
 }
@@ -33,7 +33,7 @@ func enqueueStep(ctx context.Context, c *asynq.Client, wf string, spec *Spec, st
 		return err
 	}
 	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("enqueue %s: %w", genTaskID(wf, step, gen), err)
+		return fmt.Errorf("enqueue %s: %w", StepTaskID(wf, step, gen), err)
 	}
 	return nil
 }

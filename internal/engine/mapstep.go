@@ -194,7 +194,7 @@ func (mapKind) instanceTasks(ctx context.Context, rec *store.Store, wf string, s
 				continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
 			}
 			inst := instanceID(st.ID, from+n)
-			out = append(out, stepTask{inst, queue, genTaskID(wf, inst, gen)})
+			out = append(out, stepTask{inst, queue, StepTaskID(wf, inst, gen)})
 		}
 	}
 	return out

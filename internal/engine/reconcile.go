@@ -243,7 +243,7 @@ func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *S
 func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, inst *instance, sp store.StepProgress, gen int, c *ReconcileCounts) error {
 	res := spec.resolve(st)
 	id := sp.ID // the step's, or the instance's
-	taskID := genTaskID(wf, id, gen)
+	taskID := StepTaskID(wf, id, gen)
 	info, err := r.o.Inspector.GetTaskInfo(res.Queue, taskID)
 	missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
 	if err != nil && !missing {
@@ -307,10 +307,10 @@ func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int,
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			return fmt.Errorf("its task came back meanwhile: %w", err)
 		}
-		return fmt.Errorf("recreate %s: %w", genTaskID(wf, id, gen), err)
+		return fmt.Errorf("recreate %s: %w", StepTaskID(wf, id, gen), err)
 	}
-	if err := r.o.Inspector.ArchiveTask(res.Queue, genTaskID(wf, id, gen)); err != nil {
-		return fmt.Errorf("archive %s: %w", genTaskID(wf, id, gen), err)
+	if err := r.o.Inspector.ArchiveTask(res.Queue, StepTaskID(wf, id, gen)); err != nil {
+		return fmt.Errorf("archive %s: %w", StepTaskID(wf, id, gen), err)
 	}
 	return nil
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// genTaskID is the task id of a step in generation gen of its workflow
+// StepTaskID is the task id of a step in generation gen of its workflow
 // (a rerun's tasks never collide with the ids asynq keeps of earlier
 // ones).
-func genTaskID(wf, step string, gen int) string {
+func StepTaskID(wf, step string, gen int) string {
 	if gen == 0 {
 		return tasks.TaskID(wf, step)
 	}
@@ -81,6 +81,6 @@ func newTask(wf, id string, gen int, s *Spec, st *Step, retention time.Duration)
 func queuedTask(wf, id string, gen int, s *Spec, st *Step, retention time.Duration) store.Task {
 	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: id, Gen: gen}) // strings and an int: cannot fail
 	r := s.resolve(st)
-	return store.Task{ID: genTaskID(wf, id, gen), Queue: r.Queue, Type: tasks.TypeStep, Payload: payload,
+	return store.Task{ID: StepTaskID(wf, id, gen), Queue: r.Queue, Type: tasks.TypeStep, Payload: payload,
 		MaxRetry: r.MaxRetries, Timeout: r.Timeout, Retention: retention}
 }

@@ -23,6 +23,12 @@ const (
 	StateWaiting   = "waiting"   // an approval step waits for a person's decision
 )
 
+// Terminal reports whether a workflow state is final: completed, failed,
+// canceled or timed_out. Blocked is not (a requeue resumes it).
+func Terminal(state string) bool {
+	return state == StateCompleted || state == StateFailed || state == StateCanceled || state == StateTimedOut
+}
+
 // Step states.
 const (
 	StepPending  = "pending"

@@ -46,12 +46,8 @@ const (
 	StepWaiting  = record.StepWaiting
 )
 
-// Terminal reports whether a workflow state is final for a waiting caller.
-// Blocked is not final (a requeue resumes it) but callers waiting for an
-// outcome treat it as one.
-func Terminal(state string) bool {
-	return state == StateCompleted || state == StateFailed || state == StateCanceled || state == StateTimedOut
-}
+// Terminal reports whether a workflow state is final (record.Terminal).
+func Terminal(state string) bool { return record.Terminal(state) }
 
 // ErrNotFound is returned for a workflow id that does not exist (or expired).
 var ErrNotFound = record.ErrNotFound

@@ -1,0 +1,36 @@
+package producer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/engine"
+)
+
+// Cost is a workflow's priced cost with the configuration's prices; false
+// when no step's target has a price.
+func (c *Client) Cost(wf *engine.Workflow) (float64, bool) { return engine.Cost(wf, app.Prices(c.cfg)) }
+
+// Priced says the configuration prices any target.
+func (c *Client) Priced() bool { return len(c.cfg.Prices) > 0 }
+
+// CostByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost by
+// who answered, for status and the workflow page; empty when one paid all.
+func CostByProvider(wf *engine.Workflow) string {
+	by := engine.CostByProvider(wf)
+	if len(by) < 2 {
+		return ""
+	}
+	names := make([]string, 0, len(by))
+	for p := range by {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, p := range names {
+		parts[i] = fmt.Sprintf("%s %.4f", p, by[p])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,72 @@
+// Package producer is the one client every face uses: the SDK's
+// agentq.Client, the enqueue command and the dashboard's API and pages all
+// call these methods. A Client talks to Redis (Open, Over) or to a
+// dashboard's HTTP API (Remote); its verbs are the same either way.
+package producer
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentq/agentq/internal/apiclient"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/record"
+)
+
+// driver is where the workflows are: Redis (redisDriver) or a dashboard's
+// HTTP API (apiclient.Client).
+type driver interface {
+	SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (engine.Submission, error)
+	Spec(ctx context.Context, id string) (*engine.Spec, error)
+	Status(ctx context.Context, id string) (*engine.Workflow, error)
+	Result(ctx context.Context, id string) (*engine.Result, error)
+	Instances(ctx context.Context, id, step string, offset, limit int) (*engine.InstancePage, error)
+	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*engine.Workflow)) (*engine.Workflow, error)
+	Cancel(ctx context.Context, id string) (string, error)
+	List(ctx context.Context, state string, limit int) ([]*engine.Workflow, error)
+	ListPage(ctx context.Context, o engine.ListOptions) ([]*engine.Workflow, error)
+	DeadLetters(ctx context.Context, class string) ([]engine.DeadLetter, error)
+	DeadLetterTask(ctx context.Context, id, step string) (string, error)
+	DeadLetterDetail(ctx context.Context, task string) (*engine.DeadLetterDetail, error)
+	Requeue(ctx context.Context, task string) error
+	RequeueAll(ctx context.Context, class string) (int, error)
+	Discard(ctx context.Context, task string) error
+	Queues(ctx context.Context) ([]engine.QueueInfo, error)
+	PauseQueue(ctx context.Context, name string) (engine.QueueChange, error)
+	ResumeQueue(ctx context.Context, name string) (engine.QueueChange, error)
+	Schedules(ctx context.Context) ([]engine.ScheduleInfo, error)
+	Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error)
+	Rerun(ctx context.Context, id, from string) (int, error)
+	Keys(ctx context.Context) ([]record.KeyInfo, error)
+	EnableKeys(ctx context.Context, ref string, all bool) (record.EnableResult, error)
+}
+
+var (
+	_ driver = redisDriver{}
+	_ driver = (*apiclient.Client)(nil)
+)
+
+// Client applies every verb to workflows, queues, dead letters and keys.
+// It is safe for concurrent use. Close it when done.
+type Client struct {
+	driver
+	cfg    config.Config
+	remote bool
+	close  func() error
+	mon    *monitor // the workers' shared breaker and health state (Over); nil otherwise
+}
+
+// Remote is a Client over a dashboard's HTTP API at url, signed in with
+// token (empty: none). It makes no call until a verb is used.
+func Remote(cfg config.Config, url, token string) *Client {
+	return &Client{driver: apiclient.New(url, token), cfg: cfg, remote: true, close: func() error { return nil }}
+}
+
+// Close releases what the client holds (its Redis connection, if it
+// opened one).
+func (c *Client) Close() error { return c.close() }
+
+// Config is the configuration the client was opened with (the zero
+// Config for a Remote client).
+func (c *Client) Config() config.Config { return c.cfg }

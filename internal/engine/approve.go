@@ -62,10 +62,8 @@ func checkApprove(st *Step, where string, bad func(int, string, string, ...any))
 	if t := time.Duration(st.Approve.Timeout); t != 0 && t < time.Second {
 		bad(st.line, where+".approve.timeout", "%s is under 1s", t)
 	}
-	for field, set := range map[string]bool{"prompt": st.Prompt != "", "run": st.Run != "", "for_each": st.ForEach != "", "tools": len(st.Tools) > 0, "max_turns": st.MaxTurns != 0, "with": st.With != nil} {
-		if set {
-			bad(st.line, where+"."+field, "is not for an approval step (approve:)")
-		}
+	if st.ForEach != "" {
+		bad(lineOr(st.fieldLines["for_each"], st.line), where+".for_each", "is not for an approval step (approve:): a person decides one step")
 	}
 }
 
@@ -227,6 +225,10 @@ func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comm
 type approvalKind struct{ oneTask }
 
 func (approvalKind) claims(st *Step) bool { return st.Approve != nil }
+
+func (approvalKind) takes(*Step) ([]string, string) {
+	return []string{"approve", "route"}, "an approval step (approve:)"
+}
 
 func (approvalKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc) {
 	checkApprove(st, where, bad)

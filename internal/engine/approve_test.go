@@ -89,7 +89,7 @@ func TestApprovalSpecProblems(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	for _, c := range []struct{ spec, want string }{
 		{"name: a\nsteps:\n  - { id: r, approve: { message: \"\" } }\n", "steps[0] (r).approve.message: is empty"},
-		{"name: a\nsteps:\n  - { id: r, run: x, approve: { message: ok } }\n", "steps[0] (r).run: is not for an approval step"},
+		{"name: a\nsteps:\n  - { id: r, run: x, approve: { message: ok } }\n", "steps[0] (r).run: is for code steps (run:); an approval step (approve:) has none"},
 		{"name: a\nsteps:\n  - { id: r, approve: { message: ok, timeout: 10ms } }\n", "approve.timeout: 10ms is under 1s"},
 	} {
 		if _, err := e.Client.Parse("a.yaml", []byte(c.spec)); err == nil || !strings.Contains(err.Error(), c.want) {

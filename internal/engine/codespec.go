@@ -13,23 +13,11 @@ var handlerPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 func ValidHandlerName(name string) bool { return handlerPattern.MatchString(name) }
 
 // checkCodeStep checks the fields of a step with run:. A code step has no
-// prompt of its own (its function may ask the model through the router)
-// and none of the fields that shape a prompt's call.
+// prompt of its own (its function may ask the model through the router):
+// the fields that shape a prompt's call are refused (codeKind.takes).
 func checkCodeStep(st *Step, where string, bad func(line int, where, format string, a ...any)) {
 	if !handlerPattern.MatchString(st.Run) {
 		bad(st.line, where+".run", "%q is not a function name (a letter, then letters, digits, _, . or -, at most 64)", st.Run)
-	}
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"prompt", st.Prompt != ""}, {"system", st.System != ""}, {"output", st.Output != nil}, {"tools", len(st.Tools) > 0},
-		{"degrade", st.Degrade != ""}, {"max_tokens", st.MaxTokens != 0}, {"temperature", st.Temperature != nil},
-		{"max_turns", st.MaxTurns != 0},
-	} {
-		if f.set {
-			bad(st.line, where+"."+f.name, "is for prompt steps; a code step (run: %s) has none", st.Run)
-		}
 	}
 	if err := checkWithValue(st.With, "with"); err != nil {
 		bad(lineOr(st.withLine, st.line), where+"."+err.path, "%s", err.msg)

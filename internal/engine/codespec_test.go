@@ -32,7 +32,7 @@ func TestCodeStepSpecs(t *testing.T) {
 func TestCodeStepSpecErrors(t *testing.T) {
 	cases := []struct{ name, spec, want string }{
 		{"prompt and run", codeSpec + "    prompt: hi\n", `steps[1] (per_region).prompt: is for prompt steps; a code step (run: run_sql) has none`},
-		{"with on a prompt step", "name: x\nsteps:\n  - { id: a, route: report, prompt: hi, with: {x: 1} }\n", `steps[0] (a).with: is only for code steps (run:)`},
+		{"with on a prompt step", "name: x\nsteps:\n  - { id: a, route: report, prompt: hi, with: {x: 1} }\n", `steps[0] (a).with: is for code steps (run:); a prompt step without tools has none`},
 		{"with reads a step it does not depend on", "name: x\nsteps:\n  - { id: a, route: report, prompt: hi }\n  - { id: b, run: f, with: { x: \"{{ .Steps.a.Output }}\" } }\n", `steps[1] (b).with: refers to .Steps.a, which is not a step it depends on`},
 		{"with has a bad template", "name: x\nsteps:\n  - { id: b, run: f, with: { x: \"{{ .Input.x \" } }\n", `steps[0] (b).with: template:`},
 		{"run is not a name", "name: x\nsteps:\n  - { id: b, run: \"9 lives\" }\n", `steps[0] (b).run: "9 lives" is not a function name`},

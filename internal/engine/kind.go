@@ -31,6 +31,9 @@ type stepKind interface {
 	// jsonOutput reports whether st's output is JSON (downstream templates
 	// read .JSON, and it is checked when stored).
 	jsonOutput(st *Step) bool
+	// takes names the fields of kindFields a step of this kind may set,
+	// and what names such a step in a refusal ("a code step (run: f)").
+	takes(st *Step) (fields []string, what string)
 	// run runs one attempt of st that Begin let through; views are its
 	// inputs.
 	run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error
@@ -79,12 +82,40 @@ func registerKind(key string, k stepKind) {
 	kinds = append([]stepKind{k}, kinds...)
 }
 
-// kindFields checks that each of st's registered kinds' fields belongs to
-// its kind: a second kind's key on a step would be ignored.
-func kindFields(st *Step, where string, bad problemFunc) {
+// kindFields are the step fields that belong to some kinds only, and the
+// steps each is for. A step whose kind does not take a field it sets
+// (stepKind.takes) is refused: the field would be ignored. The one table
+// of them: a kind names what it takes, never the fields it does not.
+var kindFields = []struct {
+	name, isFor string
+	set         func(st *Step) bool
+}{
+	{"route", "prompt steps", func(st *Step) bool { return st.Route != "" }},
+	{"system", "prompt steps", func(st *Step) bool { return st.System != "" }},
+	{"prompt", "prompt steps", func(st *Step) bool { return st.Prompt != "" }},
+	{"degrade", "prompt steps", func(st *Step) bool { return st.Degrade != "" }},
+	{"max_tokens", "prompt steps", func(st *Step) bool { return st.MaxTokens != 0 }},
+	{"temperature", "prompt steps", func(st *Step) bool { return st.Temperature != nil }},
+	{"output", "prompt steps", func(st *Step) bool { return st.Output != nil }},
+	{"tools", "prompt steps", func(st *Step) bool { return len(st.Tools) > 0 }},
+	{"max_turns", "steps with tools", func(st *Step) bool { return st.MaxTurns != 0 }},
+	{"run", "code steps (run:)", func(st *Step) bool { return st.Run != "" }},
+	{"with", "code steps (run:)", func(st *Step) bool { return st.With != nil }},
+	{"approve", "approval steps (approve:)", func(st *Step) bool { return st.Approve != nil }},
+}
+
+// checkKindFields refuses the fields of kindFields that st's kind does not
+// take, and a registered kind's field on a step of another kind.
+func checkKindFields(st *Step, where string, bad problemFunc) {
 	k := kindOf(st)
 	if m, ok := k.(mapKind); ok {
 		k = m.each
+	}
+	takes, what := k.takes(st)
+	for _, f := range kindFields {
+		if f.set(st) && !slices.Contains(takes, f.name) {
+			bad(lineOr(st.fieldLines[f.name], st.line), where+"."+f.name, "is for %s; %s has none", f.isFor, what)
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(st.Kinds)) {
 		if reflect.TypeOf(kindKeys[key]) != reflect.TypeOf(k) { // types: a kind's value may not be comparable

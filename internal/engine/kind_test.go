@@ -53,10 +53,9 @@ func (echoKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc
 	if _, _, ok := echoArgs(st); !ok {
 		bad(st.line, where+".echo", "is not a text, or { text, hold }")
 	}
-	if st.Prompt != "" || st.Run != "" {
-		bad(st.line, where+".echo", "is a step of its own: no prompt or run")
-	}
 }
+
+func (echoKind) takes(*Step) ([]string, string) { return nil, "an echo step" }
 
 func (echoKind) prepare(*Step) error                   { return nil }
 func (echoKind) need(*Step, resolved) (string, string) { return "", "" }
@@ -149,8 +148,21 @@ func TestANewStepKind(t *testing.T) {
 		t.Fatalf("a typo: %v, want the unknown field alone", err)
 	}
 	if _, err := ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, run: f, echo: hi }\n"), nil, Limits{}); err == nil ||
-		!strings.Contains(err.Error(), "echo: is a step of its own") {
+		!strings.Contains(err.Error(), "steps[0] (a).run: is for code steps (run:); an echo step has none") {
 		t.Fatalf("echo beside run: %v", err)
+	}
+	// the kind takes none of the fields that shape a prompt: each is
+	// refused, with its line (the one table, kindFields, says so; the
+	// kind's file lists none of them)
+	perr := func() error {
+		_, err := ParseSpec("p.yaml", []byte("name: p\nsteps:\n  - id: a\n    echo: hi\n    route: r\n    prompt: x\n    temperature: 0.5\n"), nil, Limits{})
+		return err
+	}()
+	for _, want := range []string{"p.yaml:5: steps[0] (a).route: is for prompt steps; an echo step has none",
+		"p.yaml:6: steps[0] (a).prompt: is for prompt steps", "p.yaml:7: steps[0] (a).temperature: is for prompt steps"} {
+		if perr == nil || !strings.Contains(perr.Error(), want) {
+			t.Fatalf("prompt fields on an echo step: %v, want %q", perr, want)
+		}
 	}
 
 	// submit, fan-in, rerun

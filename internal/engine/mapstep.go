@@ -166,6 +166,8 @@ func (m mapKind) check(s *Spec, st *Step, where string, lim Limits, bad problemF
 
 func (m mapKind) prepare(st *Step) error { return m.each.prepare(st) }
 
+func (m mapKind) takes(st *Step) ([]string, string) { return m.each.takes(st) }
+
 func (m mapKind) need(st *Step, r resolved) (string, string) { return m.each.need(st, r) }
 
 func (m mapKind) jsonOutput(st *Step) bool { return m.each.jsonOutput(st) }

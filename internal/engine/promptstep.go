@@ -19,10 +19,12 @@ func (promptKind) claims(*Step) bool { return true }
 
 func (promptKind) check(s *Spec, st *Step, where string, _ Limits, bad problemFunc) {
 	checkPrompt(s, st, where, bad)
-	if st.MaxTurns != 0 {
-		bad(st.line, where+".max_turns", "is for steps with tools")
-	}
 }
+
+// promptFields are the fields every prompt step takes.
+var promptFields = []string{"route", "system", "prompt", "degrade", "max_tokens", "temperature", "output"}
+
+func (promptKind) takes(*Step) ([]string, string) { return promptFields, "a prompt step without tools" }
 
 // checkPrompt checks the fields every prompt step has.
 func checkPrompt(s *Spec, st *Step, where string, bad problemFunc) {
@@ -31,9 +33,6 @@ func checkPrompt(s *Spec, st *Step, where string, bad problemFunc) {
 	}
 	if strings.TrimSpace(st.Prompt) == "" {
 		bad(st.line, where+".prompt", "is empty (a step has a prompt, or run: a function)")
-	}
-	if st.With != nil {
-		bad(lineOr(st.withLine, st.line), where+".with", "is only for code steps (run:)")
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		default:
 			index[st.ID] = i + 1
 		}
-		kindFields(&s.Steps[i], where, bad)
+		checkKindFields(&s.Steps[i], where, bad)
 		kindOf(&s.Steps[i]).check(s, &s.Steps[i], where, lim, bad)
 		if st.Degrade != "" && st.Degrade != "template" {
 			bad(st.line, where+".degrade", "%q is not template", st.Degrade)

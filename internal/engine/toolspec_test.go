@@ -95,7 +95,7 @@ func TestToolSpecErrors(t *testing.T) {
 		{"over the limit", strings.Replace(toolsSpec, "max_turns: 5", "max_turns: 21", 1), `steps[0] (a).max_turns: 21 is over the limit of 20 (limits.max_turns)`},
 		{"under one", strings.Replace(toolsSpec, "max_turns: 5", "max_turns: -1", 1), `steps[0] (a).max_turns: -1 is under 1`},
 		{"without tools", "name: t\nsteps:\n  - { id: a, route: report, prompt: hi, max_turns: 3 }\n", `steps[0] (a).max_turns: is for steps with tools`},
-		{"on a code step", "name: t\nsteps:\n  - { id: a, run: f, max_turns: 3 }\n", `steps[0] (a).max_turns: is for prompt steps`},
+		{"on a code step", "name: t\nsteps:\n  - { id: a, run: f, max_turns: 3 }\n", `steps[0] (a).max_turns: is for steps with tools; a code step (run: f) has none`},
 		{"bad name", strings.Replace(toolsSpec, "- fetch_figure", "- fetch figure", 1), `steps[0] (a).tools[0].name: "fetch figure" is not a tool name`},
 		{"twice", strings.Replace(toolsSpec, "name: weather", "name: fetch_figure", 1), `tools[1].name: "fetch_figure" is listed twice`},
 		{"unknown field", strings.Replace(toolsSpec, "description: Weather now", "descripton: Weather now", 1), `w.yaml:9: unknown field "descripton" in a tool`},

@@ -85,6 +85,10 @@ type toolLoopKind struct{ promptKind }
 
 func (toolLoopKind) claims(st *Step) bool { return len(st.Tools) > 0 }
 
+func (toolLoopKind) takes(*Step) ([]string, string) {
+	return append(promptFields[:len(promptFields):len(promptFields)], "tools", "max_turns"), "a step with tools"
+}
+
 func (toolLoopKind) check(s *Spec, st *Step, where string, lim Limits, bad problemFunc) {
 	checkPrompt(s, st, where, bad)
 	checkMaxTurns(st, where, lim, bad)

@@ -17,7 +17,9 @@ build: ## build every binary into bin/
 test: vet staticcheck rules ## vet, staticcheck, Prometheus rule tests, all tests (with -race when cgo is available), 10,000 inputs of each fuzz target
 	@[ -n "$(RACE)" ] || echo "note: no C compiler for cgo; running the tests without -race"
 	@command -v redis-server >/dev/null 2>&1 || [ -n "$$AGENTQ_TEST_REDIS" ] || echo "note: no redis-server on PATH; the tests fall back to in-process miniredis (install redis-server to test against real Redis)"
-	$(GO) test $(RACE) -timeout $(TEST_TIMEOUT) ./...
+	@# -parallel 8: the tests that wait out asynq's one-minute recoverer
+	@# after a SIGKILL (t.Parallel, mostly idle) wait together, not two at a time
+	$(GO) test $(RACE) -parallel 8 -timeout $(TEST_TIMEOUT) ./...
 	@# a count, not a duration: Go 1.26's fuzz coordinator can fail a target
 	@# with "context deadline exceeded" when a duration ends under load
 	@# (golang/go#75804, fixed in Go 1.27); a count has no deadline to race

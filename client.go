@@ -82,7 +82,8 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitO
 	return c.c.SubmitWorkflow(ctx, spec, opts...)
 }
 
-// Spec returns the spec workflow id was submitted with.
+// Spec returns the spec workflow id was submitted with (over a server:
+// its notify.url as scheme and host only, which may be a credential).
 func (c *Client) Spec(ctx context.Context, id string) (*Spec, error) { return c.c.Spec(ctx, id) }
 
 // Status returns a workflow's state and steps.

@@ -207,6 +207,29 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 	if _, err := c.Rerun(ctx, gates[2], "review"); !errors.Is(err, agentq.ErrNotFinished) {
 		t.Fatalf("rerun of a waiting workflow: %v, want ErrNotFinished", err)
 	}
+
+	// a wait that ends with its context returns the context's error (and
+	// the workflow as last read, when there was a read)
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if wf, err := c.Wait(wctx, gates[2], 20*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) || wf != nil && wf.State != agentq.StateWaiting {
+		t.Fatalf("a wait past its deadline: %v %v, want the deadline's error", wf, err)
+	}
+	// a limit of 0 or less is the default page, as List documents
+	if ws, err := c.List(ctx, agentq.ListOptions{Name: "parked-" + via, Limit: -1}); err != nil || len(ws) != 3 {
+		t.Fatalf("a page with limit -1: %v %v, want the three parked", ids(ws), err)
+	}
+}
+
+// A server that does not answer is a Redis that does not answer to the
+// caller: ErrUnavailable (wait, and try again), never a key or a password
+// of the URL in the error.
+func TestAServerClientThatCannotReachItsServer(t *testing.T) {
+	c := agentq.NewServerClient("http://user:s3cr3t-pass@127.0.0.1:1", "")
+	_, err := c.Status(t.Context(), "wf_x")
+	if !errors.Is(err, agentq.ErrUnavailable) || strings.Contains(err.Error(), "s3cr3t-pass") {
+		t.Fatalf("an unreachable server: %v, want ErrUnavailable without the URL's password", err)
+	}
 }
 
 func ids(ws []agentq.Workflow) []string {

@@ -57,7 +57,10 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
+		if ctx.Err() != nil { // the caller's deadline or cancel, not the server
+			return fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		}
+		return &unreachableError{base: redactedURL(c.base), err: err}
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -173,14 +176,23 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	var (
+		last *engine.Workflow
+		sig  string
+	)
 	for {
 		wf, err := c.Status(ctx, id)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return last, fmt.Errorf("gave up waiting for workflow %s (state %s): %w", id, last.State, ctx.Err())
+		}
 		if err != nil {
 			return nil, err
 		}
-		if onChange != nil {
+		if s := engine.Signature(wf); onChange != nil && (last == nil || s != sig) {
+			sig = s
 			onChange(wf)
 		}
+		last = wf
 		if engine.Settled(wf.State) {
 			return wf, nil
 		}
@@ -214,11 +226,9 @@ func (c *Client) List(ctx context.Context, state string, limit int) ([]*engine.W
 // ListPage returns a page of workflows, newest first, filtered by o,
 // without their steps.
 func (c *Client) ListPage(ctx context.Context, o engine.ListOptions) ([]*engine.Workflow, error) {
-	q := url.Values{"state": {o.State}, "name": {o.Name}, "after": {o.After}}
-	if o.Limit != 0 {
+	q := url.Values{"state": {o.State}, "name": {o.Name}, "after": {o.After}, "limit": {"50"}} // 0 or less: 50, as over Redis
+	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
-	} else {
-		q.Set("limit", "50")
 	}
 	var wfs []*engine.Workflow
 	err := c.do(ctx, "GET", "/api/v1/workflows?"+q.Encode(), nil, &wfs)

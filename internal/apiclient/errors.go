@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/agentq/agentq/internal/engine"
@@ -17,7 +18,31 @@ const (
 	codeNoWorkers           = "no_workers"
 	codeIdempotencyConflict = "idempotency_conflict"
 	codeBadIdempotencyKey   = "bad_idempotency_key"
+	codeUnavailable         = "unavailable" // the dashboard's Redis did not answer
+	codeNotAMap             = "not_a_map"
 )
+
+// unreachableError is a dashboard that did not answer: the caller treats
+// it as Redis not answering (engine.ErrUnavailable: wait, and try again).
+type unreachableError struct {
+	base string
+	err  error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("%v at %s: %v", ErrUnreachable, e.base, e.err)
+}
+func (e *unreachableError) Unwrap() []error {
+	return []error{ErrUnreachable, engine.ErrUnavailable, e.err}
+}
+
+// redactedURL is base without a password it may hold.
+func redactedURL(base string) string {
+	if u, err := url.Parse(base); err == nil {
+		return u.Redacted()
+	}
+	return "the dashboard"
+}
 
 // decodeError turns the dashboard API's error answer (status and body)
 // to method path into the error the engine's client returns for the same
@@ -60,6 +85,10 @@ func decodeError(method, path string, status int, data []byte) error {
 	}
 	err := fmt.Errorf("%s %s: %d %s", method, path, status, msg)
 	switch {
+	case e.Code == codeUnavailable:
+		return &serverError{msg: msg, is: engine.ErrUnavailable}
+	case e.Code == codeNotAMap:
+		return &serverError{msg: msg, is: engine.ErrNotAMap}
 	case e.Code == codeNoWorkers:
 		return fmt.Errorf("%w: %v", engine.ErrNoWorkers, err)
 	case status == http.StatusConflict && e.Code == codeIdempotencyConflict:

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/agentq/agentq/internal/engine"
@@ -41,7 +42,7 @@ func (s *Server) api(mux *http.ServeMux) {
 			// a page, filtered, without the steps
 			limit, cerr := strconv.Atoi(q.Get("limit"))
 			if q.Get("limit") != "" && (cerr != nil || limit < 1) {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit: " + strconv.Quote(q.Get("limit")) + " is not a number from 1 to 1000"})
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit: " + strconv.Quote(q.Get("limit")) + " is not a positive number"})
 				return
 			}
 			wfs, err = s.client.ListPage(r.Context(), engine.ListOptions{State: q.Get("state"), Name: q.Get("name"), Limit: limit, After: q.Get("after")})
@@ -71,6 +72,11 @@ func (s *Server) api(mux *http.ServeMux) {
 		if err != nil {
 			apiError(w, err)
 			return
+		}
+		if spec.Notify != nil { // a hook's path and query are often its credential
+			n := *spec.Notify
+			n.URL = hookOrigin(n.URL)
+			spec.Notify = &n
 		}
 		writeJSON(w, http.StatusOK, spec)
 	})
@@ -172,9 +178,21 @@ func (s *Server) api(mux *http.ServeMux) {
 	}))
 }
 
+// hookOrigin is a webhook URL's scheme and host only ("https://hooks.example/…").
+func hookOrigin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "…"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
+	case engine.Unavailable(err):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "code": "unavailable"})
+		return
 	case errorsIsNotFound(err):
 		status = http.StatusNotFound
 	case errors.Is(err, engine.ErrUnknownClass):

@@ -30,7 +30,7 @@ func (s *Server) apiInstances(w http.ResponseWriter, r *http.Request) {
 	page, err := s.client.Instances(r.Context(), r.PathValue("id"), r.PathValue("step"), offset, min(limit, engine.MaxInstancesPage))
 	switch {
 	case errors.Is(err, engine.ErrNotAMap):
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "code": "not_a_map"})
 		return
 	case err != nil:
 		apiError(w, err)

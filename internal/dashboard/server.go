@@ -100,6 +100,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
+	built := false
+	defer func() {
+		if !built {
+			client.Close()
+		}
+	}()
 	s := &Server{o: o, client: client,
 		pages: map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
 	if o.Token != "" {
@@ -167,6 +173,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.webhooksAPI(mux)
 	mux.Handle("/asynq/", s.guardAsynqmon(s.mon))
 	s.mux = mux
+	built = true
 	return s, nil
 }
 

@@ -52,7 +52,7 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 		if err != nil {
 			return nil, err
 		}
-		if sig := signature(wf); onChange != nil && sig != last {
+		if sig := Signature(wf); onChange != nil && sig != last {
 			last = sig
 			onChange(wf)
 		}
@@ -70,9 +70,9 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 	}
 }
 
-// signature changes when a workflow's state, its counters (read without
+// Signature changes when a workflow's state, its counters (read without
 // steps) or any step's state, attempts or map counters change.
-func signature(wf *Workflow) string {
+func Signature(wf *Workflow) string {
 	var b strings.Builder
 	b.WriteString(wf.State)
 	if wf.Steps == nil && wf.Counts != nil {

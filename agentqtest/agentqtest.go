@@ -9,7 +9,6 @@
 package agentqtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,6 +134,11 @@ type Options struct {
 // set, and a nil in the map's Outputs.
 var Missing = agentq.StepView{Missing: true}
 
+// MissingMap is an optional map step dead-lettered before it expanded
+// (its for_each failed), for Options.Steps: as in a worker, the step reads
+// it as Missing, and s.Outputs yields no instance.
+func MissingMap() agentq.StepView { return agentq.StepView{Missing: true, Map: engine.MapViewOf()} }
+
 // Text is a prompt instance's answer, for Map: its text, with no JSON.
 func Text(answer string) agentq.StepView { return agentq.StepView{Output: answer} }
 
@@ -161,11 +165,7 @@ func Map(outputs ...any) agentq.StepView {
 			if err != nil {
 				return agentq.StepView{Map: engine.MapViewError(fmt.Errorf("agentqtest.Map: output %d does not encode as JSON: %w", i, err))}
 			}
-			d := json.NewDecoder(bytes.NewReader(b))
-			d.UseNumber()
-			var v any
-			_ = d.Decode(&v) // it was just encoded
-			views[i] = agentq.StepView{Output: string(b), JSON: v}
+			views[i] = engine.JSONView(string(b))
 		}
 	}
 	return agentq.StepView{Map: engine.MapViewOf(views...)}

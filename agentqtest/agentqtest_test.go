@@ -175,6 +175,16 @@ func TestAFanInOverAMap(t *testing.T) {
 	if v, ok := view.(agentq.StepView); !ok || v.Map != nil || v.Output != "" {
 		t.Fatalf("the map's own view: %+v", view)
 	}
+	// an optional map dead-lettered before it expanded: the step reads it
+	// as missing, with no instance
+	gone, _ := agentqtest.NewStep(agentqtest.Options{Steps: map[string]agentq.StepView{"research": agentqtest.MissingMap()}})
+	out, err = gone.Run(t.Context(), reduce)
+	if want := map[string]any{"items": 0, "got": []string(nil)}; err != nil || fmt.Sprint(out) != fmt.Sprint(want) {
+		t.Fatalf("a map that never expanded: %v %v, want %v", out, err, want)
+	}
+	if v, _ := gone.Run(t.Context(), func(_ context.Context, st *agentq.Step) (any, error) { v, _ := st.Step("research"); return v, nil }); !v.(agentq.StepView).Missing {
+		t.Fatalf("the map's own view: %+v, want missing", v)
+	}
 	// a code instance's string is JSON, as a worker reads it
 	words, _ := agentqtest.NewStep(agentqtest.Options{Steps: map[string]agentq.StepView{"m": agentqtest.Map("two")}})
 	out, err = words.Run(t.Context(), func(ctx context.Context, st *agentq.Step) (any, error) {

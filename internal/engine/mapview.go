@@ -45,7 +45,7 @@ func MapViewOf(instances ...StepView) *MapView {
 		case v.Missing:
 			m.Outputs = append(m.Outputs, nil)
 			m.Missing = append(m.Missing, i)
-		case v.JSON != nil:
+		case v.JSON != nil || v.isJSON: // a JSON null is nil, not the text "null"
 			m.Outputs = append(m.Outputs, v.JSON)
 		default:
 			m.Outputs = append(m.Outputs, v.Output)

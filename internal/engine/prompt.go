@@ -20,16 +20,25 @@ type StepView struct {
 	// Map is set for a map step (for_each) whose outputs the reading
 	// step's templates use; a code step reads them with CodeStep.Outputs.
 	Map *MapView `json:"map,omitempty"`
+
+	isJSON bool // Output is a JSON answer: JSON holds it, nil for null
+}
+
+// JSONView is the view of a step that answered JSON text output, as a
+// worker builds it: JSON holds the decoded answer (numbers as
+// json.Number), nil for null.
+func JSONView(output string) StepView {
+	v, err := ParseJSONAnswer(output)
+	return StepView{Output: output, JSON: v, isJSON: err == nil}
 }
 
 // viewOf is what a prompt sees of step id's record: for a JSON step that
 // answered, .JSON holds the parsed answer (validated when it was stored).
 func viewOf(spec *Spec, id, output string, degraded, missing bool) StepView {
-	v := StepView{Output: output, Degraded: degraded, Missing: missing}
 	if st, ok := spec.Step(id); ok && st.wantsJSON() && !missing && !degraded {
-		v.JSON, _ = ParseJSONAnswer(output)
+		return JSONView(output)
 	}
-	return v
+	return StepView{Output: output, Degraded: degraded, Missing: missing}
 }
 
 // promptData is the template's dot.

@@ -111,9 +111,13 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 			if !cloned {
 				s.steps, cloned = maps.Clone(t.o.Steps), true
 			}
-			s.steps[id] = StepView{}
-			if len(m.views) == 0 {
+			switch {
+			case v.Missing: // dead-lettered before it expanded
+				s.steps[id] = StepView{Missing: true}
+			case len(m.views) == 0:
 				s.steps[id] = StepView{Output: "[]", JSON: []any{}}
+			default:
+				s.steps[id] = StepView{}
 			}
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/record"
 )
 
 // ErrUnauthorized wraps a 401 or 403: no token, or a wrong one.
@@ -115,27 +114,6 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...
 		return engine.Submission{}, err
 	}
 	return engine.Submission{ID: wf.ID, Existing: wf.Existing}, nil
-}
-
-// Keys lists the keys the live workers advertise, with their state.
-func (c *Client) Keys(ctx context.Context) ([]record.KeyInfo, error) {
-	var keys []record.KeyInfo
-	err := c.do(ctx, "GET", "/api/v1/keys", nil, &keys)
-	return keys, err
-}
-
-// EnableKeys re-enables the key ref names ("provider#N") or, with all,
-// every key.
-func (c *Client) EnableKeys(ctx context.Context, ref string, all bool) (record.EnableResult, error) {
-	q := url.Values{}
-	if all {
-		q.Set("all", "true")
-	} else {
-		q.Set("key", ref)
-	}
-	var r record.EnableResult
-	err := c.do(ctx, "POST", "/api/v1/keys/enable?"+q.Encode(), nil, &r)
-	return r, err
 }
 
 // Status returns a workflow.
@@ -242,51 +220,6 @@ func (c *Client) Spec(ctx context.Context, id string) (*engine.Spec, error) {
 		return nil, err
 	}
 	return &s, nil
-}
-
-// DeadLetterTask is the task id of step's dead letter in workflow id (of
-// its current run).
-func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
-	wf, err := c.Status(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	return engine.StepTaskID(id, step, wf.Generation), nil
-}
-
-// DeadLetters lists dead letters, optionally of one class.
-func (c *Client) DeadLetters(ctx context.Context, class string) ([]engine.DeadLetter, error) {
-	var dls []engine.DeadLetter
-	err := c.do(ctx, "GET", "/api/v1/dlq?class="+url.QueryEscape(class), nil, &dls)
-	return dls, err
-}
-
-// DeadLetterDetail returns one dead letter with its prompt and errors.
-func (c *Client) DeadLetterDetail(ctx context.Context, task string) (*engine.DeadLetterDetail, error) {
-	var d engine.DeadLetterDetail
-	if err := c.do(ctx, "GET", "/api/v1/dlq/"+url.PathEscape(task), nil, &d); err != nil {
-		return nil, err
-	}
-	return &d, nil
-}
-
-// Requeue sends a dead letter back to its queue.
-func (c *Client) Requeue(ctx context.Context, task string) error {
-	return c.do(ctx, "POST", "/api/v1/dlq/"+url.PathEscape(task)+"/requeue", nil, nil)
-}
-
-// RequeueAll requeues every dead letter (of class, if set).
-func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
-	var r struct {
-		Requeued int `json:"requeued"`
-	}
-	err := c.do(ctx, "POST", "/api/v1/dlq?class="+url.QueryEscape(class), nil, &r)
-	return r.Requeued, err
-}
-
-// Discard deletes a dead letter for good.
-func (c *Client) Discard(ctx context.Context, task string) error {
-	return c.do(ctx, "POST", "/api/v1/dlq/"+url.PathEscape(task)+"/discard", nil, nil)
 }
 
 // Decide records a decision on a waiting approval step (by is the API's

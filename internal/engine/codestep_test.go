@@ -144,6 +144,7 @@ func TestCodeStepPanicIsRetriedThenDeadLettered(t *testing.T) {
 // A step's verdicts: DeadLetter parks it at once with its reason,
 // Degrade finishes it with the fallback value, RetryAfter waits.
 func TestCodeStepVerdicts(t *testing.T) {
+	t.Parallel() // its own database, worker and provider: it runs beside the others
 	var retried atomic.Int32
 	var firstAt, secondAt atomic.Int64
 	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{

@@ -120,6 +120,7 @@ func TestWaitOnAWideChordPollsCounters(t *testing.T) {
 // Waiting on a workflow with a 1,000-item map costs each poll the same
 // few small commands: the map's counters, never its instances.
 func TestWaitOnAWideMapReadsItsCounters(t *testing.T) {
+	t.Parallel() // its own database, worker and provider: it runs beside the others
 	ms := newMapSteps()
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: ms.funcs()})
 	id := e.Submit(t, e.Spec(mapSpec(1000, "")))

@@ -31,6 +31,7 @@ import (
 // included), the worker's logs, /metrics, or any dashboard page or API
 // answer (asynqmon's too). Keys are named by fingerprint only.
 func TestNoSecretAnywhereAfterAnOutage(t *testing.T) {
+	t.Parallel() // its own database, worker and provider: it runs beside the others
 	k1, k2 := testenv.Keys[0], testenv.Keys[1]
 	var logs testenv.Buffer
 	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, Scenario: chaosllm.Scenario{
@@ -76,6 +77,7 @@ func TestNoSecretAnywhereAfterAnOutage(t *testing.T) {
 // KiB of filler; an HTML page; an answer that never ends), on both
 // dialects: afterwards no 8-byte piece of any key is anywhere.
 func TestNoSecretAnywhereAfterHostileBodies(t *testing.T) {
+	t.Parallel() // its own database, worker and provider: it runs beside the others
 	k1, k2 := testenv.Keys[0], testenv.Keys[1]
 	var logs testenv.Buffer
 	echo := func(n, pad, status int) chaosllm.Phase {
@@ -264,6 +266,7 @@ func dumpValue(t *testing.T, rdb redis.UniversalClient, key string) string {
 // provider: afterwards no 8-byte piece of any key, nor of its base64 form,
 // is anywhere (Redis, logs, /metrics, pages, API answers).
 func TestNoSecretAnywhereAfterKeysEchoedInPieces(t *testing.T) {
+	t.Parallel() // its own database, worker and provider: it runs beside the others
 	k1, k2 := testenv.Keys[0], testenv.Keys[1]
 	var logs testenv.Buffer
 	echoes := func(k string, last ...chaosllm.Phase) []chaosllm.Phase {

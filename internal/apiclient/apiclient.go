@@ -59,12 +59,18 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 		if ctx.Err() != nil { // the caller's deadline or cancel, not the server
 			return fmt.Errorf("%s %s: %w", method, path, ctx.Err())
 		}
-		return &unreachableError{base: redactedURL(c.base), err: err}
+		return &unreachableError{base: redactedURL(c.base), err: err, mayHaveRun: method != http.MethodGet && !notSent(err)}
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode >= 300 {
-		return decodeError(method, path, resp.StatusCode, data)
+		if err := decodeError(method, path, resp.StatusCode, data); !errors.Is(err, errNoAnswer) {
+			return err
+		}
+		// a proxy's 502, 503 or 504 with no answer of the dashboard's
+		// behind it: the dashboard is restarting or away
+		return &unreachableError{base: redactedURL(c.base), err: fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, http.StatusText(resp.StatusCode)),
+			mayHaveRun: method != http.MethodGet && resp.StatusCode == http.StatusGatewayTimeout}
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -195,7 +201,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 func (c *Client) List(ctx context.Context, state string, limit int) ([]*engine.Workflow, error) {
 	var wfs []*engine.Workflow
 	err := c.do(ctx, "GET", "/api/v1/workflows?state="+url.QueryEscape(state), nil, &wfs)
-	if len(wfs) > limit {
+	if limit > 0 && len(wfs) > limit {
 		wfs = wfs[:limit]
 	}
 	return wfs, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,18 +24,40 @@ const (
 )
 
 // unreachableError is a dashboard that did not answer: the caller treats
-// it as Redis not answering (engine.ErrUnavailable: wait, and try again).
+// it as Redis not answering (engine.ErrUnavailable: wait, and try again),
+// but for a change that may have been made before the answer was lost
+// (mayHaveRun: a submit tried again could run twice, unless it has an
+// idempotency key).
 type unreachableError struct {
-	base string
-	err  error
+	base       string
+	err        error
+	mayHaveRun bool
 }
 
 func (e *unreachableError) Error() string {
+	if e.mayHaveRun {
+		return fmt.Sprintf("%v at %s (the change may have been made): %v", ErrUnreachable, e.base, e.err)
+	}
 	return fmt.Sprintf("%v at %s: %v", ErrUnreachable, e.base, e.err)
 }
+
 func (e *unreachableError) Unwrap() []error {
+	if e.mayHaveRun {
+		return []error{ErrUnreachable, e.err}
+	}
 	return []error{ErrUnreachable, engine.ErrUnavailable, e.err}
 }
+
+// notSent reports a request that never reached the server: its
+// connection was not made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// errNoAnswer is decodeError's answer to a proxy's 502, 503 or 504 that
+// carries no answer of the dashboard's.
+var errNoAnswer = errors.New("no answer from the dashboard")
 
 // redactedURL is base without a password it may hold.
 func redactedURL(base string) string {
@@ -58,7 +81,9 @@ func decodeError(method, path string, status int, data []byte) error {
 			Message string `json:"message"`
 		} `json:"details"`
 	}
-	_ = json.Unmarshal(data, &e)
+	if json.Unmarshal(data, &e) != nil && (status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout) {
+		return errNoAnswer
+	}
 	msg := e.Error
 	if msg == "" {
 		msg = strings.TrimSpace(string(data))

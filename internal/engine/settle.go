@@ -50,14 +50,14 @@ func untilStored(ctx context.Context, write func() error) error {
 	}
 }
 
-// redisUnavailable reports an error that says Redis could not be reached
-// or is still loading its data, as opposed to an answer.
 // Unavailable reports whether err says Redis did not answer (a read that
 // may be tried again): ErrUnavailable, or the connection's own failure.
 func Unavailable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || redisUnavailable(err)
 }
 
+// redisUnavailable reports an error that says Redis could not be reached
+// or is still loading its data, as opposed to an answer.
 func redisUnavailable(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||

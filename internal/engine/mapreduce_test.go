@@ -26,6 +26,7 @@ import (
 // step's iterator and the prompt's .Outputs alike.
 func TestReduceReadsAWideMapAcrossPages(t *testing.T) {
 	t.Parallel() // its own database, worker and provider: it runs beside the others
+
 	const n = 1001 // three pages: 500, 500, 1
 	ms := newMapSteps()
 	e := testenv.Start(t, testenv.Options{Steps: ms.funcs()})
@@ -66,6 +67,7 @@ func TestReduceReadsAWideMapAcrossPages(t *testing.T) {
 // is dead-lettered with the reason, and no provider is called for it.
 func TestAPromptOverTheMapViewLimitIsDeadLettered(t *testing.T) {
 	t.Parallel() // its own database, worker and provider: it runs beside the others
+
 	const width, size = 34, 1_000_000 // 34 outputs of ~1 MB each: over 32 MiB, each under max_output_bytes
 	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{
 		"big": func(ctx context.Context, s *engine.CodeStep) (any, error) {

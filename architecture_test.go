@@ -29,6 +29,7 @@ var importRules = map[string][]string{
 	"internal/tracegate": {},
 	".":                  {"internal/config", "internal/producer", "internal/worker", "internal/engine", "llmclient", "internal/record"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
+	"internal/llmtest":   {"internal/chaosllm", "llmclient"},
 	"internal/schedule":  {"internal/config", "internal/problem", "internal/engine", "internal/store"},
 	"agentqtest":         {".", "internal/engine", "internal/router", "llmclient"},
 	"embedded":           {".", "internal/chaosllm"},

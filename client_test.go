@@ -60,14 +60,20 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	}
 	defer c.Close()
 	t.Run("redis", func(t *testing.T) { clientVerbs(t, ctx, c, "redis") })
-	srv, err := dashboard.New(ctx, dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
+	t.Run("server", func(t *testing.T) { clientVerbs(t, ctx, serverClient(t, e), "server") })
+}
+
+// serverClient is a client over a dashboard on e's Redis, served until the
+// test ends.
+func serverClient(t *testing.T, e *testenv.Env) *agentq.Client {
+	t.Helper()
+	srv, err := dashboard.New(t.Context(), dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
 	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	t.Run("server", func(t *testing.T) { clientVerbs(t, ctx, agentq.NewServerClient(hs.URL, ""), "server") })
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return agentq.NewServerClient(hs.URL, "")
 }
 
 // clientVerbs drives every verb through c, on workflows named after via.
@@ -285,14 +291,7 @@ func TestTheClientShowsAndEnablesKeys(t *testing.T) {
 	}
 	// a client over the dashboard's API sees the same keys, and enables
 	// every key at once
-	srv, err := dashboard.New(ctx, dashboard.Options{Config: e.Config, Redis: e.Redis, AsynqOpt: asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	sc := agentq.NewServerClient(hs.URL, "")
+	sc := serverClient(t, e)
 	if over, err := sc.Keys(ctx); err != nil || !slices.EqualFunc(over, keys, func(a, b agentq.KeyInfo) bool { return a.Fingerprint == b.Fingerprint && a.State == b.State }) {
 		t.Fatalf("keys over the API %+v (%v), over Redis %+v", over, err, keys)
 	}

@@ -10,51 +10,23 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/llmtest"
 	"github.com/agentq/agentq/llmclient"
 )
 
-const goodKey = "sk-test-good-0123456789"
+const goodKey = llmtest.GoodKey
 
-// fixture is a chaosllm server over real HTTP and both adapters pointed at it.
-type fixture struct {
-	srv       *chaosllm.Server
-	openai    llmclient.Provider
-	anthropic llmclient.Provider
-}
+var ask = llmtest.Ask
 
-func newFixture(t *testing.T, sc chaosllm.Scenario, keys ...string) *fixture {
-	t.Helper()
-	srv, err := chaosllm.New(sc, chaosllm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	if len(keys) == 0 {
-		keys = []string{goodKey}
-	}
-	oa, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: hs.URL + "/v1", Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	an, err := llmclient.NewProvider("anthropic", llmclient.Options{Name: "an", BaseURL: hs.URL, Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{srv: srv, openai: oa, anthropic: an}
-}
+type fixture struct{ *llmtest.Fixture }
 
-func (f *fixture) providers() map[string]llmclient.Provider {
-	return map[string]llmclient.Provider{"openai": f.openai, "anthropic": f.anthropic}
-}
-
-func ask(prompt string) llmclient.Request {
-	return llmclient.Request{Model: "m-1", Messages: []llmclient.Message{{Role: "user", Content: prompt}}}
+func newFixture(t *testing.T, sc chaosllm.Scenario, keys ...string) fixture {
+	return fixture{llmtest.New(t, sc, keys...)}
 }
 
 func TestChatSuccess(t *testing.T) {
 	f := newFixture(t, chaosllm.Scenario{Keys: []string{goodKey}})
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			resp, err := p.Chat(context.Background(), ask("What is two plus two?"))
 			if err != nil {
@@ -72,7 +44,7 @@ func TestChatSuccess(t *testing.T) {
 			if resp.Key != llmclient.Fingerprint(p.Name(), 0, goodKey) || strings.Contains(resp.Key, goodKey) {
 				t.Errorf("key = %q", resp.Key)
 			}
-			if n := f.srv.Snapshot().Count(ep, chaosllm.KeyID(goodKey), "ok"); n != 1 {
+			if n := f.Srv.Snapshot().Count(ep, chaosllm.KeyID(goodKey), "ok"); n != 1 {
 				t.Errorf("chaosllm counted %d ok calls, want 1", n)
 			}
 		})
@@ -81,7 +53,7 @@ func TestChatSuccess(t *testing.T) {
 
 func TestChatStream(t *testing.T) {
 	f := newFixture(t, chaosllm.Scenario{})
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			st, err := p.ChatStream(context.Background(), ask("stream me a story please"))
 			if err != nil {
@@ -115,7 +87,7 @@ func TestStreamStall(t *testing.T) {
 	// The whole answer waits 2s before its first byte; a 100ms stall limit
 	// must fail the stream as a timeout long before that.
 	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(2 * time.Second)}}})
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			req := ask("hello")
 			req.StallTimeout = 100 * time.Millisecond
@@ -151,7 +123,7 @@ func TestErrorsParsed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fault := c.fault
 			f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &fault}}})
-			p := f.providers()[c.endpoint]
+			p := f.Providers()[c.endpoint]
 			for _, stream := range []bool{false, true} {
 				var err error
 				if stream {
@@ -184,7 +156,7 @@ func TestErrorsParsed(t *testing.T) {
 func TestBadKeyIsNamedByFingerprint(t *testing.T) {
 	bad := "sk-bad-key-that-must-not-leak"
 	f := newFixture(t, chaosllm.Scenario{Keys: []string{goodKey}}, bad, goodKey)
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			_, err := p.Chat(context.Background(), ask("hi"))
 			e, ok := llmclient.AsError(err)
@@ -205,7 +177,7 @@ func TestBadKeyIsNamedByFingerprint(t *testing.T) {
 
 func TestTransportErrors(t *testing.T) {
 	f := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(5 * time.Second)}}})
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep+" deadline", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()

@@ -48,7 +48,7 @@ func TestEveryFaultIsClassified(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.fault
 			fx := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &f}}})
-			for ep, p := range fx.providers() {
+			for ep, p := range fx.Providers() {
 				for _, stream := range []bool{false, true} {
 					err := call(p, stream, 0)
 					if got := retry.ClassOf(err); got != c.class {
@@ -80,7 +80,7 @@ func call(p llmclient.Provider, stream bool, timeout time.Duration) error {
 
 func TestHangIsATimeout(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}})
-	for ep, p := range fx.providers() {
+	for ep, p := range fx.Providers() {
 		for _, stream := range []bool{false, true} {
 			if got := retry.ClassOf(call(p, stream, 100*time.Millisecond)); got != retry.Timeout {
 				t.Errorf("%s stream=%v: class %s, want timeout", ep, stream, got)

@@ -85,7 +85,7 @@ func (l *toolLoop) run(t *testing.T, p llmclient.Provider, maxTurns int) *llmcli
 	return nil
 }
 
-func scriptFixture(t *testing.T, script string) *fixture {
+func scriptFixture(t *testing.T, script string) fixture {
 	t.Helper()
 	sc, err := chaosllm.ParseScenario([]byte(script))
 	if err != nil {
@@ -106,7 +106,7 @@ tool_script:
     calls:
       - { name: add, arguments: { a: 500, b: 500 } }
 `)
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			l := newToolLoop("What did north and south sell together?")
 			final := l.run(t, p, 5)
@@ -129,7 +129,7 @@ tool_script:
 				t.Errorf("final answer %q (calls %+v), want %q", final.Text, final.ToolCalls, want)
 			}
 			// the two results of turn 1 came back in one follow-up request
-			st := f.srv.Snapshot()
+			st := f.Srv.Snapshot()
 			for turn, w := range map[int]chaosllm.ToolTurn{
 				1: {Endpoint: ep, Turn: 1, Answers: 1, Calls: 2, Results: 2},
 				2: {Endpoint: ep, Turn: 2, Answers: 1, Calls: 1, Results: 1},
@@ -166,7 +166,7 @@ tool_script:
       - { name: fetch_figure, arguments: { region: 7 } }
       - { name: fetch_figure, arguments: { region: east } }
 `)
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			l := newToolLoop("East?")
 			final := l.run(t, p, 3)
@@ -183,7 +183,7 @@ tool_script:
 			if final.Text != want || final.FinishReason != llmclient.FinishStop {
 				t.Errorf("final %q (%s), want %q", final.Text, final.FinishReason, want)
 			}
-			if got := f.srv.Snapshot().ToolTurn(ep, 1); got.Results != 3 || got.ErrorResults != 2 {
+			if got := f.Srv.Snapshot().ToolTurn(ep, 1); got.Results != 3 || got.ErrorResults != 2 {
 				t.Errorf("chaosllm turn 1: %+v, want 3 results of which 2 errors", got)
 			}
 		})
@@ -194,7 +194,7 @@ tool_script:
 // an empty result is sent in a form each provider takes.
 func TestDefaultToolConversation(t *testing.T) {
 	f := newFixture(t, chaosllm.Scenario{})
-	for ep, p := range f.providers() {
+	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			l := newToolLoop("North?")
 			resp, err := p.Chat(context.Background(), l.req)

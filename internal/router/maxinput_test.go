@@ -17,8 +17,8 @@ import (
 // larger window) answers it; a request that fits goes to the target.
 func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{}, goodKey)
-	small := router.Target{Provider: fx.openai, Model: "m-small", Timeout: 5 * time.Second, MaxInputBytes: 100}
-	large := router.Target{Provider: fx.anthropic, Model: "m-large", Timeout: 5 * time.Second, MaxInputBytes: 10000}
+	small := router.Target{Provider: fx.OpenAI, Model: "m-small", Timeout: 5 * time.Second, MaxInputBytes: 100}
+	large := router.Target{Provider: fx.Anthropic, Model: "m-large", Timeout: 5 * time.Second, MaxInputBytes: 10000}
 	r, err := router.NewRouter([]router.Route{{Name: "r", Targets: []router.Target{small}, ContextWindowFallback: &large}},
 		router.RouterOptions{})
 	if err != nil {
@@ -32,7 +32,7 @@ func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 	if err != nil || resp.Model != "m-large" {
 		t.Fatalf("a long prompt: %+v %v, want the fallback's answer", resp, err)
 	}
-	if n := fx.srv.Snapshot().Count("openai", "", "ok"); n != 1 {
+	if n := fx.Srv.Snapshot().Count("openai", "", "ok"); n != 1 {
 		t.Fatalf("the small target was called %d times, want once (the long prompt never sent to it)", n)
 	}
 	_, err = r.Chat(context.Background(), "r", ask(strings.Repeat("x", 20000)))
@@ -40,7 +40,7 @@ func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 	if retry.ClassOf(err) != retry.ContextLength || !errors.As(err, &sk) || !strings.Contains(sk.Reason, "over the target's max_input_bytes") {
 		t.Fatalf("a prompt over both: %v, want context_length", err)
 	}
-	if n := fx.srv.Snapshot().Total; n != 2 {
+	if n := fx.Srv.Snapshot().Total; n != 2 {
 		t.Fatalf("%d calls reached chaosllm, want 2", n)
 	}
 }

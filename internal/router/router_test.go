@@ -22,8 +22,8 @@ func TestRouterLogsOneLinePerCall(t *testing.T) {
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}}, goodKey)
 	var buf bytes.Buffer
 	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: []router.Target{
-		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
-		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
+		{Provider: fx.OpenAI, Model: "m-oa", Timeout: 5 * time.Second},
+		{Provider: fx.Anthropic, Model: "m-an", Timeout: 5 * time.Second},
 	}}}, router.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(time.Minute)}}, {}}}, goodKey)
 	pools := router.NewKeyPools(nil, nil, nil)
-	route := []router.Route{{Name: "r", Targets: []router.Target{{Provider: fx.openai, Model: "m"}}}}
+	route := []router.Route{{Name: "r", Targets: []router.Target{{Provider: fx.OpenAI, Model: "m"}}}}
 	r1, _ := router.NewRouter(route, router.RouterOptions{Keys: pools})
 	_, err := r1.Chat(context.Background(), "r", ask("x"))
 	var re *router.RouteError
@@ -78,7 +78,7 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	if !errors.As(err, &ku) || ku.Reason != router.SkipKeysCooling {
 		t.Fatalf("second router: %v, want keys unavailable", err)
 	}
-	if n := fx.srv.Snapshot().Total; n != 1 {
+	if n := fx.Srv.Snapshot().Total; n != 1 {
 		t.Fatalf("%d calls, want 1: the cooling key must not be called", n)
 	}
 }
@@ -89,8 +89,8 @@ func TestAStreamFallsOverBeforeItsFirstPiece(t *testing.T) {
 	fx := newFixture(t, chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Endpoint: "openai", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}}}})
 	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: []router.Target{
-		{Provider: fx.openai, Model: "m-oa", Timeout: 5 * time.Second},
-		{Provider: fx.anthropic, Model: "m-an", Timeout: 5 * time.Second},
+		{Provider: fx.OpenAI, Model: "m-oa", Timeout: 5 * time.Second},
+		{Provider: fx.Anthropic, Model: "m-an", Timeout: 5 * time.Second},
 	}}}, router.RouterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestAStreamFallsOverBeforeItsFirstPiece(t *testing.T) {
 	if resp, err := r.Chat(context.Background(), "r", ask("x")); err != nil || resp.Provider != "an" {
 		t.Fatalf("chat: %+v %v", resp, err)
 	}
-	if st := fx.srv.Snapshot(); st.Count("openai", "", "status_503") != 2 || st.Count("anthropic", "", "ok") != 2 {
+	if st := fx.Srv.Snapshot(); st.Count("openai", "", "status_503") != 2 || st.Count("anthropic", "", "ok") != 2 {
 		t.Fatalf("calls %+v", st.Calls)
 	}
 }

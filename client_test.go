@@ -214,6 +214,21 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 		t.Fatalf("rerun of a waiting workflow: %v, want ErrNotFinished", err)
 	}
 
+	// a rerun of a blocked workflow takes its dead letter with it: the
+	// letter belonged to the run that ended
+	p, err := c.Submit(ctx, parked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(p, agentq.StateBlocked)
+	if _, err := c.Rerun(ctx, p, "s"); err != nil {
+		t.Fatal(err)
+	}
+	wait(p, agentq.StateCompleted)
+	if dls, err := c.DeadLetters(ctx); err != nil || slices.ContainsFunc(dls, func(d agentq.ParkedStep) bool { return d.Workflow == p }) {
+		t.Fatalf("dead letters after the rerun: %+v %v, want none of %s", dls, err, p)
+	}
+
 	// a wait that ends with its context returns the context's error (and
 	// the workflow as last read, when there was a read)
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -222,8 +237,8 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 		t.Fatalf("a wait past its deadline: %v %v, want the deadline's error", wf, err)
 	}
 	// a limit of 0 or less is the default page, as List documents
-	if ws, err := c.List(ctx, agentq.ListOptions{Name: "parked-" + via, Limit: -1}); err != nil || len(ws) != 3 {
-		t.Fatalf("a page with limit -1: %v %v, want the three parked", ids(ws), err)
+	if ws, err := c.List(ctx, agentq.ListOptions{Name: "parked-" + via, Limit: -1}); err != nil || len(ws) != 4 {
+		t.Fatalf("a page with limit -1: %v %v, want the four parked", ids(ws), err)
 	}
 }
 

@@ -91,6 +91,13 @@ func deleteWaiting(insp *asynq.Inspector, queue, tid string) (active bool, err e
 	return false, err
 }
 
+// deleteArchived deletes the task if it is a dead letter (archived).
+func deleteArchived(insp *asynq.Inspector, queue, tid string) {
+	if info, err := insp.GetTaskInfo(queue, tid); err == nil && info.State == asynq.TaskStateArchived {
+		_ = insp.DeleteTask(queue, tid)
+	}
+}
+
 // workflowStopped reports whether a step whose context was canceled was
 // stopped by its workflow's cancel or deadline (then the attempt ends
 // there), not by the worker shutting down (then it comes back). It reads

@@ -164,7 +164,7 @@ type codeKind struct{ oneTask }
 func (codeKind) claims(st *Step) bool { return st.Run != "" }
 
 func (codeKind) takes(st *Step) ([]string, string) {
-	return []string{"run", "with", "route"}, "a code step (run: " + st.Run + ")"
+	return []string{"run", "with", "route", "timeout"}, "a code step (run: " + st.Run + ")"
 }
 
 func (codeKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc) {

@@ -102,6 +102,7 @@ var kindFields = []struct {
 	{"run", "code steps (run:)", func(st *Step) bool { return st.Run != "" }},
 	{"with", "code steps (run:)", func(st *Step) bool { return st.With != nil }},
 	{"approve", "approval steps (approve:)", func(st *Step) bool { return st.Approve != nil }},
+	{"timeout", "steps a worker runs (an approval waits for approve.timeout)", func(st *Step) bool { return st.Timeout != 0 }},
 }
 
 // checkKindFields refuses the fields of kindFields that st's kind does not

@@ -55,7 +55,7 @@ func (echoKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc
 	}
 }
 
-func (echoKind) takes(*Step) ([]string, string) { return nil, "an echo step" }
+func (echoKind) takes(*Step) ([]string, string) { return []string{"timeout"}, "an echo step" }
 
 func (echoKind) prepare(*Step) error                   { return nil }
 func (echoKind) need(*Step, resolved) (string, string) { return "", "" }

@@ -22,7 +22,7 @@ func (promptKind) check(s *Spec, st *Step, where string, _ Limits, bad problemFu
 }
 
 // promptFields are the fields every prompt step takes.
-var promptFields = []string{"route", "system", "prompt", "degrade", "max_tokens", "temperature", "output"}
+var promptFields = []string{"route", "system", "prompt", "degrade", "max_tokens", "temperature", "output", "timeout"}
 
 func (promptKind) takes(*Step) ([]string, string) { return promptFields, "a prompt step without tools" }
 

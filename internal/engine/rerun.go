@@ -48,9 +48,26 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 			items[sid] = n
 		}
 	}
+	// the dead letters of the steps that run again belong to the run that
+	// ends here: once it has, they go (a requeue of one would act for a
+	// generation that is over, and the verbs by workflow and step aim at
+	// the new run's)
+	rerun := map[string]bool{}
+	for _, sid := range again {
+		rerun[sid] = true
+	}
+	var letters []stepTask
+	for _, t := range tasksOf(ctx, c.store, id, spec) {
+		if rerun[t.step] {
+			letters = append(letters, t)
+		}
+	}
 	gen, ready, err := c.store.Rerun(ctx, id, again, inputs, items)
 	if err != nil {
 		return 0, err
+	}
+	for _, t := range letters {
+		deleteArchived(c.insp, t.queue, t.id) // one left behind is listed, and acts for nothing: Begin refuses an old run's task
 	}
 	if err := c.store.Watch(ctx, id); err != nil {
 		return gen, err

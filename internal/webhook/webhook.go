@@ -15,10 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hibiken/asynq"
 
@@ -150,8 +152,26 @@ func CheckURL(s string) error {
 		return fmt.Errorf("%q has no host", s)
 	case u.User != nil:
 		return fmt.Errorf("%s://%s…: a URL with user info is not allowed (put a token in the path or query)", u.Scheme, u.Host)
+	case !hostName(u.Hostname()):
+		return fmt.Errorf("%s://…: the host is not a name or an address (letters, digits, '-', '_' and '.')", u.Scheme)
+	case u.Path == "/…" && u.RawQuery == "":
+		return fmt.Errorf("%s://%s/…: is a webhook URL as the API shows it, its path hidden: give the hook's whole URL", u.Scheme, u.Host)
 	}
 	return nil
+}
+
+// hostName reports whether h is an IP address or a host name: labels of
+// letters (any script), digits, '-' and '_', joined by dots.
+func hostName(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	for _, r := range h {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' && r != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckEvents returns the index and name of the first unknown event, or

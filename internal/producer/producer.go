@@ -58,7 +58,8 @@ type Client struct {
 }
 
 // Remote is a Client over a dashboard's HTTP API at url, signed in with
-// token (empty: none). It makes no call until a verb is used.
+// token (empty: none); cfg prices its workflows (Cost) and checks specs
+// before they are sent (ParseSpec). It makes no call until a verb is used.
 func Remote(cfg config.Config, url, token string) *Client {
 	return &Client{driver: apiclient.New(url, token), cfg: cfg, remote: true, close: func() error { return nil }}
 }
@@ -67,6 +68,3 @@ func Remote(cfg config.Config, url, token string) *Client {
 // opened one).
 func (c *Client) Close() error { return c.close() }
 
-// Config is the configuration the client was opened with (the zero
-// Config for a Remote client).
-func (c *Client) Config() config.Config { return c.cfg }

@@ -153,6 +153,9 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 	if _, err := c.List(ctx, agentq.ListOptions{After: "wf_nope"}); !errors.Is(err, agentq.ErrNotFound) {
 		t.Fatalf("a page after an unknown id: %v, want ErrNotFound", err)
 	}
+	if _, err := c.List(ctx, agentq.ListOptions{State: "wiating"}); !errors.Is(err, agentq.ErrUnknownState) || !strings.Contains(err.Error(), "waiting") {
+		t.Fatalf("a list by a state that is not one: %v, want ErrUnknownState naming the states", err)
+	}
 	if ws, err := c.List(ctx, agentq.ListOptions{State: agentq.StateWaiting, Name: "gate-" + via}); err != nil || len(ws) != 1 || ws[0].ID != gates[2] {
 		t.Fatalf("waiting workflows: %v %v", ids(ws), err)
 	}

@@ -16,6 +16,9 @@ var (
 	// ErrUnknownClass is returned for a failure class that is not one
 	// (docs/failures.md lists them).
 	ErrUnknownClass = engine.ErrUnknownClass
+	// ErrUnknownState is returned by List for a state that is not a
+	// workflow state (the State* constants).
+	ErrUnknownState = engine.ErrUnknownState
 	// ErrNotWaiting: the step is not waiting for a decision (decided
 	// already, not reached yet, or its workflow ended).
 	ErrNotWaiting = engine.ErrNotWaiting

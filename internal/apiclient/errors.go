@@ -21,6 +21,7 @@ const (
 	codeBadIdempotencyKey   = "bad_idempotency_key"
 	codeUnavailable         = "unavailable" // the dashboard's Redis did not answer
 	codeNotAMap             = "not_a_map"
+	codeUnknownState        = "unknown_state"
 )
 
 // unreachableError is a dashboard that did not answer: the caller treats
@@ -114,6 +115,8 @@ func decodeError(method, path string, status int, data []byte) error {
 		return &serverError{msg: msg, is: engine.ErrUnavailable}
 	case e.Code == codeNotAMap:
 		return &serverError{msg: msg, is: engine.ErrNotAMap}
+	case e.Code == codeUnknownState:
+		return &serverError{msg: msg, is: engine.ErrUnknownState}
 	case e.Code == codeNoWorkers:
 		return fmt.Errorf("%w: %v", engine.ErrNoWorkers, err)
 	case status == http.StatusConflict && e.Code == codeIdempotencyConflict:

@@ -98,6 +98,16 @@ func TestEnqueueWaitStatusResultListEndToEnd(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, id) {
 		t.Fatalf("list: exit %d, %q %q", r.code, r.out, r.err)
 	}
+	// every state lists (waiting and timed_out too); a state that is not
+	// one is a usage error that names them, not an empty list
+	for _, st := range []string{"waiting", "timed_out"} {
+		if r = run(t, cli.Enqueue, vars, "list", "--config", cfg, "--state", st); r.code != 0 {
+			t.Fatalf("list --state %s: exit %d, %q", st, r.code, r.err)
+		}
+	}
+	if r = run(t, cli.Enqueue, vars, "list", "--config", cfg, "--state", "wiating"); r.code != 2 || !strings.Contains(r.err, "timed_out") {
+		t.Fatalf("list --state wiating: exit %d, %q", r.code, r.err)
+	}
 	// submit without --wait prints the id; --json the document
 	r = run(t, cli.Enqueue, vars, spec, "--config", cfg, "--json")
 	if r.code != 0 || json.Unmarshal([]byte(r.out), &wf) != nil || wf["state"] != "pending" {

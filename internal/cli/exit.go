@@ -75,7 +75,7 @@ func Code(err error) int {
 	case errors.Is(err, engine.ErrNoWorkers):
 		return ExitNoWorkers
 	case errors.Is(err, engine.ErrInvalidSpec), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrNoDeadLetter),
-		errors.Is(err, engine.ErrUnknownClass), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, record.ErrUnknownKey):
+		errors.Is(err, engine.ErrUnknownClass), errors.Is(err, engine.ErrUnknownState), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, record.ErrUnknownKey):
 		return ExitUsage
 	}
 	var fe *config.FieldError

@@ -105,10 +105,8 @@ func listCmd(c *common) *cobra.Command {
 		Use: "list", Short: "List recent workflows, newest first", Args: cobra.NoArgs,
 		Example: "  enqueue list --state running",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch state {
-			case "", engine.StatePending, engine.StateRunning, engine.StateBlocked, engine.StateCompleted, engine.StateFailed, engine.StateCanceled:
-			default:
-				return usageErr("--state %q: want pending, running, blocked, completed, failed or canceled", state)
+			if err := engine.CheckState(state); err != nil { // before connecting: bad input never touches Redis
+				return usageErr("--state: %v", err)
 			}
 			return withClient(cmd, c, func(cl *producer.Client) error {
 				wfs, err := cl.List(cmd.Context(), state, limit)

@@ -197,6 +197,9 @@ func apiError(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, engine.ErrUnknownClass):
 		status = http.StatusBadRequest
+	case errors.Is(err, engine.ErrUnknownState):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "code": "unknown_state"})
+		return
 	}
 	writeJSON(w, status, map[string]string{"error": err.Error()})
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // states are the workflows page's filter choices.
-var states = []string{"", engine.StatePending, engine.StateRunning, engine.StateBlocked, engine.StateCompleted, engine.StateFailed, engine.StateCanceled}
+var states = append([]string{""}, record.States...) // "": any
 
 func (s *Server) workflowsPage(w http.ResponseWriter, r *http.Request) {
 	state := r.URL.Query().Get("state")

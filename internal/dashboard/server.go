@@ -264,7 +264,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errorsIsNotFound(err):
 		http.Error(w, err.Error(), http.StatusNotFound)
-	case errors.Is(err, engine.ErrUnknownClass):
+	case errors.Is(err, engine.ErrUnknownClass), errors.Is(err, engine.ErrUnknownState):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		s.o.Logger.Error("dashboard", "err", err)

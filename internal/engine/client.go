@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,6 +243,9 @@ type ListOptions struct {
 // however wide its workflows. An After that is unknown or expired is
 // ErrNotFound.
 func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, error) {
+	if err := CheckState(o.State); err != nil {
+		return nil, err
+	}
 	return c.store.ListPage(ctx, store.ListQuery{State: o.State, Name: o.Name, Limit: o.Limit, After: o.After})
 }
 
@@ -257,7 +261,23 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 
 // List returns recent workflows, newest first, optionally in one state.
 func (c *Client) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
+	if err := CheckState(state); err != nil {
+		return nil, err
+	}
 	return c.store.List(ctx, state, limit)
+}
+
+// ErrUnknownState is returned for a list filtered by a state that is not
+// a workflow state.
+var ErrUnknownState = errors.New("unknown workflow state")
+
+// CheckState refuses a state filter that is not a workflow state ("":
+// any): it would list nothing, silently.
+func CheckState(state string) error {
+	if state != "" && !slices.Contains(record.States, state) {
+		return fmt.Errorf("%w %q: one of %s", ErrUnknownState, state, strings.Join(record.States, ", "))
+	}
+	return nil
 }
 
 // Usage sums the tokens of a workflow's steps.

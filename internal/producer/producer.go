@@ -67,4 +67,3 @@ func Remote(cfg config.Config, url, token string) *Client {
 // Close releases what the client holds (its Redis connection, if it
 // opened one).
 func (c *Client) Close() error { return c.close() }
-

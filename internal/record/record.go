@@ -23,6 +23,9 @@ const (
 	StateWaiting   = "waiting"   // an approval step waits for a person's decision
 )
 
+// States are the workflow states, in the order a workflow may reach them.
+var States = []string{StatePending, StateRunning, StateWaiting, StateBlocked, StateCompleted, StateFailed, StateCanceled, StateTimedOut}
+
 // Terminal reports whether a workflow state is final: completed, failed,
 // canceled or timed_out. Blocked is not (a requeue resumes it).
 func Terminal(state string) bool {

@@ -78,12 +78,6 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 	return nil
 }
 
-// Submit is SubmitWorkflow's workflow id.
-func (c *Client) Submit(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (string, error) {
-	s, err := c.SubmitWorkflow(ctx, spec, opts...)
-	return s.ID, err
-}
-
 // SubmitWorkflow sends a parsed spec; the server validates it again
 // against its own configuration and checks it against what live workers
 // serve (unless engine.WithoutWorkerCheck: ?check=false). An idempotency

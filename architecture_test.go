@@ -27,7 +27,7 @@ var importRules = map[string][]string{
 	"internal/engine":    {"internal/defaults", "internal/problem", "internal/router", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "internal/record", "retry", "tasks"},
 	"internal/webhook":   {"internal/defaults", "redact", "retry"},
 	"internal/tracegate": {},
-	".":                  {"internal/config", "internal/producer", "internal/worker", "internal/engine", "llmclient", "internal/record"},
+	".":                  {"internal/config", "internal/client", "internal/worker", "internal/engine", "llmclient", "internal/record"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
 	"internal/llmtest":   {"internal/chaosllm", "llmclient"},
 	"internal/schedule":  {"internal/config", "internal/problem", "internal/engine", "internal/store"},
@@ -90,7 +90,7 @@ func TestImportRules(t *testing.T) {
 
 // faces are the packages people reach agentq through: the SDK, the enqueue
 // command, the dashboard's API and pages, and the API's client. They go
-// through the producer client (internal/producer, which agentq.Client
+// through the producer client (internal/client, which agentq.Client
 // wraps), never to the records in Redis or the builder, whose parts they
 // would otherwise rebuild. The commands' own mains (cmd/, internal/dashcli)
 // compose the parts and are not faces.

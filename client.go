@@ -7,13 +7,13 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 // Client submits workflows and reads them: what a producer (a web app, a
 // cron job, a script) uses. It is safe for concurrent use.
 type Client struct {
-	c *producer.Client // the client the CLI and the dashboard use too
+	c *client.Client // the client the CLI and the dashboard use too
 }
 
 // NewClient connects to cfg's Redis. Close it when done.
@@ -21,7 +21,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.c == nil {
 		return nil, errors.New("agentq: NewClient: the Config is empty (use LoadConfig or ParseConfig)")
 	}
-	cl, err := producer.Open(ctx, *cfg.c)
+	cl, err := client.Open(ctx, *cfg.c)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 // call until a method is used; Parse checks a spec against no
 // configuration (the server checks it again against its own).
 func NewServerClient(url, token string) *Client {
-	return &Client{c: producer.Remote(config.Config{}, url, token)}
+	return &Client{c: client.Remote(config.Config{}, url, token)}
 }
 
 // Parse reads and checks a workflow spec (YAML or JSON); name says where

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 // approveCmd is `enqueue approve ID STEP [--reject] [--comment TEXT]`: a
@@ -32,7 +32,7 @@ waiting (decided already, not reached yet, or its workflow ended) is refused
 	cmd.Flags().BoolVar(&reject, "reject", false, "reject instead of approving")
 	cmd.Flags().StringVar(&comment, "comment", "", "why: kept with the decision, read by the step's dependents")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return withClient(cmd, c, func(cl *producer.Client) error {
+		return withClient(cmd, c, func(cl *client.Client) error {
 			state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
 			if errors.Is(err, engine.ErrNotWaiting) {
 				return &ExitError{Code: ExitUsage, Err: err}
@@ -71,7 +71,7 @@ their ids). A workflow still running is refused (exit 2).`,
 		if from == "" {
 			return usageErr("rerun: --from STEP is required")
 		}
-		return withClient(cmd, c, func(cl *producer.Client) error {
+		return withClient(cmd, c, func(cl *client.Client) error {
 			gen, err := cl.Rerun(cmd.Context(), args[0], from)
 			if errors.Is(err, engine.ErrNotFinished) || errors.Is(err, engine.ErrInvalidSpec) {
 				return &ExitError{Code: ExitUsage, Err: err}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 func dlqCmd(c *common) *cobra.Command {
@@ -35,7 +35,7 @@ discard it and the workflow fails.`,
 		Use: "list", Short: "List dead letters, newest first", Args: cobra.NoArgs,
 		Example: "  enqueue dlq list\n  enqueue dlq list --class rate_limited --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				dls, err := cl.DeadLetters(cmd.Context(), class)
 				if err != nil {
 					return err
@@ -63,7 +63,7 @@ discard it and the workflow fails.`,
 		Use: "show TASK", Short: "Show a dead letter: why it failed, the step's last recorded error, and its rendered prompt", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq show wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				d, err := cl.DeadLetterDetail(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -108,7 +108,7 @@ discard it and the workflow fails.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				if all {
 					n, err := cl.RequeueAll(cmd.Context(), reClass)
 					fmt.Fprintf(cmd.OutOrStdout(), "requeued %d dead letter(s)\n", n)
@@ -129,7 +129,7 @@ discard it and the workflow fails.`,
 		Use: "discard TASK", Short: "Delete a dead letter for good; its blocked workflow fails", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq discard wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				if err := cl.Discard(cmd.Context(), args[0]); err != nil {
 					return err
 				}

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/tracing"
 )
@@ -126,7 +126,7 @@ all (--no-check submits anyway).`,
 		if args[0] != "-" {
 			schemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
 		}
-		spec, err := producer.ParseSpec(cfg, source, data, schemaDir)
+		spec, err := client.ParseSpec(cfg, source, data, schemaDir)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
@@ -260,7 +260,7 @@ func notFound(err error, id string) error {
 }
 
 // printResult prints the final steps' outputs, or every step's with all.
-func printResult(ctx context.Context, w io.Writer, cl *producer.Client, id string, all bool) error {
+func printResult(ctx context.Context, w io.Writer, cl *client.Client, id string, all bool) error {
 	r, err := cl.Result(ctx, id)
 	if err != nil {
 		return notFound(err, id)
@@ -286,7 +286,7 @@ func printResult(ctx context.Context, w io.Writer, cl *producer.Client, id strin
 
 // printInstances prints a map step's instance outputs in item order, read
 // a page at a time (a wide map is never held whole).
-func printInstances(ctx context.Context, w io.Writer, cl *producer.Client, id, step string, n int) error {
+func printInstances(ctx context.Context, w io.Writer, cl *client.Client, id, step string, n int) error {
 	for off := 0; off < n; off += engine.MaxInstancesPage {
 		p, err := cl.Instances(ctx, id, step, off, engine.MaxInstancesPage)
 		if err != nil {

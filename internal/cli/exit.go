@@ -20,7 +20,7 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -70,7 +70,7 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, producer.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, engine.ErrUnavailable):
+	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, engine.ErrUnavailable):
 		return ExitUnreachable
 	case errors.Is(err, engine.ErrNoWorkers):
 		return ExitNoWorkers

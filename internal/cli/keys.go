@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -28,7 +28,7 @@ if it holds keys): no API key is needed here.`,
 		Use: "list", Short: "Every key the live workers use, and its state", Args: cobra.NoArgs,
 		Example: "  enqueue keys list\n  enqueue keys list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(k *producer.Client) error {
+			return withClient(cmd, c, func(k *client.Client) error {
 				keys, err := k.Keys(cmd.Context())
 				if err != nil {
 					return err
@@ -75,7 +75,7 @@ if it holds keys): no API key is needed here.`,
 			if len(args) == 1 {
 				ref = args[0]
 			}
-			return withClient(cmd, c, func(k *producer.Client) error {
+			return withClient(cmd, c, func(k *client.Client) error {
 				res, err := k.EnableKeys(cmd.Context(), ref, all)
 				if err != nil {
 					return err

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 // printJSON writes v as one indented JSON document.
@@ -21,7 +21,7 @@ func printJSON(w io.Writer, v any) error {
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *engine.Workflow, cl *producer.Client) {
+func printWorkflow(w io.Writer, wf *engine.Workflow, cl *client.Client) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
@@ -29,7 +29,7 @@ func printWorkflow(w io.Writer, wf *engine.Workflow, cl *producer.Client) {
 	u := engine.Usage(wf)
 	cost := ""
 	if c, ok := cl.Cost(wf); ok && (cl.Priced() || c > 0) {
-		cost = fmt.Sprintf(", cost %.4f%s", c, producer.CostByProvider(wf))
+		cost = fmt.Sprintf(", cost %.4f%s", c, client.CostByProvider(wf))
 	}
 	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 // serverURL is --server, else AGENTQ_SERVER; empty: talk to Redis.
@@ -18,18 +18,18 @@ func (c *common) serverURL(cmd *cobra.Command) string {
 
 // openProducer opens the producer client every face uses, over the
 // dashboard's API (--server) or over Redis.
-func (c *common) openProducer(cmd *cobra.Command, cfg config.Config) (*producer.Client, error) {
+func (c *common) openProducer(cmd *cobra.Command, cfg config.Config) (*client.Client, error) {
 	if u := c.serverURL(cmd); u != "" {
 		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
-		return producer.Remote(cfg, u, token), nil
+		return client.Remote(cfg, u, token), nil
 	}
 	c.sayWhichRedis(cmd, cfg)
-	return producer.Open(cmd.Context(), cfg)
+	return client.Open(cmd.Context(), cfg)
 }
 
 // withClient loads the configuration, opens the producer client, runs f,
 // closes.
-func withClient(cmd *cobra.Command, c *common, f func(*producer.Client) error) error {
+func withClient(cmd *cobra.Command, c *common, f func(*client.Client) error) error {
 	cfg, err := c.load(cmd)
 	if err != nil {
 		return err

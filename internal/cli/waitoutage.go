@@ -9,18 +9,18 @@ import (
 
 	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 // waitPoll is how often --wait reads the workflow.
 const waitPoll = 200 * time.Millisecond
 
-// waitThroughOutages waits for workflow id like producer.Wait, and keeps
+// waitThroughOutages waits for workflow id like client.Wait, and keeps
 // waiting while Redis (or, with --server, the dashboard) does not answer,
 // for at most outage in one stretch: a restart or a failover of Redis says
 // nothing about the workflow, which goes on on the workers. It says so on
 // w once per outage. Past outage it returns the last error, which exits 3.
-func waitThroughOutages(ctx context.Context, cl *producer.Client, id string, outage time.Duration, onChange func(*engine.Workflow), w io.Writer) (*engine.Workflow, error) {
+func waitThroughOutages(ctx context.Context, cl *client.Client, id string, outage time.Duration, onChange func(*engine.Workflow), w io.Writer) (*engine.Workflow, error) {
 	var since time.Time // the start of the current outage; zero: none
 	// each Wait reports its first read: an answer ends the outage
 	answered := func(wf *engine.Workflow) {

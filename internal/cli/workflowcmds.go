@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 func statusCmd(c *common) *cobra.Command {
@@ -19,7 +19,7 @@ that failed, is blocked on a dead-lettered step, was canceled or timed out
 (as --wait does), 0 for one that completed or is still on its way.`,
 		Example: "  enqueue status wf_abc123\n  enqueue status wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				wf, err := cl.Status(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -54,7 +54,7 @@ exits 1 if the workflow has not completed.`,
 		Args:    cobra.ExactArgs(1),
 		Example: "  enqueue result wf_abc123\n  enqueue result wf_abc123 --all\n  enqueue result wf_abc123 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				wf, err := cl.Status(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -83,7 +83,7 @@ func cancelCmd(c *common) *cobra.Command {
 		Short: "Cancel a workflow: queued steps are deleted, running ones are interrupted, nothing further runs",
 		Args:  cobra.ExactArgs(1), Example: "  enqueue cancel wf_abc123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				st, err := cl.Cancel(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
@@ -108,7 +108,7 @@ func listCmd(c *common) *cobra.Command {
 			if err := engine.CheckState(state); err != nil { // before connecting: bad input never touches Redis
 				return usageErr("--state: %v", err)
 			}
-			return withClient(cmd, c, func(cl *producer.Client) error {
+			return withClient(cmd, c, func(cl *client.Client) error {
 				wfs, err := cl.List(cmd.Context(), state, limit)
 				if err != nil {
 					return err

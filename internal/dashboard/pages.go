@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -54,7 +54,7 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 	ended := record.Terminal(wf.State)
 	cost := ""
 	if c, ok := s.client.Cost(wf); ok && (s.client.Priced() || c > 0) {
-		cost = fmt.Sprintf("%.4f", c) + producer.CostByProvider(wf)
+		cost = fmt.Sprintf("%.4f", c) + client.CostByProvider(wf)
 	}
 	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
 		"Rerunnable": ended || wf.State == record.StateBlocked})

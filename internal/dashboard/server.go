@@ -35,7 +35,7 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/client"
 )
 
 //go:embed templates/*.html
@@ -66,7 +66,7 @@ type Options struct {
 // Server is the dashboard's http.Handler.
 type Server struct {
 	o        Options
-	client   *producer.Client
+	client   *client.Client
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	session  string // the cookie value that proves sign-in
@@ -96,7 +96,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	// the producer client every face uses, reading the workers' shared
 	// state too, over the given Redis (it opens nothing and starts nothing)
-	client, err := producer.Over(ctx, o.Config, o.Redis, o.Logger)
+	client, err := client.Over(ctx, o.Config, o.Redis, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}

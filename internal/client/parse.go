@@ -1,4 +1,4 @@
-package producer
+package client
 
 import (
 	"github.com/agentq/agentq/internal/app"

@@ -1,8 +1,8 @@
-// Package producer is the one client every face uses: the SDK's
+// Package client is the one client every face uses: the SDK's
 // agentq.Client, the enqueue command and the dashboard's API and pages all
 // call these methods. A Client talks to Redis (Open, Over) or to a
 // dashboard's HTTP API (Remote); its verbs are the same either way.
-package producer
+package client
 
 import (
 	"context"

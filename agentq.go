@@ -30,7 +30,9 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // Step is one attempt of a code step, as its function sees it: its
@@ -44,16 +46,16 @@ type Step = engine.CodeStep
 type StepFunc = engine.StepFunc
 
 // StepView is what a step sees of one of its ancestors.
-type StepView = engine.StepView
+type StepView = spec.StepView
 
 // LLM is a step's durable way to the model (Step.LLM).
 type LLM = engine.LLM
 
 // Spec is a parsed workflow spec (Client.Parse).
-type Spec = engine.Spec
+type Spec = spec.Spec
 
 // SpecStep is one step of a Spec (Spec.Steps), as its YAML gave it.
-type SpecStep = engine.Step
+type SpecStep = spec.Step
 
 // Workflow is a workflow's state and steps.
 type Workflow = record.Workflow
@@ -86,7 +88,7 @@ const (
 )
 
 // Result is a finished workflow and the outputs of its final steps.
-type Result = engine.Result
+type Result = producer.Result
 
 // Workflow states.
 const (

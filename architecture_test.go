@@ -24,14 +24,17 @@ var importRules = map[string][]string{
 	"internal/breaker":   {},
 	"internal/store":     {"internal/breaker", "internal/defaults", "internal/record", "retry"},
 	"tasks":              {},
-	"internal/engine":    {"internal/defaults", "internal/problem", "internal/router", "internal/store", "internal/tracegate", "internal/webhook", "llmclient", "internal/record", "retry", "tasks"},
+	"internal/spec":      {"internal/defaults", "internal/problem", "internal/webhook", "llmclient", "retry"},
+	"internal/flow":      {"internal/record", "internal/router", "internal/spec", "internal/store", "internal/tracegate", "internal/webhook", "tasks"},
+	"internal/engine":    {"internal/defaults", "internal/flow", "internal/record", "internal/router", "internal/spec", "internal/store", "llmclient", "retry", "tasks"},
+	"internal/producer":  {"internal/defaults", "internal/flow", "internal/record", "internal/spec", "internal/store", "retry", "tasks"},
 	"internal/webhook":   {"internal/defaults", "redact", "retry"},
 	"internal/tracegate": {},
-	".":                  {"internal/config", "internal/client", "internal/worker", "internal/engine", "llmclient", "internal/record"},
+	".":                  {"internal/client", "internal/config", "internal/engine", "internal/flow", "internal/producer", "internal/record", "internal/spec", "internal/worker", "llmclient"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
 	"internal/llmtest":   {"internal/chaosllm", "llmclient"},
-	"internal/schedule":  {"internal/config", "internal/problem", "internal/engine", "internal/store"},
-	"agentqtest":         {".", "internal/engine", "internal/router", "llmclient"},
+	"internal/schedule":  {"internal/config", "internal/problem", "internal/producer", "internal/spec", "internal/store"},
+	"agentqtest":         {".", "internal/engine", "internal/router", "internal/spec", "llmclient"},
 	"embedded":           {".", "internal/chaosllm"},
 	"examples/analyst":   {".", "embedded"},
 }
@@ -84,6 +87,35 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s, which docs/architecture.md's rules do not allow it", f, path)
 				}
 			}
+		}
+	}
+}
+
+// The engine (what a worker runs: the handler, settling, fan-in, the
+// reconciler, deadlines) and the producer client (submit, status, cancel,
+// rerun, dead letters, queues) share the spec and the flow below them and
+// reach each other by no path: neither imports the other, directly or
+// through another of the module's packages.
+func TestEngineAndProducerStandApart(t *testing.T) {
+	for _, c := range [][2]string{{"internal/engine", "internal/producer"}, {"internal/producer", "internal/engine"}} {
+		seen := map[string]bool{c[0]: true}
+		for queue := []string{c[0]}; len(queue) > 0; queue = queue[1:] {
+			for f, paths := range imports(t, queue[0]) {
+				for _, path := range paths {
+					rel, mine := strings.CutPrefix(path, module+"/")
+					if !mine || seen[rel] {
+						continue
+					}
+					if rel == c[1] {
+						t.Errorf("%s reaches %s (through %s)", c[0], c[1], f)
+					}
+					seen[rel] = true
+					queue = append(queue, rel)
+				}
+			}
+		}
+		if !seen["internal/spec"] || !seen["internal/flow"] {
+			t.Errorf("%s: the walk missed the spec or the flow it imports (%v)", c[0], seen)
 		}
 	}
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // Client submits workflows and reads them: what a producer (a web app, a
@@ -42,24 +42,24 @@ func NewServerClient(url, token string) *Client {
 func (c *Client) Parse(name string, spec []byte) (*Spec, error) { return c.c.Parse(name, spec) }
 
 // SubmitOption changes one submit (WithIdempotencyKey).
-type SubmitOption = engine.SubmitOption
+type SubmitOption = producer.SubmitOption
 
 // Submission is a submitted workflow's id, and whether an idempotency key
 // named one that existed already.
-type Submission = engine.Submission
+type Submission = producer.Submission
 
 // ErrIdempotencyConflict is returned for a submit whose idempotency key
 // was used, within the retention, with a different spec or input.
-var ErrIdempotencyConflict = engine.ErrIdempotencyConflict
+var ErrIdempotencyConflict = producer.ErrIdempotencyConflict
 
 // ConflictError is what ErrIdempotencyConflict wraps: the key, the
 // workflow it names, and how long a key holds.
-type ConflictError = engine.ConflictError
+type ConflictError = producer.ConflictError
 
 // WithoutWorkerCheck submits without checking the spec against what live
 // workers serve (the CLI's --no-check): its steps wait in their queues
 // until a worker that serves them starts.
-func WithoutWorkerCheck() SubmitOption { return engine.WithoutWorkerCheck() }
+func WithoutWorkerCheck() SubmitOption { return producer.WithoutWorkerCheck() }
 
 // WithIdempotencyKey makes a submit idempotent: the first submit with key
 // creates the workflow; later ones within the retention (24h by default)
@@ -67,7 +67,7 @@ func WithoutWorkerCheck() SubmitOption { return engine.WithoutWorkerCheck() }
 // same key with a different spec or input is refused with
 // ErrIdempotencyConflict. A key is 1 to 255 bytes without control
 // characters, e.g. "order-1234-summary".
-func WithIdempotencyKey(key string) SubmitOption { return engine.WithIdempotencyKey(key) }
+func WithIdempotencyKey(key string) SubmitOption { return producer.WithIdempotencyKey(key) }
 
 // Submit writes the workflow and enqueues its first steps; it returns the
 // workflow's id.
@@ -111,14 +111,14 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) { return
 func (c *Client) Close() error { return c.c.Close() }
 
 // QueueInfo is one queue: paused or not, and its tasks by state.
-type QueueInfo = engine.QueueInfo
+type QueueInfo = producer.QueueInfo
 
 // QueueChange is what PauseQueue and ResumeQueue did.
-type QueueChange = engine.QueueChange
+type QueueChange = producer.QueueChange
 
 // ErrUnknownQueue is returned for a queue no live worker serves and no
 // task was ever queued on.
-var ErrUnknownQueue = engine.ErrUnknownQueue
+var ErrUnknownQueue = producer.ErrUnknownQueue
 
 // Queues lists the queues asynq knows and live workers serve.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return c.c.Queues(ctx) }
@@ -135,7 +135,7 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) (QueueChange, err
 }
 
 // ScheduleInfo is one periodic workflow the workers run.
-type ScheduleInfo = engine.ScheduleInfo
+type ScheduleInfo = producer.ScheduleInfo
 
 // Schedules lists the periodic workflows (schedules: in the workers'
 // configuration) a worker ran within the last week.

@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -15,26 +16,26 @@ import (
 var (
 	// ErrUnknownClass is returned for a failure class that is not one
 	// (docs/failures.md lists them).
-	ErrUnknownClass = engine.ErrUnknownClass
+	ErrUnknownClass = producer.ErrUnknownClass
 	// ErrUnknownState is returned by List for a state that is not a
 	// workflow state (the State* constants).
-	ErrUnknownState = engine.ErrUnknownState
+	ErrUnknownState = producer.ErrUnknownState
 	// ErrNotWaiting: the step is not waiting for a decision (decided
 	// already, not reached yet, or its workflow ended).
-	ErrNotWaiting = engine.ErrNotWaiting
+	ErrNotWaiting = flow.ErrNotWaiting
 	// ErrNotFinished: a rerun of a workflow still running, or blocked
 	// while steps of it are still in flight (the error names them).
-	ErrNotFinished = engine.ErrNotFinished
+	ErrNotFinished = producer.ErrNotFinished
 	// ErrNoDeadLetter: no dead letter has that task id.
-	ErrNoDeadLetter = engine.ErrNoDeadLetter
+	ErrNoDeadLetter = producer.ErrNoDeadLetter
 	// ErrUnavailable: Redis did not answer a read; the workflow goes on.
 	// Wait returns it at once: call Wait again to wait through an outage.
-	ErrUnavailable = engine.ErrUnavailable
+	ErrUnavailable = flow.ErrUnavailable
 )
 
 // WithDeadline bounds the submitted workflow to d from now (at least 1s),
 // over its spec's deadline: past it the workflow ends timed_out.
-func WithDeadline(d time.Duration) SubmitOption { return engine.WithDeadline(d) }
+func WithDeadline(d time.Duration) SubmitOption { return producer.WithDeadline(d) }
 
 // Approve decides approval step step of workflow id: approved, with a
 // comment (kept in the decision, by "api"). ErrNotWaiting if the step is
@@ -61,7 +62,7 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 
 // ListOptions filters and pages List: State, Name, Limit (0: 50, at most
 // 1000) and After (the last id of the previous page).
-type ListOptions = engine.ListOptions
+type ListOptions = producer.ListOptions
 
 // List returns workflows newest first, filtered and paged by o, without
 // their steps (Status reads one whole).
@@ -78,7 +79,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]Workflow, error) {
 }
 
 // InstancePage is one page of a map step's instances.
-type InstancePage = engine.InstancePage
+type InstancePage = producer.InstancePage
 
 // Instances reads instances [offset, offset+limit) of map step step (limit
 // at most 500): a wide map is paged, never loaded whole.
@@ -88,7 +89,7 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 
 // ParkedStep is a dead letter: a step parked for a person's review, with
 // its workflow, step, error class and reason.
-type ParkedStep = engine.DeadLetter
+type ParkedStep = producer.DeadLetter
 
 // DeadLetters lists the dead letters, newest first.
 func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) {
@@ -106,7 +107,7 @@ func (c *Client) DeadLettersOfClass(ctx context.Context, class string) ([]Parked
 // route, its prompt as rendered now from the stored inputs (a code step:
 // its function and arguments), the errors of its last attempt, and an
 // answer its output check rejected.
-type ParkedStepDetail = engine.DeadLetterDetail
+type ParkedStepDetail = producer.DeadLetterDetail
 
 // DeadLetterDetail shows step of workflow id, parked in the dead-letter
 // queue (the CLI's dlq show). ErrNoDeadLetter if it is not parked there.

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/worker"
 )
 
@@ -66,7 +67,7 @@ func (w *Worker) HandleStep(name string, fn StepFunc) {
 	switch {
 	case w.running:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the worker is already running", name))
-	case !engine.ValidHandlerName(name):
+	case !spec.ValidHandlerName(name):
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): a name is a letter, then letters, digits, _, . or -, at most 64", name))
 	case fn == nil:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): the function is nil", name))

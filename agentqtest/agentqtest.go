@@ -18,6 +18,7 @@ import (
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/router"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -137,7 +138,7 @@ var Missing = agentq.StepView{Missing: true}
 // MissingMap is an optional map step dead-lettered before it expanded
 // (its for_each failed), for Options.Steps: as in a worker, the step reads
 // it as Missing, and s.Outputs yields no instance.
-func MissingMap() agentq.StepView { return agentq.StepView{Missing: true, Map: engine.MapViewOf()} }
+func MissingMap() agentq.StepView { return agentq.StepView{Missing: true, Map: spec.MapViewOf()} }
 
 // Text is a prompt instance's answer, for Map: its text, with no JSON.
 func Text(answer string) agentq.StepView { return agentq.StepView{Output: answer} }
@@ -163,12 +164,12 @@ func Map(outputs ...any) agentq.StepView {
 		default:
 			b, err := json.Marshal(o)
 			if err != nil {
-				return agentq.StepView{Map: engine.MapViewError(fmt.Errorf("agentqtest.Map: output %d does not encode as JSON: %w", i, err))}
+				return agentq.StepView{Map: spec.MapViewError(fmt.Errorf("agentqtest.Map: output %d does not encode as JSON: %w", i, err))}
 			}
-			views[i] = engine.JSONView(string(b))
+			views[i] = spec.JSONView(string(b))
 		}
 	}
-	return agentq.StepView{Map: engine.MapViewOf(views...)}
+	return agentq.StepView{Map: spec.MapViewOf(views...)}
 }
 
 // Step runs attempts of one code step.

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 )
 
@@ -71,7 +71,7 @@ type benchMapCounts struct{ Items, Started, Settled, Missing int }
 
 // mapCounts reads a step record's map counters through its JSON, the
 // record's user contract; zero for a step that has none.
-func mapCounts(st engine.StepRecord) benchMapCounts {
+func mapCounts(st producer.StepRecord) benchMapCounts {
 	var v struct{ Map benchMapCounts }
 	b, _ := json.Marshal(st)
 	_ = json.Unmarshal(b, &v)
@@ -93,7 +93,7 @@ steps:
 	}
 	return shape{name: "map", spec: spec, workflows: 1, steps: items + 1, last: "reduce",
 		input: func(int) map[string]any { return map[string]any{"items": list} },
-		check: func(wf *engine.Workflow) error {
+		check: func(wf *producer.Workflow) error {
 			if len(wf.Steps) != 2 {
 				return fmt.Errorf("%d steps, want 2", len(wf.Steps))
 			}
@@ -106,7 +106,7 @@ steps:
 			}
 			return nil
 		},
-		handoffs: func(wf *engine.Workflow) []float64 {
+		handoffs: func(wf *producer.Workflow) []float64 {
 			if m, r := wf.Steps[0], wf.Steps[1]; m.FinishedAt != nil && r.StartedAt != nil {
 				return []float64{ms(r.StartedAt.Sub(*m.FinishedAt))}
 			}

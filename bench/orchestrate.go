@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/worker"
 )
@@ -40,11 +41,11 @@ type shape struct {
 	funcs map[string]engine.StepFunc
 	// handoffs reads, from a finished workflow, the milliseconds between
 	// a step finishing and a dependent starting.
-	handoffs func(*engine.Workflow) []float64
+	handoffs func(*producer.Workflow) []float64
 	// input is the i-th workflow's input; nil: {n: i}.
 	input func(i int) map[string]any
 	// check, when set, checks a completed workflow's record.
-	check func(*engine.Workflow) error
+	check func(*producer.Workflow) error
 }
 
 func chordShape(chords, members int) shape { return chordShapeOf(chords, members, false) }
@@ -61,7 +62,7 @@ func chordShapeOf(chords, members int, code bool) shape {
 	}
 	b.WriteString(stepLine("body", strings.Join(ids, ", "), "join {{ .Steps.m0."+outputField(code)+" }}", code))
 	return shape{name: "chords", spec: b.String(), workflows: chords, steps: members + 1, last: "body", funcs: stepFuncs(code),
-		handoffs: func(wf *engine.Workflow) []float64 {
+		handoffs: func(wf *producer.Workflow) []float64 {
 			var last time.Time
 			for _, s := range wf.Steps[:members] {
 				if s.FinishedAt != nil && s.FinishedAt.After(last) {
@@ -86,7 +87,7 @@ func chainShapeOf(chains, length int, code bool) shape {
 		b.WriteString(stepLine(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d", i-1), fmt.Sprintf("next {{ .Steps.s%d.%s }}", i-1, outputField(code)), code))
 	}
 	return shape{name: "chains", spec: b.String(), workflows: chains, steps: length, last: fmt.Sprintf("s%d", length-1), funcs: stepFuncs(code),
-		handoffs: func(wf *engine.Workflow) []float64 {
+		handoffs: func(wf *producer.Workflow) []float64 {
 			var out []float64
 			for i := 1; i < len(wf.Steps); i++ {
 				if f, s := wf.Steps[i-1].FinishedAt, wf.Steps[i].StartedAt; f != nil && s != nil {
@@ -113,7 +114,7 @@ func benchCfg(db redistest.DB, chaosURL string, concurrency int) (config.Config,
 
 // submitAll submits sh.workflows workflows, input n = 0, 1, … (or
 // sh.input's).
-func submitAll(ctx context.Context, client *engine.Client, sh shape) ([]string, error) {
+func submitAll(ctx context.Context, client *producer.Client, sh shape) ([]string, error) {
 	spec, err := client.Parse(sh.name+".yaml", []byte(sh.spec))
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	if err != nil {
 		return 0, nil, err
 	}
-	client := engine.NewClient(rdb, engine.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
 	var done atomic.Int64
 	finished := make(chan struct{})
 	wctx, cancel := context.WithCancel(ctx)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 )
 
@@ -57,7 +57,7 @@ func measureResources(ctx context.Context, p params, concurrency int, rdb *redis
 			_ = cmd.Wait()
 		}
 	}()
-	client := engine.NewClient(rdb, engine.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
 	sh := chordShape(p.chords, p.members)
 	start := time.Now()
 	ids, err := submitAll(ctx, client, sh)

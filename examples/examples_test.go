@@ -13,8 +13,9 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/worker"
 )
 
@@ -30,7 +31,7 @@ func TestExamplesAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := engine.ParseSpec(f, data, nil, engine.Limits{}); err != nil {
+		if _, err := spec.ParseSpec(f, data, nil, spec.Limits{}); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 		n++
@@ -47,7 +48,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile("hello.yaml")
-	if _, err := engine.ParseSpec("hello.yaml", data, map[string]bool{"default": cfg.Routes["default"].Targets != nil}, engine.Limits{}); err != nil {
+	if _, err := spec.ParseSpec("hello.yaml", data, map[string]bool{"default": cfg.Routes["default"].Targets != nil}, spec.Limits{}); err != nil {
 		t.Fatalf("hello.yaml against agentq.yaml: %v", err)
 	}
 }
@@ -85,7 +86,7 @@ func TestLocalConfigRunsHello(t *testing.T) {
 	case err := <-done:
 		t.Fatal(err)
 	}
-	client := engine.NewClient(rdb, engine.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()})
+	client := producer.NewClient(rdb, producer.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()})
 	data, _ := os.ReadFile("hello.yaml")
 	spec, err := client.Parse("hello.yaml", data)
 	if err != nil {
@@ -96,7 +97,7 @@ func TestLocalConfigRunsHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	wf, err := client.Wait(ctx, id, 50*time.Millisecond, nil)
-	if err != nil || wf.State != engine.StateCompleted {
+	if err != nil || wf.State != producer.StateCompleted {
 		t.Fatalf("hello against local.yaml: %v %+v", err, wf)
 	}
 	cancel()

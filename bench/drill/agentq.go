@@ -13,8 +13,9 @@ import (
 
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
 )
@@ -27,8 +28,8 @@ type agentqSide struct {
 	chaos    *chaosSet
 	cfg      config.Config
 	rec      recorder
-	client   *engine.Client
-	spec     *engine.Spec
+	client   *producer.Client
+	spec     *spec.Spec
 	stopW    func()
 	werrs    chan error
 	mu       sync.Mutex
@@ -77,7 +78,7 @@ func (a *agentqSide) prepare(ctx context.Context) error {
 		return err
 	}
 	a.cooldown = a.cfg.Resilience.Breaker.Cooldown.D()
-	a.client = engine.NewClient(a.rdb, engine.ClientOptions{Retention: 2 * time.Hour, Routes: []string{"drill"}})
+	a.client = producer.NewClient(a.rdb, producer.ClientOptions{Retention: 2 * time.Hour, Routes: []string{"drill"}})
 	wf, err := yaml.Marshal(&a.sc.Workflow)
 	if err != nil {
 		return err
@@ -250,7 +251,7 @@ func (a *agentqSide) collect(ctx context.Context) (*result, error) {
 
 // stateOf sorts a workflow: completed, degraded (completed with a
 // degraded or dropped optional step), dead_lettered, canceled, unfinished.
-func stateOf(wf *engine.Workflow) string {
+func stateOf(wf *producer.Workflow) string {
 	switch wf.State {
 	case store.StateCompleted:
 		for _, s := range wf.Steps {

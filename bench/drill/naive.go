@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentq/agentq/internal/spec"
 	openai "github.com/sashabaranov/go-openai"
-
-	"github.com/agentq/agentq/internal/engine"
 )
 
 // naiveSide is the baseline many agent codebases start with: call one
@@ -27,7 +26,7 @@ type naiveSide struct {
 	target  string
 	model   string
 	timeout time.Duration
-	steps   []engine.Step
+	steps   []spec.Step
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	rec     recorder
@@ -68,7 +67,7 @@ func (n *naiveSide) prepare(ctx context.Context) error {
 	cfg := openai.DefaultConfig(key)
 	cfg.BaseURL = n.chaos.urls[n.target] + "/v1"
 	n.client = openai.NewClientWithConfig(cfg)
-	var spec engine.Spec
+	var spec spec.Spec
 	if err := n.sc.Workflow.Decode(&spec); err != nil {
 		return err
 	}
@@ -111,7 +110,7 @@ func (n *naiveSide) submit(_ context.Context, i int) error {
 func (n *naiveSide) workflow(ctx context.Context, i int) error {
 	done := map[string]bool{}
 	for len(done) < len(n.steps) {
-		var wave []engine.Step
+		var wave []spec.Step
 		for _, s := range n.steps {
 			if done[s.ID] {
 				continue

@@ -1,5 +1,5 @@
 // Package apiclient is the producer API over the dashboard's HTTP API
-// (/api/v1/): the same operations as engine.Client, for producers that do
+// (/api/v1/): the same operations as producer.Client, for producers that do
 // not reach Redis. `enqueue --server URL` uses it.
 package apiclient
 
@@ -16,7 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // ErrUnauthorized wraps a 401 or 403: no token, or a wrong one.
@@ -80,14 +81,14 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 
 // SubmitWorkflow sends a parsed spec; the server validates it again
 // against its own configuration and checks it against what live workers
-// serve (unless engine.WithoutWorkerCheck: ?check=false). An idempotency
-// key (engine.WithIdempotencyKey) goes as the Idempotency-Key header.
-func (c *Client) SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (engine.Submission, error) {
+// serve (unless producer.WithoutWorkerCheck: ?check=false). An idempotency
+// key (producer.WithIdempotencyKey) goes as the Idempotency-Key header.
+func (c *Client) SubmitWorkflow(ctx context.Context, spec *spec.Spec, opts ...producer.SubmitOption) (producer.Submission, error) {
 	body, err := json.Marshal(spec)
 	if err != nil {
-		return engine.Submission{}, err
+		return producer.Submission{}, err
 	}
-	set := engine.ApplySubmitOptions(opts...)
+	set := producer.ApplySubmitOptions(opts...)
 	q := url.Values{}
 	if set.SkipWorkerCheck {
 		q.Set("check", "false")
@@ -101,8 +102,8 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...
 	}
 	var h http.Header
 	if set.IdempotencyKey != "" {
-		if err := engine.CheckIdempotencyKey(set.IdempotencyKey); err != nil {
-			return engine.Submission{}, err
+		if err := producer.CheckIdempotencyKey(set.IdempotencyKey); err != nil {
+			return producer.Submission{}, err
 		}
 		h = http.Header{"Idempotency-Key": {set.IdempotencyKey}}
 	}
@@ -111,14 +112,14 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...
 		Existing bool   `json:"existing"`
 	}
 	if err := c.doHeader(ctx, "POST", path, h, body, &wf); err != nil {
-		return engine.Submission{}, err
+		return producer.Submission{}, err
 	}
-	return engine.Submission{ID: wf.ID, Existing: wf.Existing}, nil
+	return producer.Submission{ID: wf.ID, Existing: wf.Existing}, nil
 }
 
 // Status returns a workflow.
-func (c *Client) Status(ctx context.Context, id string) (*engine.Workflow, error) {
-	var wf engine.Workflow
+func (c *Client) Status(ctx context.Context, id string) (*producer.Workflow, error) {
+	var wf producer.Workflow
 	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id), nil, &wf); err != nil {
 		return nil, err
 	}
@@ -126,20 +127,20 @@ func (c *Client) Status(ctx context.Context, id string) (*engine.Workflow, error
 }
 
 // Result returns a workflow and its final steps.
-func (c *Client) Result(ctx context.Context, id string) (*engine.Result, error) {
+func (c *Client) Result(ctx context.Context, id string) (*producer.Result, error) {
 	var r struct {
-		Workflow *engine.Workflow    `json:"workflow"`
-		Final    []engine.StepRecord `json:"final"`
+		Workflow *producer.Workflow    `json:"workflow"`
+		Final    []producer.StepRecord `json:"final"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id)+"/result", nil, &r); err != nil {
 		return nil, err
 	}
-	return &engine.Result{Workflow: r.Workflow, Final: r.Final}, nil
+	return &producer.Result{Workflow: r.Workflow, Final: r.Final}, nil
 }
 
 // Instances reads a page of a map step's instances.
-func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*engine.InstancePage, error) {
-	var p engine.InstancePage
+func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*producer.InstancePage, error) {
+	var p producer.InstancePage
 	path := fmt.Sprintf("/api/v1/workflows/%s/steps/%s/instances?offset=%d&limit=%d", url.PathEscape(id), url.PathEscape(step), offset, limit)
 	if err := c.do(ctx, "GET", path, nil, &p); err != nil {
 		return nil, err
@@ -147,15 +148,15 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 	return &p, nil
 }
 
-// Wait polls until the workflow is settled (engine.Settled) or ctx ends.
-func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*engine.Workflow)) (*engine.Workflow, error) {
+// Wait polls until the workflow is settled (producer.Settled) or ctx ends.
+func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChange func(*producer.Workflow)) (*producer.Workflow, error) {
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	var (
-		last *engine.Workflow
+		last *producer.Workflow
 		sig  string
 	)
 	for {
@@ -166,12 +167,12 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 		if err != nil {
 			return nil, err
 		}
-		if s := engine.Signature(wf); onChange != nil && (last == nil || s != sig) {
+		if s := producer.Signature(wf); onChange != nil && (last == nil || s != sig) {
 			sig = s
 			onChange(wf)
 		}
 		last = wf
-		if engine.Settled(wf.State) {
+		if producer.Settled(wf.State) {
 			return wf, nil
 		}
 		select {
@@ -192,8 +193,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 }
 
 // List returns recent workflows (the server caps how many).
-func (c *Client) List(ctx context.Context, state string, limit int) ([]*engine.Workflow, error) {
-	var wfs []*engine.Workflow
+func (c *Client) List(ctx context.Context, state string, limit int) ([]*producer.Workflow, error) {
+	var wfs []*producer.Workflow
 	err := c.do(ctx, "GET", "/api/v1/workflows?state="+url.QueryEscape(state), nil, &wfs)
 	if limit > 0 && len(wfs) > limit {
 		wfs = wfs[:limit]
@@ -203,19 +204,19 @@ func (c *Client) List(ctx context.Context, state string, limit int) ([]*engine.W
 
 // ListPage returns a page of workflows, newest first, filtered by o,
 // without their steps.
-func (c *Client) ListPage(ctx context.Context, o engine.ListOptions) ([]*engine.Workflow, error) {
+func (c *Client) ListPage(ctx context.Context, o producer.ListOptions) ([]*producer.Workflow, error) {
 	q := url.Values{"state": {o.State}, "name": {o.Name}, "after": {o.After}, "limit": {"50"}} // 0 or less: 50, as over Redis
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	var wfs []*engine.Workflow
+	var wfs []*producer.Workflow
 	err := c.do(ctx, "GET", "/api/v1/workflows?"+q.Encode(), nil, &wfs)
 	return wfs, err
 }
 
 // Spec returns the spec workflow id was submitted with.
-func (c *Client) Spec(ctx context.Context, id string) (*engine.Spec, error) {
-	var s engine.Spec
+func (c *Client) Spec(ctx context.Context, id string) (*spec.Spec, error) {
+	var s spec.Spec
 	if err := c.do(ctx, "GET", "/api/v1/workflows/"+url.PathEscape(id)+"/spec", nil, &s); err != nil {
 		return nil, err
 	}
@@ -223,7 +224,7 @@ func (c *Client) Spec(ctx context.Context, id string) (*engine.Spec, error) {
 }
 
 // Decide records a decision on a waiting approval step (by is the API's
-// own: "api"); engine.ErrNotWaiting if the step is not waiting.
+// own: "api"); flow.ErrNotWaiting if the step is not waiting.
 func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comment, _ string) (string, error) {
 	body, _ := json.Marshal(map[string]any{"approve": approve, "comment": comment})
 	var r struct {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
 )
 
 // What an answer that is not the dashboard's says to the caller: a
@@ -22,7 +22,7 @@ func TestAnswersThatAreNotTheDashboards(t *testing.T) {
 		_, _ = w.Write([]byte("<html><body>502 Bad Gateway</body></html>"))
 	}))
 	defer proxy.Close()
-	if _, err := apiclient.New(proxy.URL, "").Status(t.Context(), "wf_x"); !errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, apiclient.ErrUnreachable) {
+	if _, err := apiclient.New(proxy.URL, "").Status(t.Context(), "wf_x"); !errors.Is(err, flow.ErrUnavailable) || !errors.Is(err, apiclient.ErrUnreachable) {
 		t.Fatalf("a proxy's 502: %v, want ErrUnavailable", err)
 	}
 
@@ -34,17 +34,17 @@ func TestAnswersThatAreNotTheDashboards(t *testing.T) {
 	}))
 	defer dropped.Close()
 	_, err := apiclient.New(dropped.URL, "").Cancel(t.Context(), "wf_x")
-	if errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, apiclient.ErrUnreachable) || !strings.Contains(err.Error(), "may have been made") {
+	if errors.Is(err, flow.ErrUnavailable) || !errors.Is(err, apiclient.ErrUnreachable) || !strings.Contains(err.Error(), "may have been made") {
 		t.Fatalf("a change whose answer was lost: %v, want unreachable, not unavailable", err)
 	}
-	if _, err := apiclient.New(dropped.URL, "").Status(t.Context(), "wf_x"); !errors.Is(err, engine.ErrUnavailable) {
+	if _, err := apiclient.New(dropped.URL, "").Status(t.Context(), "wf_x"); !errors.Is(err, flow.ErrUnavailable) {
 		t.Fatalf("a read whose answer was lost: %v, want ErrUnavailable", err)
 	}
 
 	closed := httptest.NewServer(http.NotFoundHandler())
 	url := closed.URL
 	closed.Close()
-	if _, err := apiclient.New(url, "").Cancel(t.Context(), "wf_x"); !errors.Is(err, engine.ErrUnavailable) {
+	if _, err := apiclient.New(url, "").Cancel(t.Context(), "wf_x"); !errors.Is(err, flow.ErrUnavailable) {
 		t.Fatalf("a change that never left: %v, want ErrUnavailable", err)
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"net/url"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of
@@ -14,19 +15,19 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 	if err != nil {
 		return "", err
 	}
-	return engine.StepTaskID(id, step, wf.Generation), nil
+	return flow.StepTaskID(id, step, wf.Generation), nil
 }
 
 // DeadLetters lists dead letters, optionally of one class.
-func (c *Client) DeadLetters(ctx context.Context, class string) ([]engine.DeadLetter, error) {
-	var dls []engine.DeadLetter
+func (c *Client) DeadLetters(ctx context.Context, class string) ([]producer.DeadLetter, error) {
+	var dls []producer.DeadLetter
 	err := c.do(ctx, "GET", "/api/v1/dlq?class="+url.QueryEscape(class), nil, &dls)
 	return dls, err
 }
 
 // DeadLetterDetail returns one dead letter with its prompt and errors.
-func (c *Client) DeadLetterDetail(ctx context.Context, task string) (*engine.DeadLetterDetail, error) {
-	var d engine.DeadLetterDetail
+func (c *Client) DeadLetterDetail(ctx context.Context, task string) (*producer.DeadLetterDetail, error) {
+	var d producer.DeadLetterDetail
 	if err := c.do(ctx, "GET", "/api/v1/dlq/"+url.PathEscape(task), nil, &d); err != nil {
 		return nil, err
 	}

@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // The API's "code"s: no live worker is alive; an idempotency key names a
@@ -25,7 +27,7 @@ const (
 )
 
 // unreachableError is a dashboard that did not answer: the caller treats
-// it as Redis not answering (engine.ErrUnavailable: wait, and try again),
+// it as Redis not answering (flow.ErrUnavailable: wait, and try again),
 // but for a change that may have been made before the answer was lost
 // (mayHaveRun: a submit tried again could run twice, unless it has an
 // idempotency key).
@@ -46,7 +48,7 @@ func (e *unreachableError) Unwrap() []error {
 	if e.mayHaveRun {
 		return []error{ErrUnreachable, e.err}
 	}
-	return []error{ErrUnreachable, engine.ErrUnavailable, e.err}
+	return []error{ErrUnreachable, flow.ErrUnavailable, e.err}
 }
 
 // notSent reports a request that never reached the server: its
@@ -94,7 +96,7 @@ func decodeError(method, path string, status int, data []byte) error {
 		// lines: the caller puts them on its own file
 		errs := make([]error, len(e.Details))
 		for i, d := range e.Details {
-			errs[i] = &engine.SpecError{Where: d.Where, Msg: d.Message}
+			errs[i] = &spec.SpecError{Where: d.Where, Msg: d.Message}
 		}
 		return errors.Join(errs...)
 	}
@@ -112,36 +114,36 @@ func decodeError(method, path string, status int, data []byte) error {
 	err := fmt.Errorf("%s %s: %d %s", method, path, status, msg)
 	switch {
 	case e.Code == codeUnavailable:
-		return &serverError{msg: msg, is: engine.ErrUnavailable}
+		return &serverError{msg: msg, is: flow.ErrUnavailable}
 	case e.Code == codeNotAMap:
-		return &serverError{msg: msg, is: engine.ErrNotAMap}
+		return &serverError{msg: msg, is: producer.ErrNotAMap}
 	case e.Code == codeUnknownState:
-		return &serverError{msg: msg, is: engine.ErrUnknownState}
+		return &serverError{msg: msg, is: producer.ErrUnknownState}
 	case e.Code == codeNoWorkers:
-		return fmt.Errorf("%w: %v", engine.ErrNoWorkers, err)
+		return fmt.Errorf("%w: %v", producer.ErrNoWorkers, err)
 	case status == http.StatusConflict && e.Code == codeIdempotencyConflict:
-		return &serverError{msg: msg, is: engine.ErrIdempotencyConflict}
+		return &serverError{msg: msg, is: producer.ErrIdempotencyConflict}
 	case e.Code == codeBadIdempotencyKey:
-		return &serverError{msg: msg, is: engine.ErrBadIdempotencyKey}
+		return &serverError{msg: msg, is: producer.ErrBadIdempotencyKey}
 	case status == http.StatusConflict && e.Code == "not_waiting":
-		return &serverError{msg: msg, is: engine.ErrNotWaiting}
+		return &serverError{msg: msg, is: flow.ErrNotWaiting}
 	case status == http.StatusConflict && e.Code == "not_finished":
-		return &serverError{msg: msg, is: engine.ErrNotFinished}
+		return &serverError{msg: msg, is: producer.ErrNotFinished}
 	case strings.HasPrefix(path, "/api/v1/queues/") && status == http.StatusNotFound:
-		return &serverError{msg: msg, is: engine.ErrUnknownQueue}
+		return &serverError{msg: msg, is: producer.ErrUnknownQueue}
 	case strings.HasPrefix(path, "/api/v1/dlq") && status == http.StatusBadRequest:
-		return &serverError{msg: msg, is: engine.ErrUnknownClass}
+		return &serverError{msg: msg, is: producer.ErrUnknownClass}
 	case strings.HasPrefix(path, "/api/v1/keys") && (status == http.StatusNotFound || status == http.StatusBadRequest):
 		return fmt.Errorf("%w: %v", record.ErrUnknownKey, err)
 	}
 	switch status {
 	case http.StatusNotFound:
 		if strings.HasPrefix(path, "/api/v1/dlq/") {
-			return fmt.Errorf("%w: %v", engine.ErrNoDeadLetter, err)
+			return fmt.Errorf("%w: %v", producer.ErrNoDeadLetter, err)
 		}
-		return fmt.Errorf("%w: %v", engine.ErrNotFound, err)
+		return fmt.Errorf("%w: %v", producer.ErrNotFound, err)
 	case http.StatusBadRequest:
-		return fmt.Errorf("%w: %v", engine.ErrInvalidSpec, err)
+		return fmt.Errorf("%w: %v", spec.ErrInvalidSpec, err)
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
 	}
@@ -161,4 +163,4 @@ func (e *serverError) Unwrap() error { return e.is }
 type problemError struct{ msg string }
 
 func (e *problemError) Error() string { return e.msg }
-func (e *problemError) Unwrap() error { return engine.ErrInvalidSpec }
+func (e *problemError) Unwrap() error { return spec.ErrInvalidSpec }

@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/metrics"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/redact"
@@ -60,7 +60,7 @@ type App struct {
 	// Inspector reads asynq's queues (Router, Monitor).
 	Inspector *asynq.Inspector
 	// Client is the producer client (Producer).
-	Client *engine.Client
+	Client *producer.Client
 	// Router calls the configured routes (Router).
 	Router *router.Router
 	// Metrics are the Prometheus metrics: calls, steps and queues (Router);

@@ -6,8 +6,8 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // The configuration's limits.max_turns reaches the spec check of every
@@ -15,14 +15,14 @@ import (
 func TestClientOptionsCarryMaxTurns(t *testing.T) {
 	cfg := config.Default()
 	cfg.Limits.MaxTurns = 4
-	spec := "name: t\nsteps:\n  - { id: a, route: r, prompt: hi, tools: [fetch_figure], max_turns: 5 }\n"
-	_, err := engine.ParseSpec("w.yaml", []byte(spec), nil, app.ClientOptions(cfg).Limits)
+	wspec := "name: t\nsteps:\n  - { id: a, route: r, prompt: hi, tools: [fetch_figure], max_turns: 5 }\n"
+	_, err := spec.ParseSpec("w.yaml", []byte(wspec), nil, app.ClientOptions(cfg).Limits)
 	lines := problem.Lines(err)
 	if len(lines) != 1 || !strings.Contains(lines[0], "steps[0] (a).max_turns: 5 is over the limit of 4 (limits.max_turns)") {
 		t.Fatalf("got %q", lines)
 	}
 	cfg.Limits.MaxTurns = 5
-	if _, err := engine.ParseSpec("w.yaml", []byte(spec), nil, app.ClientOptions(cfg).Limits); err != nil {
+	if _, err := spec.ParseSpec("w.yaml", []byte(wspec), nil, app.ClientOptions(cfg).Limits); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // Producer makes App.Client: the producer client, checking specs against
@@ -12,15 +14,15 @@ import (
 // the worker's configuration is the one that counts).
 func Producer() Part {
 	return Part{name: "Producer", build: func(_ context.Context, a *App) error {
-		a.Client = engine.NewClient(a.Redis, ClientOptions(a.Config))
+		a.Client = producer.NewClient(a.Redis, ClientOptions(a.Config))
 		return nil
 	}}
 }
 
 // ClientOptions are the producer client's options from a configuration.
-func ClientOptions(cfg config.Config) engine.ClientOptions {
-	o := engine.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
-		Limits: engine.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems}}
+func ClientOptions(cfg config.Config) producer.ClientOptions {
+	o := producer.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
+		Limits: spec.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems}}
 	if len(cfg.Routes) > 0 {
 		o.Routes = cfg.RouteNames()
 	}
@@ -28,11 +30,11 @@ func ClientOptions(cfg config.Config) engine.ClientOptions {
 	return o
 }
 
-// Prices converts the configured price table for engine.Cost.
-func Prices(cfg config.Config) map[string]engine.Price {
-	out := make(map[string]engine.Price, len(cfg.Prices))
+// Prices converts the configured price table for flow.Cost.
+func Prices(cfg config.Config) map[string]flow.Price {
+	out := make(map[string]flow.Price, len(cfg.Prices))
 	for t, p := range cfg.Prices {
-		out[t] = engine.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
+		out[t] = flow.Price{PromptPerMTok: p.Prompt, CompletionPerMTok: p.Completion}
 	}
 	return out
 }

@@ -6,8 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // approveCmd is `enqueue approve ID STEP [--reject] [--comment TEXT]`: a
@@ -34,7 +36,7 @@ waiting (decided already, not reached yet, or its workflow ended) is refused
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return withClient(cmd, c, func(cl *client.Client) error {
 			state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
-			if errors.Is(err, engine.ErrNotWaiting) {
+			if errors.Is(err, flow.ErrNotWaiting) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err != nil {
@@ -73,7 +75,7 @@ their ids). A workflow still running is refused (exit 2).`,
 		}
 		return withClient(cmd, c, func(cl *client.Client) error {
 			gen, err := cl.Rerun(cmd.Context(), args[0], from)
-			if errors.Is(err, engine.ErrNotFinished) || errors.Is(err, engine.ErrInvalidSpec) {
+			if errors.Is(err, producer.ErrNotFinished) || errors.Is(err, spec.ErrInvalidSpec) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err != nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/dashboard"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -153,7 +153,7 @@ func TestQueuePauseHoldsStepsUntilResume(t *testing.T) {
 		return time.Since(start) > 1500*time.Millisecond, "watching the paused queue"
 	})
 	r = run(t, cli.Enqueue, server, "queue", "list", "--json")
-	var qs []engine.QueueInfo
+	var qs []producer.QueueInfo
 	if r.code != 0 || json.Unmarshal([]byte(r.out), &qs) != nil {
 		t.Fatalf("queue list --json: exit %d, %q %q", r.code, r.out, r.err)
 	}
@@ -178,7 +178,7 @@ func TestQueuePauseHoldsStepsUntilResume(t *testing.T) {
 	}
 }
 
-func findQueue(qs []engine.QueueInfo, name string) *engine.QueueInfo {
+func findQueue(qs []producer.QueueInfo, name string) *producer.QueueInfo {
 	for i := range qs {
 		if qs[i].Name == name {
 			return &qs[i]
@@ -200,7 +200,7 @@ func TestSchedulesRunOnTheWorkers(t *testing.T) {
 	e.StartWorker(t)
 	e.StartAnotherWorker(t)
 	poll.Until(t, 20*time.Second, func() (bool, string) {
-		wfs, err := e.Client.List(t.Context(), engine.StateCompleted, 100)
+		wfs, err := e.Client.List(t.Context(), producer.StateCompleted, 100)
 		return err == nil && len(wfs) >= 2, fmt.Sprintf("%d scheduled runs completed (%v)", len(wfs), err)
 	})
 	url := serveAPI(t, e, "api-token")
@@ -210,7 +210,7 @@ func TestSchedulesRunOnTheWorkers(t *testing.T) {
 			args = append(args, "--config", cfg)
 		}
 		r := run(t, cli.Enqueue, v, args...)
-		var ss []engine.ScheduleInfo
+		var ss []producer.ScheduleInfo
 		if r.code != 0 || json.Unmarshal([]byte(r.out), &ss) != nil || len(ss) != 1 {
 			t.Fatalf("schedule list: exit %d, %q %q", r.code, r.out, r.err)
 		}

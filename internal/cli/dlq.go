@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 func dlqCmd(c *common) *cobra.Command {
@@ -42,7 +42,7 @@ discard it and the workflow fails.`,
 				}
 				if asJSON {
 					if dls == nil {
-						dls = []engine.DeadLetter{}
+						dls = []producer.DeadLetter{}
 					}
 					return printJSON(cmd.OutOrStdout(), dls)
 				}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -32,7 +32,7 @@ func TestDeadLetterReviewRequeueAndDiscard(t *testing.T) {
 	}
 	task := tasks.TaskID(ids[0], "greet")
 
-	var dls []engine.DeadLetter
+	var dls []producer.DeadLetter
 	poll.Until(t, 5*time.Second, func() (bool, string) {
 		r := run(t, cli.Enqueue, vars, "dlq", "list", "--config", cfg, "--json")
 		if err := json.Unmarshal([]byte(r.out), &dls); err != nil {

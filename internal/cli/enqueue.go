@@ -12,9 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/tracing"
 )
 
@@ -113,7 +114,7 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		if cmd.Flags().Changed("idempotency-key") {
-			if err := engine.CheckIdempotencyKey(idemKey); err != nil {
+			if err := producer.CheckIdempotencyKey(idemKey); err != nil {
 				return usageErr("--idempotency-key: %v", err)
 			}
 		}
@@ -126,24 +127,24 @@ all (--no-check submits anyway).`,
 		if args[0] != "-" {
 			schemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
 		}
-		spec, err := client.ParseSpec(cfg, source, data, schemaDir)
+		wspec, err := client.ParseSpec(cfg, source, data, schemaDir)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		if err := applyInputs(spec, inputs); err != nil {
+		if err := applyInputs(wspec, inputs); err != nil {
 			return err
 		}
-		if err := checkInputs(cmd.ErrOrStderr(), spec, inputs, unused); err != nil {
+		if err := checkInputs(cmd.ErrOrStderr(), wspec, inputs, unused); err != nil {
 			return err
 		}
 		if queue != "" {
-			spec.Defaults.Queue = queue
+			wspec.Defaults.Queue = queue
 		}
 		if cmd.Flags().Changed("deadline") {
 			if dl < time.Second {
 				return usageErr("--deadline: %s is under 1s", dl)
 			}
-			spec.Deadline = engine.Duration(dl) // travels with the spec, to Redis or through --server
+			wspec.Deadline = spec.Duration(dl) // travels with the spec, to Redis or through --server
 		}
 		cl, err := c.openProducer(cmd, cfg)
 		if err != nil {
@@ -155,19 +156,19 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		defer stop(context.WithoutCancel(cmd.Context()))
-		var opts []engine.SubmitOption
+		var opts []producer.SubmitOption
 		if noCheck {
-			opts = append(opts, engine.WithoutWorkerCheck())
+			opts = append(opts, producer.WithoutWorkerCheck())
 		}
 		if idemKey != "" {
-			opts = append(opts, engine.WithIdempotencyKey(idemKey))
+			opts = append(opts, producer.WithIdempotencyKey(idemKey))
 		}
-		sub, err := cl.SubmitWorkflow(cmd.Context(), spec, opts...)
-		if errors.Is(err, engine.ErrIdempotencyConflict) {
+		sub, err := cl.SubmitWorkflow(cmd.Context(), wspec, opts...)
+		if errors.Is(err, producer.ErrIdempotencyConflict) {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		if err != nil {
-			return submitErr(source, spec, err)
+			return submitErr(source, wspec, err)
 		}
 		id := sub.ID
 		if sub.Existing {
@@ -204,7 +205,7 @@ all (--no-check submits anyway).`,
 			err = printJSON(out, submittedJSON{wf, sub.Existing})
 		} else {
 			printWorkflow(out, wf, cl)
-			if wf.State == engine.StateCompleted {
+			if wf.State == producer.StateCompleted {
 				err = printResult(ctx, out, cl, id, false)
 			}
 		}
@@ -220,13 +221,13 @@ all (--no-check submits anyway).`,
 // submittedJSON is what enqueue --json prints: the workflow, and whether
 // its idempotency key named one submitted before.
 type submittedJSON struct {
-	*engine.Workflow
+	*producer.Workflow
 	Existing bool `json:"existing"`
 }
 
 // endState is the exit of a command that waited for wf.
-func endState(wf *engine.Workflow) error {
-	if wf.State != engine.StateCompleted {
+func endState(wf *producer.Workflow) error {
+	if wf.State != producer.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s is %s", wf.ID, wf.State)}
 	}
 	return nil
@@ -253,7 +254,7 @@ func readSpec(arg string, stdin io.Reader, limit int) ([]byte, string, error) {
 }
 
 func notFound(err error, id string) error {
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, producer.ErrNotFound) {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("workflow %s not found (wrong id, or expired after its retention)", id)}
 	}
 	return err
@@ -287,8 +288,8 @@ func printResult(ctx context.Context, w io.Writer, cl *client.Client, id string,
 // printInstances prints a map step's instance outputs in item order, read
 // a page at a time (a wide map is never held whole).
 func printInstances(ctx context.Context, w io.Writer, cl *client.Client, id, step string, n int) error {
-	for off := 0; off < n; off += engine.MaxInstancesPage {
-		p, err := cl.Instances(ctx, id, step, off, engine.MaxInstancesPage)
+	for off := 0; off < n; off += producer.MaxInstancesPage {
+		p, err := cl.Instances(ctx, id, step, off, producer.MaxInstancesPage)
 		if err != nil {
 			return fmt.Errorf("workflow %s step %s: instances from %d: %w", id, step, off, err)
 		}

@@ -17,11 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // Exit codes, the same for every command (the README's table).
@@ -70,12 +72,12 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, engine.ErrUnavailable):
+	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, flow.ErrUnavailable):
 		return ExitUnreachable
-	case errors.Is(err, engine.ErrNoWorkers):
+	case errors.Is(err, producer.ErrNoWorkers):
 		return ExitNoWorkers
-	case errors.Is(err, engine.ErrInvalidSpec), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrNoDeadLetter),
-		errors.Is(err, engine.ErrUnknownClass), errors.Is(err, engine.ErrUnknownState), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, record.ErrUnknownKey):
+	case errors.Is(err, spec.ErrInvalidSpec), errors.Is(err, producer.ErrNotFound), errors.Is(err, producer.ErrNoDeadLetter),
+		errors.Is(err, producer.ErrUnknownClass), errors.Is(err, producer.ErrUnknownState), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, record.ErrUnknownKey):
 		return ExitUsage
 	}
 	var fe *config.FieldError

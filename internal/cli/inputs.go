@@ -6,13 +6,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // checkInputs refuses (or, with allowUnused, warns about) --input keys no
 // template of the spec reads: a typo would otherwise be accepted silently.
-func checkInputs(stderr io.Writer, spec *engine.Spec, inputs []string, allowUnused bool) error {
-	read, all := spec.InputKeys()
+func checkInputs(stderr io.Writer, wspec *spec.Spec, inputs []string, allowUnused bool) error {
+	read, all := wspec.InputKeys()
 	if all {
 		return nil
 	}
@@ -37,16 +37,16 @@ func orNone(keys []string) string {
 	return strings.Join(keys, ", ")
 }
 
-func applyInputs(spec *engine.Spec, inputs []string) error {
+func applyInputs(wspec *spec.Spec, inputs []string) error {
 	for _, kv := range inputs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return usageErr("--input %q: want key=value", kv)
 		}
-		if spec.Input == nil {
-			spec.Input = map[string]any{}
+		if wspec.Input == nil {
+			wspec.Input = map[string]any{}
 		}
-		spec.Input[k] = v
+		wspec.Input[k] = v
 	}
 	return nil
 }

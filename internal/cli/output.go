@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // printJSON writes v as one indented JSON document.
@@ -21,12 +21,12 @@ func printJSON(w io.Writer, v any) error {
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *engine.Workflow, cl *client.Client) {
+func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
 	}
-	u := engine.Usage(wf)
+	u := producer.Usage(wf)
 	cost := ""
 	if c, ok := cl.Cost(wf); ok && (cl.Priced() || c > 0) {
 		cost = fmt.Sprintf(", cost %.4f%s", c, client.CostByProvider(wf))

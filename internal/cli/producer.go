@@ -3,8 +3,8 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/config"
 )
 
 // serverURL is --server, else AGENTQ_SERVER; empty: talk to Redis.

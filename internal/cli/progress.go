@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // progress shows a waiting workflow: a bar redrawn in place on a terminal,
@@ -33,7 +33,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func (p *progress) update(wf *engine.Workflow) {
+func (p *progress) update(wf *producer.Workflow) {
 	if wf.Steps == nil && wf.Counts != nil {
 		p.counts(wf) // a wide workflow: its counters, not its steps
 		return
@@ -75,7 +75,7 @@ func (p *progress) update(wf *engine.Workflow) {
 	}
 }
 
-func (p *progress) bar(wf *engine.Workflow) {
+func (p *progress) bar(wf *producer.Workflow) {
 	const width = 24
 	done, failed := 0, 0
 	var running, waiting []string
@@ -110,7 +110,7 @@ func (p *progress) bar(wf *engine.Workflow) {
 
 // counts shows a wide workflow by its counters: a line per change (per
 // tenth of its steps off a terminal), redrawn in place on one.
-func (p *progress) counts(wf *engine.Workflow) {
+func (p *progress) counts(wf *producer.Workflow) {
 	c := wf.Counts
 	line := fmt.Sprintf("%s: %d/%d steps settled", wf.State, c.Settled, c.Steps)
 	if c.Dead > 0 {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // queueCmd is `enqueue queue list|pause|resume`: asynq's queues, through
@@ -36,7 +36,7 @@ queued on; naming another is an error (exit 2).`,
 				}
 				if asJSON {
 					if qs == nil {
-						qs = []engine.QueueInfo{}
+						qs = []producer.QueueInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), qs)
 				}
@@ -54,14 +54,14 @@ queued on; naming another is an error (exit 2).`,
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
-	change := func(use, short, done, already string, f func(*client.Client, *cobra.Command, string) (engine.QueueChange, error)) *cobra.Command {
+	change := func(use, short, done, already string, f func(*client.Client, *cobra.Command, string) (producer.QueueChange, error)) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
 			Example: "  enqueue queue " + use + " default",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return withClient(cmd, c, func(cl *client.Client) error {
 					ch, err := f(cl, cmd, args[0])
-					if errors.Is(err, engine.ErrUnknownQueue) {
+					if errors.Is(err, producer.ErrUnknownQueue) {
 						return &ExitError{Code: ExitUsage, Err: err}
 					}
 					if err != nil {
@@ -79,11 +79,11 @@ queued on; naming another is an error (exit 2).`,
 	}
 	pause := change("pause", "Stop workers taking the queue's steps (running ones finish; submits are still accepted)",
 		"paused (its steps wait until 'enqueue queue resume %[1]s')", "was paused already",
-		func(cl *client.Client, cmd *cobra.Command, name string) (engine.QueueChange, error) {
+		func(cl *client.Client, cmd *cobra.Command, name string) (producer.QueueChange, error) {
 			return cl.PauseQueue(cmd.Context(), name)
 		})
 	resume := change("resume", "Let workers take a paused queue's steps again", "resumed", "was not paused",
-		func(cl *client.Client, cmd *cobra.Command, name string) (engine.QueueChange, error) {
+		func(cl *client.Client, cmd *cobra.Command, name string) (producer.QueueChange, error) {
 			return cl.ResumeQueue(cmd.Context(), name)
 		})
 	cmd.AddCommand(list, pause, resume)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // scheduleCmd is `enqueue schedule list`: the periodic workflows the
@@ -38,7 +38,7 @@ last minute). See docs/schedules.md.`,
 				}
 				if asJSON {
 					if ss == nil {
-						ss = []engine.ScheduleInfo{}
+						ss = []producer.ScheduleInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), ss)
 				}

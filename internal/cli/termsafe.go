@@ -5,13 +5,13 @@ import (
 	"io"
 	"unicode/utf8"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // termSafe escapes what would act on a terminal instead of being shown:
 // control characters but newline and tab (ESC starts colour and title
 // sequences, CR overwrites a line) and the bidirectional formatting
-// characters that reorder what is shown (engine.IsHidingRune). Text comes
+// characters that reorder what is shown (spec.IsHidingRune). Text comes
 // from workflow names, step outputs, errors and providers: nothing of it
 // may recolour the terminal, set its title or disguise a line. JSON stays
 // JSON: encoding/json escapes control characters itself, and an escaped
@@ -60,7 +60,7 @@ func escapeRune(r rune, n int) bool {
 	if r == utf8.RuneError && n <= 1 {
 		return n == 1
 	}
-	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || engine.IsHidingRune(r)
+	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || spec.IsHidingRune(r)
 }
 
 // terminalSafe is env with its writers escaping (termSafe).

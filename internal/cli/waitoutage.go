@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // waitPoll is how often --wait reads the workflow.
@@ -20,10 +21,10 @@ const waitPoll = 200 * time.Millisecond
 // for at most outage in one stretch: a restart or a failover of Redis says
 // nothing about the workflow, which goes on on the workers. It says so on
 // w once per outage. Past outage it returns the last error, which exits 3.
-func waitThroughOutages(ctx context.Context, cl *client.Client, id string, outage time.Duration, onChange func(*engine.Workflow), w io.Writer) (*engine.Workflow, error) {
+func waitThroughOutages(ctx context.Context, cl *client.Client, id string, outage time.Duration, onChange func(*producer.Workflow), w io.Writer) (*producer.Workflow, error) {
 	var since time.Time // the start of the current outage; zero: none
 	// each Wait reports its first read: an answer ends the outage
-	answered := func(wf *engine.Workflow) {
+	answered := func(wf *producer.Workflow) {
 		since = time.Time{}
 		if onChange != nil {
 			onChange(wf)
@@ -31,7 +32,7 @@ func waitThroughOutages(ctx context.Context, cl *client.Client, id string, outag
 	}
 	for {
 		wf, err := cl.Wait(ctx, id, waitPoll, answered)
-		if err == nil || !(errors.Is(err, engine.ErrUnavailable) || errors.Is(err, apiclient.ErrUnreachable)) || ctx.Err() != nil {
+		if err == nil || !(errors.Is(err, flow.ErrUnavailable) || errors.Is(err, apiclient.ErrUnreachable)) || ctx.Err() != nil {
 			return wf, err
 		}
 		switch {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 func statusCmd(c *common) *cobra.Command {
@@ -32,7 +32,7 @@ that failed, is blocked on a dead-lettered step, was canceled or timed out
 					printWorkflow(cmd.OutOrStdout(), wf, cl)
 				}
 				switch wf.State {
-				case engine.StateFailed, engine.StateBlocked, engine.StateCanceled, engine.StateTimedOut:
+				case producer.StateFailed, producer.StateBlocked, producer.StateCanceled, producer.StateTimedOut:
 					return endState(wf)
 				}
 				return nil
@@ -63,7 +63,7 @@ exits 1 if the workflow has not completed.`,
 					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
 						return err
 					}
-				} else if wf.State == engine.StateCompleted {
+				} else if wf.State == producer.StateCompleted {
 					if err := printResult(cmd.Context(), cmd.OutOrStdout(), cl, args[0], all); err != nil {
 						return err
 					}
@@ -105,7 +105,7 @@ func listCmd(c *common) *cobra.Command {
 		Use: "list", Short: "List recent workflows, newest first", Args: cobra.NoArgs,
 		Example: "  enqueue list --state running",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := engine.CheckState(state); err != nil { // before connecting: bad input never touches Redis
+			if err := producer.CheckState(state); err != nil { // before connecting: bad input never touches Redis
 				return usageErr("--state: %v", err)
 			}
 			return withClient(cmd, c, func(cl *client.Client) error {
@@ -115,7 +115,7 @@ func listCmd(c *common) *cobra.Command {
 				}
 				if asJSON {
 					if wfs == nil {
-						wfs = []*engine.Workflow{}
+						wfs = []*producer.Workflow{}
 					}
 					return printJSON(cmd.OutOrStdout(), wfs)
 				}

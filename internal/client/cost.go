@@ -6,20 +6,21 @@ import (
 	"strings"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // Cost is a workflow's priced cost with the configuration's prices; false
 // when no step's target has a price.
-func (c *Client) Cost(wf *engine.Workflow) (float64, bool) { return engine.Cost(wf, app.Prices(c.cfg)) }
+func (c *Client) Cost(wf *producer.Workflow) (float64, bool) { return flow.Cost(wf, app.Prices(c.cfg)) }
 
 // Priced says the configuration prices any target.
 func (c *Client) Priced() bool { return len(c.cfg.Prices) > 0 }
 
 // CostByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost by
 // who answered, for status and the workflow page; empty when one paid all.
-func CostByProvider(wf *engine.Workflow) string {
-	by := engine.CostByProvider(wf)
+func CostByProvider(wf *producer.Workflow) string {
+	by := flow.CostByProvider(wf)
 	if len(by) < 2 {
 		return ""
 	}

@@ -10,32 +10,33 @@ import (
 
 	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // driver is where the workflows are: Redis (redisDriver) or a dashboard's
 // HTTP API (apiclient.Client).
 type driver interface {
-	SubmitWorkflow(ctx context.Context, spec *engine.Spec, opts ...engine.SubmitOption) (engine.Submission, error)
-	Spec(ctx context.Context, id string) (*engine.Spec, error)
-	Status(ctx context.Context, id string) (*engine.Workflow, error)
-	Result(ctx context.Context, id string) (*engine.Result, error)
-	Instances(ctx context.Context, id, step string, offset, limit int) (*engine.InstancePage, error)
-	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*engine.Workflow)) (*engine.Workflow, error)
+	SubmitWorkflow(ctx context.Context, spec *spec.Spec, opts ...producer.SubmitOption) (producer.Submission, error)
+	Spec(ctx context.Context, id string) (*spec.Spec, error)
+	Status(ctx context.Context, id string) (*producer.Workflow, error)
+	Result(ctx context.Context, id string) (*producer.Result, error)
+	Instances(ctx context.Context, id, step string, offset, limit int) (*producer.InstancePage, error)
+	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*producer.Workflow)) (*producer.Workflow, error)
 	Cancel(ctx context.Context, id string) (string, error)
-	List(ctx context.Context, state string, limit int) ([]*engine.Workflow, error)
-	ListPage(ctx context.Context, o engine.ListOptions) ([]*engine.Workflow, error)
-	DeadLetters(ctx context.Context, class string) ([]engine.DeadLetter, error)
+	List(ctx context.Context, state string, limit int) ([]*producer.Workflow, error)
+	ListPage(ctx context.Context, o producer.ListOptions) ([]*producer.Workflow, error)
+	DeadLetters(ctx context.Context, class string) ([]producer.DeadLetter, error)
 	DeadLetterTask(ctx context.Context, id, step string) (string, error)
-	DeadLetterDetail(ctx context.Context, task string) (*engine.DeadLetterDetail, error)
+	DeadLetterDetail(ctx context.Context, task string) (*producer.DeadLetterDetail, error)
 	Requeue(ctx context.Context, task string) error
 	RequeueAll(ctx context.Context, class string) (int, error)
 	Discard(ctx context.Context, task string) error
-	Queues(ctx context.Context) ([]engine.QueueInfo, error)
-	PauseQueue(ctx context.Context, name string) (engine.QueueChange, error)
-	ResumeQueue(ctx context.Context, name string) (engine.QueueChange, error)
-	Schedules(ctx context.Context) ([]engine.ScheduleInfo, error)
+	Queues(ctx context.Context) ([]producer.QueueInfo, error)
+	PauseQueue(ctx context.Context, name string) (producer.QueueChange, error)
+	ResumeQueue(ctx context.Context, name string) (producer.QueueChange, error)
+	Schedules(ctx context.Context) ([]producer.ScheduleInfo, error)
 	Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error)
 	Rerun(ctx context.Context, id, from string) (int, error)
 	Keys(ctx context.Context) ([]record.KeyInfo, error)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -41,7 +41,7 @@ func Over(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log
 // redisDriver is the engine's producer client with the keys the live
 // workers advertise (and the configuration holds).
 type redisDriver struct {
-	*engine.Client
+	*producer.Client
 	fleet *store.Fleet
 	ads   []store.AdKey
 }

@@ -6,7 +6,8 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/workflows", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		var (
-			wfs []*engine.Workflow
+			wfs []*producer.Workflow
 			err error
 		)
 		if q.Has("name") || q.Has("limit") || q.Has("after") {
@@ -45,7 +46,7 @@ func (s *Server) api(mux *http.ServeMux) {
 				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit: " + strconv.Quote(q.Get("limit")) + " is not a positive number"})
 				return
 			}
-			wfs, err = s.client.ListPage(r.Context(), engine.ListOptions{State: q.Get("state"), Name: q.Get("name"), Limit: limit, After: q.Get("after")})
+			wfs, err = s.client.ListPage(r.Context(), producer.ListOptions{State: q.Get("state"), Name: q.Get("name"), Limit: limit, After: q.Get("after")})
 		} else {
 			wfs, err = s.client.List(r.Context(), q.Get("state"), 100)
 		}
@@ -54,7 +55,7 @@ func (s *Server) api(mux *http.ServeMux) {
 			return
 		}
 		if wfs == nil {
-			wfs = []*engine.Workflow{}
+			wfs = []*producer.Workflow{}
 		}
 		writeJSON(w, http.StatusOK, wfs)
 	})
@@ -68,17 +69,17 @@ func (s *Server) api(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, s.withCost(wf))
 	})
 	mux.HandleFunc("GET /api/v1/workflows/{id}/spec", func(w http.ResponseWriter, r *http.Request) {
-		spec, err := s.client.Spec(r.Context(), r.PathValue("id"))
+		wspec, err := s.client.Spec(r.Context(), r.PathValue("id"))
 		if err != nil {
 			apiError(w, err)
 			return
 		}
-		if spec.Notify != nil { // a hook's path and query are often its credential
-			n := *spec.Notify
+		if wspec.Notify != nil { // a hook's path and query are often its credential
+			n := *wspec.Notify
 			n.URL = hookOrigin(n.URL)
-			spec.Notify = &n
+			wspec.Notify = &n
 		}
-		writeJSON(w, http.StatusOK, spec)
+		writeJSON(w, http.StatusOK, wspec)
 	})
 	mux.HandleFunc("GET /api/v1/workflows/{id}/result", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.client.Result(r.Context(), r.PathValue("id"))
@@ -104,7 +105,7 @@ func (s *Server) api(mux *http.ServeMux) {
 			return
 		}
 		if dls == nil {
-			dls = []engine.DeadLetter{}
+			dls = []producer.DeadLetter{}
 		}
 		writeJSON(w, http.StatusOK, dls)
 	})
@@ -190,14 +191,14 @@ func hookOrigin(raw string) string {
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case engine.Unavailable(err):
+	case flow.Unavailable(err):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "code": "unavailable"})
 		return
 	case errorsIsNotFound(err):
 		status = http.StatusNotFound
-	case errors.Is(err, engine.ErrUnknownClass):
+	case errors.Is(err, producer.ErrUnknownClass):
 		status = http.StatusBadRequest
-	case errors.Is(err, engine.ErrUnknownState):
+	case errors.Is(err, producer.ErrUnknownState):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "code": "unknown_state"})
 		return
 	}

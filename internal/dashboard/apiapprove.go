@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // decisionRequest is the body of POST .../decision.
@@ -27,7 +29,7 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	state, err := s.client.Decide(r.Context(), r.PathValue("id"), r.PathValue("step"), req.Approve, req.Comment, "api")
 	switch {
-	case errors.Is(err, engine.ErrNotWaiting):
+	case errors.Is(err, flow.ErrNotWaiting):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "code": "not_waiting"})
 	case err != nil:
 		apiError(w, err)
@@ -46,7 +48,7 @@ func (s *Server) decisionForm(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := s.client.Decide(r.Context(), id, r.PathValue("step"), approve, r.FormValue("comment"), "dashboard")
 	switch {
-	case errors.Is(err, engine.ErrNotWaiting):
+	case errors.Is(err, flow.ErrNotWaiting):
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	case err != nil:
@@ -68,9 +70,9 @@ func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) {
 	}
 	gen, err := s.client.Rerun(r.Context(), r.PathValue("id"), req.From)
 	switch {
-	case errors.Is(err, engine.ErrNotFinished):
+	case errors.Is(err, producer.ErrNotFinished):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "code": "not_finished"})
-	case errors.Is(err, engine.ErrInvalidSpec):
+	case errors.Is(err, spec.ErrInvalidSpec):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	case err != nil:
 		apiError(w, err)
@@ -85,10 +87,10 @@ func (s *Server) rerunForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	_, err := s.client.Rerun(r.Context(), id, r.FormValue("from"))
 	switch {
-	case errors.Is(err, engine.ErrNotFinished):
+	case errors.Is(err, producer.ErrNotFinished):
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
-	case errors.Is(err, engine.ErrInvalidSpec):
+	case errors.Is(err, spec.ErrInvalidSpec):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	case err != nil:

@@ -6,12 +6,12 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // apiInstances is GET /api/v1/workflows/{id}/steps/{step}/instances
 // ?offset=N&limit=M: one page of a map step's instances (limit 0 or
-// absent: 100; over engine.MaxInstancesPage: that many), so a client reads
+// absent: 100; over producer.MaxInstancesPage: that many), so a client reads
 // a wide map a page at a time instead of all of it with the workflow.
 // 404 for an unknown workflow, 400 for a step that is not a map or a bad
 // offset or limit.
@@ -27,9 +27,9 @@ func (s *Server) apiInstances(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	page, err := s.client.Instances(r.Context(), r.PathValue("id"), r.PathValue("step"), offset, min(limit, engine.MaxInstancesPage))
+	page, err := s.client.Instances(r.Context(), r.PathValue("id"), r.PathValue("step"), offset, min(limit, producer.MaxInstancesPage))
 	switch {
-	case errors.Is(err, engine.ErrNotAMap):
+	case errors.Is(err, producer.ErrNotAMap):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "code": "not_a_map"})
 		return
 	case err != nil:

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // apiQueues is GET /api/v1/queues.
@@ -15,7 +15,7 @@ func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if qs == nil {
-		qs = []engine.QueueInfo{}
+		qs = []producer.QueueInfo{}
 	}
 	writeJSON(w, http.StatusOK, qs)
 }
@@ -32,9 +32,9 @@ func (s *Server) apiResumeQueue(w http.ResponseWriter, r *http.Request) {
 	queueAnswer(w, ch, err)
 }
 
-func queueAnswer(w http.ResponseWriter, ch engine.QueueChange, err error) {
+func queueAnswer(w http.ResponseWriter, ch producer.QueueChange, err error) {
 	switch {
-	case errors.Is(err, engine.ErrUnknownQueue):
+	case errors.Is(err, producer.ErrUnknownQueue):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 	case err != nil:
 		apiError(w, err)
@@ -51,7 +51,7 @@ func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ss == nil {
-		ss = []engine.ScheduleInfo{}
+		ss = []producer.ScheduleInfo{}
 	}
 	writeJSON(w, http.StatusOK, ss)
 }

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // submitted is the answer to a submit: the workflow, and whether its
@@ -21,7 +22,7 @@ type problemDetail struct {
 }
 
 type submitted struct {
-	*engine.Workflow
+	*producer.Workflow
 	Existing bool `json:"existing"`
 }
 
@@ -34,15 +35,15 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 		return
 	}
-	var opts []engine.SubmitOption
+	var opts []producer.SubmitOption
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if err := engine.CheckIdempotencyKey(key); err != nil {
+		if err := producer.CheckIdempotencyKey(key); err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "Idempotency-Key: " + err.Error(), "code": "bad_idempotency_key"})
 			return
 		}
-		opts = append(opts, engine.WithIdempotencyKey(key))
+		opts = append(opts, producer.WithIdempotencyKey(key))
 	}
-	spec, err := s.client.Parse("", body)
+	wspec, err := s.client.Parse("", body)
 	if err != nil {
 		specRefused(w, err)
 		return
@@ -53,10 +54,10 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input " + kv + ": want key=value"})
 			return
 		}
-		if spec.Input == nil {
-			spec.Input = map[string]any{}
+		if wspec.Input == nil {
+			wspec.Input = map[string]any{}
 		}
-		spec.Input[k] = v
+		wspec.Input[k] = v
 	}
 	if d := r.URL.Query().Get("deadline"); d != "" {
 		dl, err := time.ParseDuration(d)
@@ -64,25 +65,25 @@ func (s *Server) apiSubmit(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "deadline " + d + ": want a duration of at least 1s"})
 			return
 		}
-		opts = append(opts, engine.WithDeadline(dl))
+		opts = append(opts, producer.WithDeadline(dl))
 	}
 	switch r.URL.Query().Get("check") {
 	case "", "true":
 	case "false":
-		opts = append(opts, engine.WithoutWorkerCheck())
+		opts = append(opts, producer.WithoutWorkerCheck())
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "check " + r.URL.Query().Get("check") + ": want true or false"})
 		return
 	}
-	sub, err := s.client.SubmitWorkflow(r.Context(), spec, opts...)
+	sub, err := s.client.SubmitWorkflow(r.Context(), wspec, opts...)
 	switch {
-	case errors.Is(err, engine.ErrNoWorkers):
+	case errors.Is(err, producer.ErrNoWorkers):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error(), "code": "no_workers"})
 		return
-	case errors.Is(err, engine.ErrIdempotencyConflict):
+	case errors.Is(err, producer.ErrIdempotencyConflict):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "code": "idempotency_conflict"})
 		return
-	case errors.Is(err, engine.ErrInvalidSpec):
+	case errors.Is(err, spec.ErrInvalidSpec):
 		specRefused(w, err)
 		return
 	case err != nil:
@@ -110,7 +111,7 @@ func specRefused(w http.ResponseWriter, err error) {
 	var lines []string
 	details := []problemDetail{}
 	for _, e := range problem.Split(err) {
-		var se *engine.SpecError
+		var se *spec.SpecError
 		if errors.As(e, &se) {
 			if se.Where != "" {
 				details = append(details, problemDetail{Where: se.Where, Message: se.Msg})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -85,7 +86,7 @@ func TestAPIPagesThroughAMapsInstances(t *testing.T) {
 	path := func(step, q string) string { return "/api/v1/workflows/" + id + "/steps/" + step + "/instances" + q }
 
 	r := d.do(t, call{Path: path("m", "?offset=100&limit=50"), Bearer: token})
-	var page engine.InstancePage
+	var page producer.InstancePage
 	if r.Code != 200 || json.Unmarshal([]byte(r.Body), &page) != nil {
 		t.Fatalf("offset 100 limit 50: %d %.300s", r.Code, r.Body)
 	}
@@ -112,9 +113,9 @@ func TestAPIPagesThroughAMapsInstances(t *testing.T) {
 	for _, wf := range []struct {
 		id   string
 		want int
-	}{{id, 120}, {wide, engine.MaxInstancesPage}} {
+	}{{id, 120}, {wide, producer.MaxInstancesPage}} {
 		r := d.do(t, call{Path: "/api/v1/workflows/" + wf.id + "/steps/m/instances?limit=1000", Bearer: token})
-		page := engine.InstancePage{}
+		page := producer.InstancePage{}
 		if r.Code != 200 || json.Unmarshal([]byte(r.Body), &page) != nil || len(page.Instances) != wf.want ||
 			page.Instances[wf.want-1].ID != fmt.Sprintf("m[%d]", wf.want-1) {
 			t.Fatalf("limit 1000: %d, %d instances, want %d", r.Code, len(page.Instances), wf.want)

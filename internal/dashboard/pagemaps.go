@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -21,7 +21,7 @@ type mapView struct {
 	Step       string
 	Size       int // instances a page shows
 	Counts     record.MapCounts
-	Instances  []engine.StepRecord
+	Instances  []producer.StepRecord
 	Offset     int
 	First      int // 1-based index of the first instance shown
 	Last       int // 1-based index of the last instance shown
@@ -39,7 +39,7 @@ var errBadQuery = errors.New("bad query")
 // ?offset=. A bad offset or a ?map= naming no map step of wf is an error
 // naming it, wrapping errBadQuery. The map rows' counters are brought up
 // to date with the pages' so the row and its instances agree.
-func (s *Server) pageMaps(ctx context.Context, q url.Values, wf *engine.Workflow) (map[string]*mapView, error) {
+func (s *Server) pageMaps(ctx context.Context, q url.Values, wf *producer.Workflow) (map[string]*mapView, error) {
 	offset, err := pageParam(q.Get("offset"), "offset")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadQuery, err)

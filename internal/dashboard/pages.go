@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // states are the workflows page's filter choices.
@@ -44,12 +45,12 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deps := map[string]string{}
-	var levels [][]engine.StepRecord
-	if spec, err := s.client.Spec(r.Context(), id); err == nil {
-		for _, st := range spec.Steps {
+	var levels [][]producer.StepRecord
+	if wspec, err := s.client.Spec(r.Context(), id); err == nil {
+		for _, st := range wspec.Steps {
 			deps[st.ID] = strings.Join(st.DependsOn, ", ")
 		}
-		levels = graphLevels(spec, wf)
+		levels = graphLevels(wspec, wf)
 	}
 	ended := record.Terminal(wf.State)
 	cost := ""
@@ -144,7 +145,7 @@ func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
 // graphLevels lays a workflow's steps out for the step graph: each column
 // holds the steps whose longest chain of dependencies has that length, so
 // every arrow points right.
-func graphLevels(spec *engine.Spec, wf *engine.Workflow) [][]engine.StepRecord {
+func graphLevels(wspec *spec.Spec, wf *producer.Workflow) [][]producer.StepRecord {
 	depth := map[string]int{}
 	var depthOf func(id string, seen int) int
 	depthOf = func(id string, seen int) int {
@@ -152,7 +153,7 @@ func graphLevels(spec *engine.Spec, wf *engine.Workflow) [][]engine.StepRecord {
 			return d
 		}
 		d := 0
-		if st, ok := spec.Step(id); ok && seen <= len(spec.Steps) {
+		if st, ok := wspec.Step(id); ok && seen <= len(wspec.Steps) {
 			for _, p := range st.DependsOn {
 				d = max(d, depthOf(p, seen+1)+1)
 			}
@@ -160,7 +161,7 @@ func graphLevels(spec *engine.Spec, wf *engine.Workflow) [][]engine.StepRecord {
 		depth[id] = d
 		return d
 	}
-	var levels [][]engine.StepRecord
+	var levels [][]producer.StepRecord
 	for _, s := range wf.Steps {
 		d := depthOf(s.ID, 0)
 		for len(levels) <= d {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 // queuesPage lists the queues (paused or not, their steps by state, their
@@ -36,7 +36,7 @@ func (s *Server) queueForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case errors.Is(err, engine.ErrUnknownQueue):
+	case errors.Is(err, producer.ErrUnknownQueue):
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	case err != nil:

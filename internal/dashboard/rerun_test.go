@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/dashboard"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -22,7 +22,7 @@ func TestRerunFromTheAPIAndThePage(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	d := serveDash(t, e, dashboard.Options{}) // no token: loopback, may act
 	id, err := e.Client.Submit(t.Context(), e.Spec("name: twice\nsteps:\n  - { id: a, route: solo, prompt: one }\n  - { id: b, route: solo, prompt: two, depends_on: [a] }\n"),
-		engine.WithDeadline(time.Hour))
+		producer.WithDeadline(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

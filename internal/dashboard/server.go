@@ -33,9 +33,9 @@ import (
 	"github.com/hibiken/asynqmon"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/producer"
 )
 
 //go:embed templates/*.html
@@ -122,7 +122,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			}
 			return b.Sub(a).Round(10 * time.Millisecond).String()
 		},
-		"tokens": func(wf *engine.Workflow) string {
+		"tokens": func(wf *producer.Workflow) string {
 			p, c := 0, 0
 			for _, st := range wf.Steps {
 				p, c = p+st.Usage.PromptTokens, c+st.Usage.CompletionTokens
@@ -264,7 +264,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errorsIsNotFound(err):
 		http.Error(w, err.Error(), http.StatusNotFound)
-	case errors.Is(err, engine.ErrUnknownClass), errors.Is(err, engine.ErrUnknownState):
+	case errors.Is(err, producer.ErrUnknownClass), errors.Is(err, producer.ErrUnknownState):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		s.o.Logger.Error("dashboard", "err", err)
@@ -279,5 +279,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func errorsIsNotFound(err error) bool {
-	return errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrNoDeadLetter)
+	return errors.Is(err, producer.ErrNotFound) || errors.Is(err, producer.ErrNoDeadLetter)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -58,7 +60,7 @@ func TestApprovalWaitsForAPersonsDecision(t *testing.T) {
 	if err != nil || (state != store.StateRunning && state != store.StateCompleted) {
 		t.Fatalf("decide: %s %v", state, err)
 	}
-	if _, err := e.Client.Decide(t.Context(), id, "review", false, "too late", "cli"); !errors.Is(err, engine.ErrNotWaiting) {
+	if _, err := e.Client.Decide(t.Context(), id, "review", false, "too late", "cli"); !errors.Is(err, flow.ErrNotWaiting) {
 		t.Fatalf("a second decision: %v, want ErrNotWaiting", err)
 	}
 	wf = e.Wait(t, id, 20*time.Second, store.StateCompleted)
@@ -107,7 +109,7 @@ func TestApprovalTimeoutNeverFiresEarly(t *testing.T) {
 	for range 3 {
 		id := e.Submit(t, e.Spec("name: gate\nsteps:\n  - { id: gate, approve: { message: \"ok?\", timeout: 1500ms } }\n"))
 		wf := e.Wait(t, id, 20*time.Second, store.StateCompleted)
-		var d engine.Decision
+		var d spec.Decision
 		if err := json.Unmarshal([]byte(wf.Steps[0].Output), &d); err != nil || d.By != "timeout" {
 			t.Fatalf("decision %s: %v", wf.Steps[0].Output, err)
 		}

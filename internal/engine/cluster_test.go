@@ -11,8 +11,8 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -98,12 +98,12 @@ func TestRunsBehindSentinel(t *testing.T) {
 		t.Fatalf("worker behind sentinel: %v", err)
 	}
 	defer func() { cancel(); <-done }()
-	client := engine.NewClient(rdb, app.ClientOptions(cfg))
-	spec, err := client.Parse("s.yaml", []byte(step("solo", "")))
+	client := producer.NewClient(rdb, app.ClientOptions(cfg))
+	wspec, err := client.Parse("s.yaml", []byte(step("solo", "")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := client.Submit(ctx, spec)
+	id, err := client.Submit(ctx, wspec)
 	if err != nil {
 		t.Fatal(err)
 	}

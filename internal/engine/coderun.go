@@ -11,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
@@ -20,8 +21,8 @@ import (
 const notServedRecheck = 5 * time.Second
 
 // runCode runs one attempt of a code step that Begin let through.
-func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, views map[string]StepView) error {
-	p, spec, st := run.p, run.spec, run.st
+func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+	p, wspec, st := run.p, run.spec, run.st
 	log := run.log.With("handler", st.Run)
 	fn, ok := h.o.Steps[st.Run]
 	if !ok {
@@ -33,14 +34,14 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 		log.Warn("code step handed back: this worker does not serve it", "attempt", a.Step.Attempts)
 		return &StepError{Class: retry.NotServed, RetryAfter: notServedRecheck, Err: err}
 	}
-	args, err := renderWithData(ctx, st, dataOf(spec.Input, views, run.inst))
+	args, err := spec.RenderWith(ctx, st, spec.DataOf(wspec.Input, views, run.inst))
 	if err != nil {
 		if ctx.Err() != nil {
 			return &StepError{Class: retry.Canceled, Err: ctx.Err()}
 		}
 		return h.deadLetter(ctx, run, retry.BadRequest, err)
 	}
-	hash := inputHash("run:"+st.Run, string(args), "")
+	hash := spec.InputHash("run:"+st.Run, string(args), "")
 	if a.Step.State == store.StepDone && a.Step.InputHash == hash {
 		log.Info("step checkpoint hit: not running the step's code again")
 		return h.settle(ctx, run, store.Outcome{Done: true, Output: a.Step.Output, Degraded: a.Step.Degraded,
@@ -51,18 +52,18 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 		return err
 	}
 	d := &durable{wf: p.Workflow, step: p.Step, gen: p.Gen, attempt: a.Step.Attempts, st: h.st, log: log, stored: calls, prices: h.o.Prices}
-	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: spec.Input,
+	cs := &CodeStep{workflow: p.Workflow, id: p.Step, attempt: a.Step.Attempts, args: args, input: wspec.Input,
 		steps: views, log: log, d: d, llm: &LLM{d: d, router: h.o.Router}, inst: run.inst,
 		maps: map[string]mapSource{}}
 	for id, dep := range a.Deps {
 		n := 0 // a map that never expanded (dead-lettered, optional) has no outputs
 		if dep.Map != nil {
 			n = dep.Map.Items
-		} else if st, ok := spec.Step(id); !ok || !st.IsMap() {
+		} else if st, ok := wspec.Step(id); !ok || !st.IsMap() {
 			continue
 		}
-		cs.maps[id] = mapSource{items: n, pages: func(ctx context.Context) iter.Seq2[StepView, error] {
-			return mapPages(ctx, h.st, p.Workflow, spec, id, n)
+		cs.maps[id] = mapSource{items: n, pages: func(ctx context.Context) iter.Seq2[spec.StepView, error] {
+			return mapPages(ctx, h.st, p.Workflow, wspec, id, n)
 		}}
 	}
 	callCtx, cancel := withSettleMargin(ctx)
@@ -157,34 +158,9 @@ func (h *Handler) storedCalls(ctx context.Context, p tasks.Payload, attempt int)
 	return calls, nil
 }
 
-// codeKind is a step that runs a function its worker registered (run:),
-// with its arguments (with:).
-type codeKind struct{ oneTask }
+// codeRun runs a code step: its worker's function.
+type codeRun struct{}
 
-func (codeKind) claims(st *Step) bool { return st.Run != "" }
-
-func (codeKind) takes(st *Step) ([]string, string) {
-	return []string{"run", "with", "route", "timeout"}, "a code step (run: " + st.Run + ")"
-}
-
-func (codeKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc) {
-	checkCodeStep(st, where, bad)
-}
-
-func (codeKind) prepare(*Step) error { return nil }
-
-func (codeKind) need(st *Step, _ resolved) (string, string) { return "handler", st.Run }
-
-func (codeKind) jsonOutput(*Step) bool { return true } // the function's value
-
-func (codeKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
+func (codeRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	return h.runCode(ctx, run, a, views)
-}
-
-func (codeKind) input(ctx context.Context, st *Step, data promptData) (system, prompt string) {
-	args, err := renderWithData(ctx, st, data)
-	if err != nil {
-		return "", "(cannot render: " + err.Error() + ")"
-	}
-	return "", "run " + st.Run + " with " + string(args)
 }

@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
+
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // StepFunc is a code step's function (a spec step with run: NAME). It gets
@@ -25,18 +25,18 @@ type CodeStep struct {
 	attempt      int
 	args         json.RawMessage
 	input        map[string]any
-	steps        map[string]StepView
+	steps        map[string]spec.StepView
 	log          *slog.Logger
 	d            *durable
 	llm          *LLM
-	inst         *instance            // set for an instance of a map step
+	inst         *spec.Instance       // set for an instance of a map step
 	maps         map[string]mapSource // the map steps among its inputs
 }
 
 // mapSource reads one map step's outputs.
 type mapSource struct {
 	items int
-	pages func(ctx context.Context) iter.Seq2[StepView, error]
+	pages func(ctx context.Context) iter.Seq2[spec.StepView, error]
 }
 
 // Workflow is the workflow's id.
@@ -53,23 +53,8 @@ func (s *CodeStep) Attempt() int { return s.attempt }
 // the step and, returned by the step, dead-letters it at once: arguments
 // that do not fit are not fixed by a retry.
 func (s *CodeStep) Args(v any) error {
-	if err := decodeJSON(s.args, v); err != nil {
+	if err := spec.DecodeJSON(s.args, v); err != nil {
 		return ToDeadLetter(fmt.Errorf("step %s: arguments %s do not fit %T: %w", s.id, excerptJSON(s.args), v, err))
-	}
-	return nil
-}
-
-// decodeJSON is json.Unmarshal with numbers decoded into an any as
-// json.Number: every number a step sees as any is one (exact, however
-// large the integer; .Int64 or .Float64 reads it).
-func decodeJSON(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("invalid character after the JSON value")
 	}
 	return nil
 }
@@ -85,7 +70,7 @@ func (s *CodeStep) Input() map[string]any { return s.input }
 // step's value, or a format: json answer), whether it was degraded, and
 // Missing for an optional step that was dead-lettered. ok is false for a
 // step that is not among this step's inputs.
-func (s *CodeStep) Step(id string) (v StepView, ok bool) {
+func (s *CodeStep) Step(id string) (v spec.StepView, ok bool) {
 	v, ok = s.steps[id]
 	return v, ok
 }
@@ -112,8 +97,8 @@ func (s *CodeStep) Item(v any) error {
 	if s.inst == nil {
 		return ToDeadLetter(fmt.Errorf("step %s is not a map step's instance: it has no item (Item is for a step with for_each)", s.id))
 	}
-	b, _ := json.Marshal(s.inst.item)
-	if err := decodeJSON(b, v); err != nil {
+	b, _ := json.Marshal(s.inst.Item)
+	if err := spec.DecodeJSON(b, v); err != nil {
 		return ToDeadLetter(fmt.Errorf("step %s: item %s does not fit %T: %w", s.id, excerptJSON(b), v, err))
 	}
 	return nil
@@ -125,7 +110,7 @@ func (s *CodeStep) Index() int {
 	if s.inst == nil {
 		return -1
 	}
-	return s.inst.index
+	return s.inst.Index
 }
 
 // Outputs iterates over the outputs of map step id (one of this step's
@@ -134,11 +119,11 @@ func (s *CodeStep) Index() int {
 // instance (optional, dead-lettered) comes as a view with Missing set. A
 // read that fails ends the iteration with the error; for a step that is
 // not a map among this step's inputs, the only value is an error.
-func (s *CodeStep) Outputs(ctx context.Context, id string) iter.Seq2[StepView, error] {
+func (s *CodeStep) Outputs(ctx context.Context, id string) iter.Seq2[spec.StepView, error] {
 	m, ok := s.maps[id]
 	if !ok { // a programming error: returned by the step, it dead-letters it at once
-		return func(yield func(StepView, error) bool) {
-			yield(StepView{}, ToDeadLetter(fmt.Errorf("step %s: %q is not a map step among its inputs (Outputs reads a for_each step's instances)", s.id, id)))
+		return func(yield func(spec.StepView, error) bool) {
+			yield(spec.StepView{}, ToDeadLetter(fmt.Errorf("step %s: %q is not a map step among its inputs (Outputs reads a for_each step's instances)", s.id, id)))
 		}
 	}
 	return m.pages(ctx)

@@ -9,6 +9,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -48,7 +49,7 @@ func TestCodeStepCallsArePricedIntoItsRecord(t *testing.T) {
 	if u := s.Usage; u.PromptTokens == 0 || float64(u.PromptTokens+2*u.CompletionTokens) != s.CostUSD || want != formatCost(s.CostUSD) {
 		t.Errorf("step usage %+v, cost %v; both answers cost %s", u, s.CostUSD, want)
 	}
-	if got, ok := engine.Cost(wf, nil); !ok || got != s.CostUSD {
+	if got, ok := flow.Cost(wf, nil); !ok || got != s.CostUSD {
 		t.Errorf("workflow cost %v %v, want %v", got, ok, s.CostUSD)
 	}
 }

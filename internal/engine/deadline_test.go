@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -86,8 +87,8 @@ steps:
 // waiting task. WithDeadline overrides the spec.
 func TestDeadlineEndsAWorkflowNothingRuns(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Metrics: true})
-	spec := e.Spec("name: idle\ndeadline: 1h\nsteps:\n  - { id: s, route: solo, prompt: hi, queue: nobody }\n")
-	id, err := e.Client.Submit(t.Context(), spec, engine.WithDeadline(time.Second))
+	wspec := e.Spec("name: idle\ndeadline: 1h\nsteps:\n  - { id: s, route: solo, prompt: hi, queue: nobody }\n")
+	id, err := e.Client.Submit(t.Context(), wspec, producer.WithDeadline(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +147,8 @@ func TestADeadlineHoldsWhenEverySlotIsHeld(t *testing.T) {
 		}}})
 	e.Config.Worker.Concurrency = 2
 	e.StartWorker(t)
-	spec := e.Spec("name: full\nsteps:\n  - { id: a, run: hang }\n  - { id: b, run: hang }\n")
-	id, err := e.Client.Submit(t.Context(), spec, engine.WithDeadline(time.Second))
+	wspec := e.Spec("name: full\nsteps:\n  - { id: a, run: hang }\n  - { id: b, run: hang }\n")
+	id, err := e.Client.Submit(t.Context(), wspec, producer.WithDeadline(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 )
@@ -35,7 +36,7 @@ type durable struct {
 	replayed, made int
 	// what the answers the step used cost (spend), made now or by an
 	// earlier attempt; prices, by target, price each (nil: none)
-	prices map[string]Price
+	prices map[string]flow.Price
 	usage  llmclient.Usage
 	cost   int64 // millionths of the prices' currency
 }
@@ -49,7 +50,7 @@ func (d *durable) spend(resp *llmclient.Response) {
 	defer d.mu.Unlock()
 	d.usage.PromptTokens += resp.Usage.PromptTokens
 	d.usage.CompletionTokens += resp.Usage.CompletionTokens
-	d.cost += costMicros(d.prices, resp.Provider+"/"+resp.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
+	d.cost += flow.CostMicros(d.prices, resp.Provider+"/"+resp.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 }
 
 // spent is what spend counted: the usage and the cost.

@@ -12,8 +12,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -52,7 +52,7 @@ func TestSingleStepEndToEnd(t *testing.T) {
 
 func TestChordFanInRunsExactlyOnceDespiteDuplicates(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
-	spec := e.Spec(`
+	wspec := e.Spec(`
 name: chord
 defaults: { route: main }
 steps:
@@ -64,7 +64,7 @@ steps:
     depends_on: [a, b, c, d]
     prompt: "join {{ .Steps.a.Output }} | {{ .Steps.b.Output }} | {{ .Steps.c.Output }} | {{ .Steps.d.Output }}"
 `)
-	id := e.Submit(t, spec)
+	id := e.Submit(t, wspec)
 	// at-least-once delivery: every parallel step is delivered three times
 	for _, s := range []string{"a", "b", "c", "d"} {
 		for dup := 1; dup <= 2; dup++ {
@@ -235,9 +235,9 @@ func TestGarbagePayloadIsDeadLettered(t *testing.T) {
 // waitDeadLetters returns the dead letters (of class, if not empty) once
 // there is at least one: a workflow is blocked as soon as its step settles
 // dead, and asynq archives the task a moment later.
-func waitDeadLetters(t *testing.T, e *testenv.Env, class string) []engine.DeadLetter {
+func waitDeadLetters(t *testing.T, e *testenv.Env, class string) []producer.DeadLetter {
 	t.Helper()
-	var dls []engine.DeadLetter
+	var dls []producer.DeadLetter
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		var err error
 		dls, err = e.Client.DeadLetters(t.Context(), class)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
@@ -50,24 +51,24 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	spec, serr := h.specs.get(sctx, h.st, p.Workflow)
+	wspec, serr := h.specs.get(sctx, h.st, p.Workflow)
 	if serr != nil {
 		return // gone, or never there: archived as it is
 	}
-	st, inst, ok := stepOf(spec, p.Step)
+	st, inst, ok := spec.StepOf(wspec, p.Step)
 	if !ok {
 		return
 	}
 	if w, err := h.st.Summary(sctx, p.Workflow); err != nil || w.Generation != p.Gen {
 		return // a task of an earlier run (the workflow was rerun) settles nothing
 	}
-	class, reason := abandonedReason(err, spec.resolve(st))
-	h.settleAbandoned(sctx, p, spec, st, inst, attempt, class, reason, "")
+	class, reason := abandonedReason(err, spec.Resolve(wspec, st))
+	h.settleAbandoned(sctx, p, wspec, st, inst, attempt, class, reason, "")
 }
 
 // abandonedReason is the class and readable reason of an error asynq
 // archives a step task with.
-func abandonedReason(err error, r resolved) (retry.Class, string) {
+func abandonedReason(err error, r spec.Resolved) (retry.Class, string) {
 	switch {
 	case asynq.IsPanicError(err):
 		// asynq's text: "panic error cause by: panic [file:line]: message"
@@ -94,10 +95,10 @@ func abandonedReason(err error, r resolved) (retry.Class, string) {
 // handler's word (HandleError, the reconciler): only if it is still open,
 // and only if attempt (when positive) is still the step's latest. It
 // reports whether it settled the step.
-func (h *Handler) settleAbandoned(ctx context.Context, p tasks.Payload, spec *Spec, st *Step, inst *instance, attempt int, class retry.Class, reason, reconciled string) bool {
+func (h *Handler) settleAbandoned(ctx context.Context, p tasks.Payload, wspec *spec.Spec, st *spec.Step, inst *spec.Instance, attempt int, class retry.Class, reason, reconciled string) bool {
 	reason = store.Excerpt(reason)
 	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Class: string(class), Attempt: attempt}
-	run := stepRun{p: p, spec: spec, st: st, r: spec.resolve(st), attempt: attempt, inst: inst, log: stepLogger(h.o.Logger, p.Workflow, p.Step)}
+	run := stepRun{p: p, spec: wspec, st: st, r: spec.Resolve(wspec, st), attempt: attempt, inst: inst, log: stepLogger(h.o.Logger, p.Workflow, p.Step)}
 	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError
 	switch {

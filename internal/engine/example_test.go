@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 )
 
@@ -19,9 +19,9 @@ func ExampleClient() {
 	}
 	defer rdb.Close()
 	ctx := context.Background()
-	c := engine.NewClient(rdb, engine.ClientOptions{Routes: []string{"default"}, NewID: func() string { return "wf_example" }})
+	c := producer.NewClient(rdb, producer.ClientOptions{Routes: []string{"default"}, NewID: func() string { return "wf_example" }})
 
-	spec, err := c.Parse("hello.yaml", []byte(`
+	wspec, err := c.Parse("hello.yaml", []byte(`
 name: hello
 steps:
   - id: greet
@@ -32,12 +32,12 @@ steps:
 		fmt.Println(err)
 		return
 	}
-	spec.Input = map[string]any{"who": "Ada"}
+	wspec.Input = map[string]any{"who": "Ada"}
 	// no worker runs here: Submit refuses the spec, unless told not to check
-	if _, err := c.Submit(ctx, spec); errors.Is(err, engine.ErrNoWorkers) {
+	if _, err := c.Submit(ctx, wspec); errors.Is(err, producer.ErrNoWorkers) {
 		fmt.Println("refused: no live worker")
 	}
-	id, err := c.Submit(ctx, spec, engine.WithoutWorkerCheck())
+	id, err := c.Submit(ctx, wspec, producer.WithoutWorkerCheck())
 	if err != nil {
 		fmt.Println(err)
 		return

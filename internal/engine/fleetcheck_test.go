@@ -11,21 +11,23 @@ import (
 
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
 // refused submits spec with c and wants it refused as ErrInvalidSpec with
 // exactly one problem, want, and nothing written.
-func refused(t *testing.T, c *engine.Client, spec, want string) {
+func refused(t *testing.T, c *producer.Client, wspec, want string) {
 	t.Helper()
-	s, err := c.Parse("w.yaml", []byte(spec))
+	s, err := c.Parse("w.yaml", []byte(wspec))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, err := c.Submit(context.Background(), s)
 	lines := problem.Lines(err)
-	if id != "" || !errors.Is(err, engine.ErrInvalidSpec) || len(lines) != 1 || !strings.Contains(lines[0], want) {
+	if id != "" || !errors.Is(err, spec.ErrInvalidSpec) || len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Fatalf("submit: id %q, %q; want ErrInvalidSpec and one line with %q", id, lines, want)
 	}
 }
@@ -41,7 +43,7 @@ func TestSubmitIsCheckedAgainstLiveWorkers(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{"fetch": noop, "summarize": noop}})
 	var clock atomic.Int64 // the client's clock, in seconds: a submit reuses the fleet it read under a second ago
 	clock.Store(time.Now().Unix())
-	c := engine.NewClient(e.Redis, engine.ClientOptions{Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
+	c := producer.NewClient(e.Redis, producer.ClientOptions{Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
 	ctx := context.Background()
 
 	refused(t, c, "name: r\nsteps:\n  - { id: a, route: main, prompt: hi }\n  - { id: b, route: nope, prompt: hi, depends_on: [a] }\n",
@@ -78,13 +80,13 @@ steps:
 		t.Fatalf("a submit under a second after the fleet was read: %v, want it checked against that read", err)
 	}
 	clock.Add(1)
-	if _, err := c.Submit(ctx, ok); !errors.Is(err, engine.ErrNoWorkers) || errors.Is(err, engine.ErrInvalidSpec) {
+	if _, err := c.Submit(ctx, ok); !errors.Is(err, producer.ErrNoWorkers) || errors.Is(err, spec.ErrInvalidSpec) {
 		t.Fatalf("with no worker alive: %v, want ErrNoWorkers", err)
 	}
-	if _, err := c.Submit(ctx, ok, engine.WithoutWorkerCheck()); err != nil {
+	if _, err := c.Submit(ctx, ok, producer.WithoutWorkerCheck()); err != nil {
 		t.Fatalf("WithoutWorkerCheck: %v", err)
 	}
-	if _, err := engine.NewClient(e.Redis, engine.ClientOptions{SkipWorkerCheck: true}).Submit(ctx, ok); err != nil {
+	if _, err := producer.NewClient(e.Redis, producer.ClientOptions{SkipWorkerCheck: true}).Submit(ctx, ok); err != nil {
 		t.Fatalf("SkipWorkerCheck: %v", err)
 	}
 }
@@ -94,13 +96,13 @@ steps:
 // worker is alive; a served one says nothing.
 func TestStatusShowsUnservedSteps(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
-	c := engine.NewClient(e.Redis, engine.ClientOptions{})
+	c := producer.NewClient(e.Redis, producer.ClientOptions{})
 	ctx := context.Background()
 	s, err := c.Parse("w.yaml", []byte("name: u\nsteps:\n  - { id: stuck, route: solo, prompt: hi, queue: reports }\n  - { id: after, route: solo, prompt: hi, depends_on: [stuck] }\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := c.Submit(ctx, s, engine.WithoutWorkerCheck())
+	id, err := c.Submit(ctx, s, producer.WithoutWorkerCheck())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func mapValues(m map[string]string) []string {
 func TestSubmitSeesAWorkerThatJustStarted(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	frozen := time.Now()
-	c := engine.NewClient(e.Redis, engine.ClientOptions{Now: func() time.Time { return frozen }})
+	c := producer.NewClient(e.Redis, producer.ClientOptions{Now: func() time.Time { return frozen }})
 	ctx := context.Background()
 	served, err := c.Parse("s.yaml", []byte("name: s\nsteps:\n  - { id: a, route: solo, prompt: hi }\n"))
 	if err != nil {

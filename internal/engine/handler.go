@@ -1,3 +1,8 @@
+// Package engine is what a worker runs: the task handler, each step
+// kind's run side, settling an attempt and the fan-in it releases, a
+// map's expansion, the reconciler, deadlines and approvals' timeouts, and
+// the code step's SDK (CodeStep, LLM, tools). It shares the spec and the
+// flow with the producer client and imports no part of it.
 package engine
 
 import (
@@ -13,7 +18,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/router"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -65,9 +72,9 @@ type HandlerOptions struct {
 	// Prices, by target ("provider/model"), price each step's answer when
 	// it is recorded (its cost_usd; a map's sums its instances'); nil:
 	// costs unknown.
-	Prices map[string]Price
+	Prices map[string]flow.Price
 	// Webhooks, when set, notifies workflows that end (notify.go); nil: none.
-	Webhooks *Webhooks
+	Webhooks *flow.Webhooks
 }
 
 // Handler runs step tasks. It is an asynq.Handler.
@@ -105,7 +112,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Handler{o: o, st: store.New(o.Redis, o.Retention, nil), specs: specCache{max: 4096}, answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
+	return &Handler{o: o, st: store.New(o.Redis, o.Retention, nil), specs: newSpecCache(4096), answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
 		tools: tools}, nil
 }
 
@@ -125,24 +132,24 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
 	log := stepLogger(h.o.Logger, p.Workflow, p.Step)
-	spec, err := h.specs.get(ctx, h.st, p.Workflow)
+	wspec, err := h.specs.get(ctx, h.st, p.Workflow)
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)
 	}
 	if err != nil {
 		return err
 	}
-	st, inst, ok := stepOf(spec, p.Step)
+	st, inst, ok := spec.StepOf(wspec, p.Step)
 	if !ok {
 		log.Error("step task dead-lettered: the workflow has no such step")
 		return fmt.Errorf("workflow %s has no step %q: %w", logID(p.Workflow), logID(p.Step), asynq.SkipRetry)
 	}
-	r := spec.resolve(st)
+	r := spec.Resolve(wspec, st)
 	taskID, _ := asynq.GetTaskID(ctx)
 	var a *store.Attempt
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again
-		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, p.Gen, r.Timeout+settleTimeout, inputsOf(st, inst))
+		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, p.Gen, r.Timeout+settleTimeout, spec.InputsOf(st, inst))
 		return err
 	})
 	bcancel()
@@ -176,26 +183,26 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	if pastDeadline(a.DeadlineAt) {
 		log.Info("step not started: the workflow's deadline passed")
-		return h.timeOut(ctx, p.Workflow, spec)
+		return h.timeOut(ctx, p.Workflow, wspec)
 	}
-	ctx = withBudget(ctx, p.Workflow, spec)
+	ctx = withBudget(ctx, p.Workflow, wspec)
 	if a.DeadlineAt != nil { // the attempt ends at the workflow's deadline, if that comes first
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, *a.DeadlineAt)
 		defer cancel()
 	}
 	if inst != nil {
-		if inst.item, err = decodeItem(a.Item); err != nil {
+		if inst.Item, err = spec.DecodeItem(a.Item); err != nil {
 			log.Error("step task dead-lettered", "err", err)
 			return fmt.Errorf("%s: %w: %w", logID(p.Step), err, asynq.SkipRetry)
 		}
 	}
 	h.attempts.Store(taskID, a.Step.Attempts)
-	ctx, span := stepContext(ctx, p, r.Route, a.Step.Attempts)
+	ctx, span := flow.StepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	err = h.process(ctx, stepRun{p: p, spec: spec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt}, a)
+	err = h.process(ctx, stepRun{p: p, spec: wspec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt}, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
-		return h.timeOut(ctx, p.Workflow, spec) // not retried: the workflow is over
+		return h.timeOut(ctx, p.Workflow, wspec) // not retried: the workflow is over
 	}
 	if err != nil && classOf(err) == retry.Canceled && h.workflowStopped(ctx, p.Workflow) {
 		log.Info("step stopped: its workflow was canceled or timed out")
@@ -220,9 +227,9 @@ func (h *Handler) unknownWorkflow(log *slog.Logger, p tasks.Payload) error {
 // process runs one attempt of a step that Begin let through: its inputs'
 // views, then its kind's attempt.
 func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) error {
-	views := make(map[string]StepView, len(a.Deps))
+	views := make(map[string]spec.StepView, len(a.Deps))
 	for id, d := range a.Deps {
-		views[id] = viewOf(run.spec, id, d.Output, d.Degraded, d.State != store.StepDone)
+		views[id] = spec.ViewOf(run.spec, id, d.Output, d.Degraded, d.State != store.StepDone)
 	}
 	if err := h.loadMapViews(ctx, run, a, views); err != nil {
 		if ctx.Err() != nil {
@@ -232,5 +239,9 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		}
 		return err // Redis did not answer: retried
 	}
-	return kindOf(run.st).run(ctx, h, run, a, views)
+	r := runnerOf(run.st)
+	if r == nil { // a kind registered with spec.RegisterKind alone: nothing here runs it
+		return fmt.Errorf("step %s: no worker side for its kind %q (register kinds with both sides): %w", logID(run.st.ID), spec.KindOf(run.st).Name(), asynq.SkipRetry)
+	}
+	return r.run(ctx, h, run, a, views)
 }

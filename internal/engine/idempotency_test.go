@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -26,12 +26,12 @@ steps:
 func TestIdempotencyKeySubmitsOnce(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	ctx := t.Context()
-	first, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), engine.WithIdempotencyKey("order-1234"))
+	first, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), producer.WithIdempotencyKey("order-1234"))
 	if err != nil || first.Existing || first.ID != store.IdempotentID("order-1234") {
 		t.Fatalf("first submit: %+v %v", first, err)
 	}
 	before := dbKeys(t, e)
-	again, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), engine.WithIdempotencyKey("order-1234"))
+	again, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), producer.WithIdempotencyKey("order-1234"))
 	if err != nil || !again.Existing || again.ID != first.ID {
 		t.Fatalf("second submit: %+v %v (first %s)", again, err, first.ID)
 	}
@@ -40,9 +40,9 @@ func TestIdempotencyKeySubmitsOnce(t *testing.T) {
 	}
 	other := e.Spec(keyedSpec)
 	other.Input["who"] = "Grace"
-	_, err = e.Client.SubmitWorkflow(ctx, other, engine.WithIdempotencyKey("order-1234"))
-	var ce *engine.ConflictError
-	if !errors.Is(err, engine.ErrIdempotencyConflict) || !errors.As(err, &ce) || ce.Workflow != first.ID {
+	_, err = e.Client.SubmitWorkflow(ctx, other, producer.WithIdempotencyKey("order-1234"))
+	var ce *producer.ConflictError
+	if !errors.Is(err, producer.ErrIdempotencyConflict) || !errors.As(err, &ce) || ce.Workflow != first.ID {
 		t.Fatalf("another input with the key: %v", err)
 	}
 	if after := dbKeys(t, e); after != before {
@@ -52,10 +52,10 @@ func TestIdempotencyKeySubmitsOnce(t *testing.T) {
 		t.Fatalf("%d workflows, want 1", len(wfs))
 	}
 	// another key is another workflow; a bad key is refused before Redis
-	if s, err := e.Client.SubmitWorkflow(ctx, other, engine.WithIdempotencyKey("order-1235")); err != nil || s.Existing || s.ID == first.ID {
+	if s, err := e.Client.SubmitWorkflow(ctx, other, producer.WithIdempotencyKey("order-1235")); err != nil || s.Existing || s.ID == first.ID {
 		t.Fatalf("another key: %+v %v", s, err)
 	}
-	if _, err := e.Client.SubmitWorkflow(ctx, other, engine.WithIdempotencyKey("a\nb")); !errors.Is(err, engine.ErrBadIdempotencyKey) {
+	if _, err := e.Client.SubmitWorkflow(ctx, other, producer.WithIdempotencyKey("a\nb")); !errors.Is(err, producer.ErrBadIdempotencyKey) {
 		t.Fatalf("a key with a newline: %v", err)
 	}
 }
@@ -78,7 +78,7 @@ func TestIdempotencyKeyUnderConcurrentSubmits(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			s, err := e.Client.SubmitWorkflow(t.Context(), e.Spec(keyedSpec), engine.WithIdempotencyKey("burst"))
+			s, err := e.Client.SubmitWorkflow(t.Context(), e.Spec(keyedSpec), producer.WithIdempotencyKey("burst"))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -113,12 +113,12 @@ func TestIdempotencyKeyUnderConcurrentSubmits(t *testing.T) {
 func TestIdempotencyKeyFinishesAnInterruptedSubmit(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	id := store.IdempotentID("half-done")
-	spec := e.Spec(keyedSpec)
-	hash, err := engine.SpecHash(spec)
+	wspec := e.Spec(keyedSpec)
+	hash, err := producer.SpecHash(wspec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	specJSON, err := json.Marshal(spec)
+	specJSON, err := json.Marshal(wspec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestIdempotencyKeyFinishesAnInterruptedSubmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.StartWorker(t)
-	s, err := e.Client.SubmitWorkflow(t.Context(), e.Spec(keyedSpec), engine.WithIdempotencyKey("half-done"))
+	s, err := e.Client.SubmitWorkflow(t.Context(), e.Spec(keyedSpec), producer.WithIdempotencyKey("half-done"))
 	if err != nil || !s.Existing || s.ID != id {
 		t.Fatalf("submit: %+v %v", s, err)
 	}
@@ -153,16 +153,16 @@ func dbKeys(t *testing.T, e *testenv.Env) int64 {
 func TestIdempotencyKeyCoversTheDeadline(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	ctx := t.Context()
-	first, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), engine.WithIdempotencyKey("k-deadline"), engine.WithDeadline(time.Hour))
+	first, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), producer.WithIdempotencyKey("k-deadline"), producer.WithDeadline(time.Hour))
 	if err != nil || first.Existing {
 		t.Fatalf("first submit: %+v %v", first, err)
 	}
-	if again, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), engine.WithIdempotencyKey("k-deadline"), engine.WithDeadline(time.Hour)); err != nil || !again.Existing {
+	if again, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), producer.WithIdempotencyKey("k-deadline"), producer.WithDeadline(time.Hour)); err != nil || !again.Existing {
 		t.Fatalf("the same submit again: %+v %v", again, err)
 	}
-	for _, opts := range [][]engine.SubmitOption{{engine.WithDeadline(time.Minute)}, nil} {
-		_, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), append(opts, engine.WithIdempotencyKey("k-deadline"))...)
-		if !errors.Is(err, engine.ErrIdempotencyConflict) {
+	for _, opts := range [][]producer.SubmitOption{{producer.WithDeadline(time.Minute)}, nil} {
+		_, err := e.Client.SubmitWorkflow(ctx, e.Spec(keyedSpec), append(opts, producer.WithIdempotencyKey("k-deadline"))...)
+		if !errors.Is(err, producer.ErrIdempotencyConflict) {
 			t.Fatalf("the key with another deadline (%d options): %v, want a conflict", len(opts), err)
 		}
 	}

@@ -17,8 +17,10 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/router"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -31,11 +33,13 @@ func init() { registerKind("echo", echoKind{}) }
 
 // echoKind answers its text (echo: TEXT), or with echo: { text, hold }
 // holds its first run until its context ends.
-type echoKind struct{ oneTask }
+type echoKind struct{}
+
+func (echoKind) Name() string { return "echo" }
 
 var echoRuns sync.Map // "<workflow>/<step>" → runs
 
-func echoArgs(st *Step) (text string, hold bool, ok bool) {
+func echoArgs(st *spec.Step) (text string, hold bool, ok bool) {
 	switch v := st.Kinds["echo"].(type) {
 	case string:
 		return v, false, v != ""
@@ -47,21 +51,21 @@ func echoArgs(st *Step) (text string, hold bool, ok bool) {
 	return "", false, false
 }
 
-func (echoKind) claims(st *Step) bool { return st.Kinds["echo"] != nil }
+func (echoKind) Claims(st *spec.Step) bool { return st.Kinds["echo"] != nil }
 
-func (echoKind) check(_ *Spec, st *Step, where string, _ Limits, bad problemFunc) {
+func (echoKind) Check(s *spec.Spec, st *spec.Step, where string, _ spec.Limits, bad spec.ProblemFunc) {
 	if _, _, ok := echoArgs(st); !ok {
-		bad(st.line, where+".echo", "is not a text, or { text, hold }")
+		bad(s.LineOf(where), where+".echo", "is not a text, or { text, hold }")
 	}
 }
 
-func (echoKind) takes(*Step) ([]string, string) { return []string{"timeout"}, "an echo step" }
+func (echoKind) Takes(*spec.Step) ([]string, string) { return []string{"timeout"}, "an echo step" }
 
-func (echoKind) prepare(*Step) error                   { return nil }
-func (echoKind) need(*Step, resolved) (string, string) { return "", "" }
-func (echoKind) jsonOutput(*Step) bool                 { return true }
+func (echoKind) Prepare(*spec.Step) error                        { return nil }
+func (echoKind) Need(*spec.Step, spec.Resolved) (string, string) { return "", "" }
+func (echoKind) JSONOutput(*spec.Step) bool                      { return true }
 
-func (echoKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, _ map[string]StepView) error {
+func (echoKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, _ map[string]spec.StepView) error {
 	text, hold, _ := echoArgs(run.st)
 	v, _ := echoRuns.LoadOrStore(run.p.Workflow+"/"+run.st.ID, new(atomic.Int32))
 	if n := v.(*atomic.Int32).Add(1); hold && n == 1 {
@@ -72,7 +76,7 @@ func (echoKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attem
 	return h.settle(ctx, run, store.Outcome{Done: true, Output: string(out), Target: "echo", Optional: run.st.Optional, Attempt: a.Step.Attempts}, "")
 }
 
-func (echoKind) input(_ context.Context, st *Step, _ promptData) (string, string) {
+func (echoKind) Input(_ context.Context, st *spec.Step, _ spec.TemplateData) (string, string) {
 	text, _, _ := echoArgs(st)
 	return "", "echo " + text
 }
@@ -109,13 +113,13 @@ func TestANewStepKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, TaskCheckInterval: 10 * time.Millisecond, Logger: quietAsynq{},
-		Queues: map[string]int{DefaultQueue: 1}})
+		Queues: map[string]int{spec.DefaultQueue: 1}})
 	if err := srv.Start(h); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	c := NewClient(rdb, ClientOptions{SkipWorkerCheck: true})
-	wait := func(id string, states ...string) *Workflow {
+	c := producer.NewClient(rdb, producer.ClientOptions{SkipWorkerCheck: true})
+	wait := func(id string, states ...string) *producer.Workflow {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
@@ -133,21 +137,21 @@ func TestANewStepKind(t *testing.T) {
 	}
 
 	// the spec checker asks the kind
-	if _, err := ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n"), nil, Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n"), nil, spec.Limits{}); err == nil ||
 		!strings.Contains(err.Error(), "steps[0] (a).echo: is not a text") {
 		t.Fatalf("a bad echo step: %v", err)
 	}
-	if _, err := ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n  - { id: b, echo: hi,\n      ehco: x }\n"), nil, Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n  - { id: b, echo: hi,\n      ehco: x }\n"), nil, spec.Limits{}); err == nil ||
 		!strings.Contains(err.Error(), `bad.yaml:5: unknown field "ehco"`) {
 		t.Fatalf("a misspelt field: %v", err)
 	}
 
 	// a second kind's key, and a field no kind owns, are refused
-	if _, err := ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, echo: hi, run: f }\n  - { id: b, prompt: x, route: r, promt: y }\n"), nil, Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, echo: hi, run: f }\n  - { id: b, prompt: x, route: r, promt: y }\n"), nil, spec.Limits{}); err == nil ||
 		!strings.Contains(err.Error(), "two.yaml:4: unknown field \"promt\"") || strings.Contains(err.Error(), "is empty") {
 		t.Fatalf("a typo: %v, want the unknown field alone", err)
 	}
-	if _, err := ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, run: f, echo: hi }\n"), nil, Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, run: f, echo: hi }\n"), nil, spec.Limits{}); err == nil ||
 		!strings.Contains(err.Error(), "steps[0] (a).run: is for code steps (run:); an echo step has none") {
 		t.Fatalf("echo beside run: %v", err)
 	}
@@ -155,7 +159,7 @@ func TestANewStepKind(t *testing.T) {
 	// refused, with its line (the one table, kindFields, says so; the
 	// kind's file lists none of them)
 	perr := func() error {
-		_, err := ParseSpec("p.yaml", []byte("name: p\nsteps:\n  - id: a\n    echo: hi\n    route: r\n    prompt: x\n    temperature: 0.5\n"), nil, Limits{})
+		_, err := spec.ParseSpec("p.yaml", []byte("name: p\nsteps:\n  - id: a\n    echo: hi\n    route: r\n    prompt: x\n    temperature: 0.5\n"), nil, spec.Limits{})
 		return err
 	}()
 	for _, want := range []string{"p.yaml:5: steps[0] (a).route: is for prompt steps; an echo step has none",
@@ -166,57 +170,57 @@ func TestANewStepKind(t *testing.T) {
 	}
 
 	// submit, fan-in, rerun
-	spec, err := ParseSpec("echo.yaml", []byte(`name: echoes
+	wspec, err := spec.ParseSpec("echo.yaml", []byte(`name: echoes
 steps:
   - { id: a, echo: hello }
   - { id: b, echo: world }
   - { id: c, run: join, depends_on: [a, b] }
-`), nil, Limits{})
+`), nil, spec.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// a stored (or sent) spec parses again as it was written
-	stored, err := json.Marshal(spec)
+	stored, err := json.Marshal(wspec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := ParseSpec("stored", stored, nil, Limits{}); err != nil || again.Steps[0].Kinds["echo"] != "hello" {
+	if again, err := spec.ParseSpec("stored", stored, nil, spec.Limits{}); err != nil || again.Steps[0].Kinds["echo"] != "hello" {
 		t.Fatalf("the stored spec %s: %v", stored, err)
 	}
-	var read Spec
+	var read spec.Spec
 	if err := json.Unmarshal(stored, &read); err != nil || read.Steps[1].Kinds["echo"] != "world" || read.Steps[2].Kinds != nil {
 		t.Fatalf("the stored spec read back: %+v %v", read.Steps, err)
 	}
-	if needs := spec.Needs(); len(needs) != 1 || needs[0].Name != "join" {
+	if needs := wspec.Needs(); len(needs) != 1 || needs[0].Name != "join" {
 		t.Fatalf("needs %+v: an echo step needs nothing of a worker", needs)
 	}
-	id, err := c.Submit(t.Context(), spec)
+	id, err := c.Submit(t.Context(), wspec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := wait(id, StateCompleted)
+	wf := wait(id, producer.StateCompleted)
 	if wf.Steps[2].Output != `"hello world"` || wf.Steps[0].Target != "echo" {
 		t.Fatalf("the fan-in over two echo steps: %+v", wf.Steps)
 	}
 	if _, err := c.Rerun(t.Context(), id, "a"); err != nil {
 		t.Fatal(err)
 	}
-	wf = wait(id, StateCompleted)
+	wf = wait(id, producer.StateCompleted)
 	if echoRunsOf(t, id, "a") != 2 || echoRunsOf(t, id, "b") != 1 || wf.Generation != 1 {
 		t.Fatalf("after a rerun from a: a ran %d, b %d, generation %d; want 2, 1, 1",
 			echoRunsOf(t, id, "a"), echoRunsOf(t, id, "b"), wf.Generation)
 	}
 
 	// cancel while one holds, then rerun what the cancel stopped
-	spec, err = ParseSpec("hold.yaml", []byte(`name: holds
+	wspec, err = spec.ParseSpec("hold.yaml", []byte(`name: holds
 steps:
   - { id: h, echo: { text: held, hold: true } }
   - { id: c, run: join, depends_on: [h] }
-`), nil, Limits{})
+`), nil, spec.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, err = c.Submit(t.Context(), spec); err != nil {
+	if id, err = c.Submit(t.Context(), wspec); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -231,13 +235,13 @@ steps:
 	if _, err := c.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if wf = wait(id, StateCanceled); wf.Steps[1].State == store.StepDone {
+	if wf = wait(id, producer.StateCanceled); wf.Steps[1].State == store.StepDone {
 		t.Fatalf("the fan-in ran after the cancel: %+v", wf.Steps)
 	}
 	if _, err := c.Rerun(t.Context(), id, "h"); err != nil {
 		t.Fatal(err)
 	}
-	wf = wait(id, StateCompleted)
+	wf = wait(id, producer.StateCompleted)
 	if echoRunsOf(t, id, "h") != 2 || wf.Steps[0].Output != `"held"` {
 		t.Fatalf("after the rerun: h ran %d times, steps %+v", echoRunsOf(t, id, "h"), wf.Steps)
 	}
@@ -252,29 +256,43 @@ func (quietAsynq) Warn(...any)  {}
 func (quietAsynq) Error(...any) {}
 func (quietAsynq) Fatal(...any) {}
 
-// kindFiles are the files of the step kinds and of the seam: only they
-// ask what kind a step is.
-var kindFiles = map[string]bool{"kind.go": true, "promptstep.go": true, "toolstep.go": true, "toolspec.go": true,
-	"coderun.go": true, "codespec.go": true, "approve.go": true, "mapspec.go": true, "mapstep.go": true, "mapview.go": true, "instances.go": true}
+// kindFiles are the files of the step kinds and of the seam, by package
+// (their spec side, their run side, a map's instances and an approval's
+// decision): only they ask what kind a step is.
+var kindFiles = map[string]bool{
+	"spec/kind.go": true, "spec/promptspec.go": true, "spec/toolspec.go": true, "spec/codespec.go": true,
+	"spec/approvespec.go": true, "spec/mapspec.go": true, "spec/views.go": true,
+	"engine/kindrun.go": true, "engine/promptstep.go": true, "engine/toolstep.go": true, "engine/coderun.go": true,
+	"engine/approve.go": true, "engine/mapstep.go": true, "engine/mapload.go": true,
+	"flow/mapinstances.go": true, "producer/instances.go": true, "producer/decide.go": true,
+}
 
 // kindCheck is what asking a step's kind looks like: its kind's own key.
 var kindCheck = regexp.MustCompile(`\.IsMap\(\)|\.Approve [!=]= nil|\.Run [!=]= ""|\.ForEach [!=]= ""|\.Prompt [!=]= ""|len\(\w+\.Tools\) [!=>]`)
 
-// The rest of the engine asks a step's kind (kindOf), never which kind
-// it is.
+// The engine, the spec and the producer ask a step's kind (KindOf),
+// never which kind it is.
 func TestOnlyTheKindsAskWhichKindAStepIs(t *testing.T) {
-	files, _ := filepath.Glob("*.go")
-	for _, f := range files {
+	var files []string
+	for _, pkg := range []string{"spec", "engine", "flow", "producer"} {
+		fs, _ := filepath.Glob(filepath.Join("..", pkg, "*.go"))
+		files = append(files, fs...)
+	}
+	if len(files) == 0 {
+		t.Fatal("no files found")
+	}
+	for _, path := range files {
+		f := filepath.Join(filepath.Base(filepath.Dir(path)), filepath.Base(path))
 		if strings.HasSuffix(f, "_test.go") || kindFiles[f] {
 			continue
 		}
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, line := range strings.Split(string(b), "\n") {
 			if kindCheck.MatchString(line) {
-				t.Errorf("%s:%d asks which kind a step is: %s (ask its kind, kindOf, or move this into the kind's file)", f, i+1, strings.TrimSpace(line))
+				t.Errorf("%s:%d asks which kind a step is: %s (ask its kind, KindOf, or move this into the kind's file)", f, i+1, strings.TrimSpace(line))
 			}
 		}
 	}

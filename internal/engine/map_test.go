@@ -19,7 +19,9 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -426,7 +428,7 @@ func TestClientPagesThroughInstances(t *testing.T) {
 	if err != nil || len(page.Instances) != 2 || page.Instances[0].ID != "m[10]" || page.Counts.Items != 12 || page.Instances[1].State != store.StepDone {
 		t.Fatalf("page %+v %v", page, err)
 	}
-	if _, err := e.Client.Instances(t.Context(), id, "plan", 0, 5); !errors.Is(err, engine.ErrNotAMap) {
+	if _, err := e.Client.Instances(t.Context(), id, "plan", 0, 5); !errors.Is(err, producer.ErrNotAMap) {
 		t.Fatalf("a plain step: %v", err)
 	}
 }
@@ -454,7 +456,7 @@ steps:
 		}
 		want += s.CostUSD
 	}
-	if got, ok := engine.Cost(wf, nil); !ok || got != want {
+	if got, ok := flow.Cost(wf, nil); !ok || got != want {
 		t.Errorf("workflow cost %v %v, want %v", got, ok, want)
 	}
 	resp, err := http.Get(e.MetricsURL)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -157,7 +158,7 @@ steps:
 	t.Cleanup(func() { rdb.Close() })
 	cs := &commandSizes{}
 	rdb.AddHook(cs)
-	c := engine.NewClient(rdb, engine.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
+	c := producer.NewClient(rdb, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
 	if state, err := c.Cancel(t.Context(), id); err != nil || state != store.StateCanceled {
 		t.Fatalf("cancel: %s %v", state, err)
 	}
@@ -193,12 +194,12 @@ func TestTimedOutMapClosesItsInstances(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}}})
-	spec := e.Spec(`name: deadline
+	wspec := e.Spec(`name: deadline
 input: { items: [` + strings.TrimSuffix(strings.Repeat(`1, `, 30), ", ") + `] }
 steps:
   - { id: m, for_each: "{{ .Input.items }}", max_parallel: 6, run: hold }
 `)
-	id, err := e.Client.Submit(t.Context(), spec, engine.WithDeadline(time.Second))
+	id, err := e.Client.Submit(t.Context(), wspec, producer.WithDeadline(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

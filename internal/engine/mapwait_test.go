@@ -12,7 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -49,17 +51,17 @@ func (f *commandSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // commands (at most 3) and, over the whole wait, at most one command read
 // every step (the final read of a wide workflow). It returns the
 // reports.
-func waitCounting(t *testing.T, e *testenv.Env, id string, wantLarge int64) (*engine.Workflow, []engine.Workflow) {
+func waitCounting(t *testing.T, e *testenv.Env, id string, wantLarge int64) (*producer.Workflow, []producer.Workflow) {
 	t.Helper()
 	rdb := redis.NewClient(e.DB.Options())
 	t.Cleanup(func() { rdb.Close() })
 	cs := &commandSizes{}
 	rdb.AddHook(cs)
-	c := engine.NewClient(rdb, engine.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
-	var reports []engine.Workflow
+	c := producer.NewClient(rdb, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
+	var reports []producer.Workflow
 	const every = 20 * time.Millisecond
 	start := time.Now()
-	wf, err := c.Wait(t.Context(), id, every, func(w *engine.Workflow) { reports = append(reports, *w) })
+	wf, err := c.Wait(t.Context(), id, every, func(w *producer.Workflow) { reports = append(reports, *w) })
 	polls := int64(time.Since(start)/every) + 2 // at most: one at the start, one per tick, the last
 	if err != nil || wf.State != store.StateCompleted {
 		t.Fatalf("wait: %v %+v", err, wf)
@@ -91,13 +93,13 @@ func TestWaitOnAWideChordPollsCounters(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("s%d", i))
 	}
 	fmt.Fprintf(&b, "  - { id: body, run: one, depends_on: [%s] }\n", strings.Join(ids, ", "))
-	c := engine.NewClient(e.Redis, engine.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true,
-		Limits: engine.Limits{MaxSteps: 500}})
-	spec, err := c.Parse("wide.yaml", []byte(b.String()))
+	c := producer.NewClient(e.Redis, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true,
+		Limits: spec.Limits{MaxSteps: 500}})
+	wspec, err := c.Parse("wide.yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := c.Submit(t.Context(), spec)
+	id, err := c.Submit(t.Context(), wspec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,11 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/webhook"
@@ -26,15 +28,15 @@ import (
 )
 
 func TestNotifySpec(t *testing.T) {
-	s, err := engine.ParseSpec("n.yaml", []byte(`
+	s, err := spec.ParseSpec("n.yaml", []byte(`
 name: n
 notify: { url: "https://hooks.example.com/in?k=1", events: [completed, timed_out] }
 steps: [ { id: a, route: r, prompt: p } ]
-`), nil, engine.Limits{})
+`), nil, spec.Limits{})
 	if err != nil || s.Notify == nil || s.Notify.URL != "https://hooks.example.com/in?k=1" || len(s.Notify.Events) != 2 {
 		t.Fatalf("%+v %v", s, err)
 	}
-	js, err := engine.ParseSpec("n.json", []byte(`{"name":"n","notify":{"url":"http://127.0.0.1:9/x"},"steps":[{"id":"a","route":"r","prompt":"p"}]}`), nil, engine.Limits{})
+	js, err := spec.ParseSpec("n.json", []byte(`{"name":"n","notify":{"url":"http://127.0.0.1:9/x"},"steps":[{"id":"a","route":"r","prompt":"p"}]}`), nil, spec.Limits{})
 	if err != nil || js.Notify == nil || js.Notify.Events != nil {
 		t.Fatalf("JSON: %+v %v", js, err)
 	}
@@ -45,19 +47,19 @@ steps: [ { id: a, route: r, prompt: p } ]
 		"unknown field": {`{ url: "https://x.example/", retries: 3 }`, `n.yaml:3: notify.retries: unknown field`},
 		"not a mapping": {`https://x.example/`, `n.yaml:3: notify: want a mapping`},
 	} {
-		_, err := engine.ParseSpec("n.yaml", []byte("name: n\nsteps: [ { id: a, route: r, prompt: p } ]\nnotify: "+c.notify+"\n"), nil, engine.Limits{})
+		_, err := spec.ParseSpec("n.yaml", []byte("name: n\nsteps: [ { id: a, route: r, prompt: p } ]\nnotify: "+c.notify+"\n"), nil, spec.Limits{})
 		lines := problem.Lines(err)
-		if !errors.Is(err, engine.ErrInvalidSpec) || len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
+		if !errors.Is(err, spec.ErrInvalidSpec) || len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
 			t.Errorf("%s: %q, want one problem starting %q", name, lines, c.want)
 		}
 	}
-	var off *engine.Webhooks
+	var off *flow.Webhooks
 	err = off.Check("n.yaml", s)
-	var se *engine.SpecError
-	if !errors.As(err, &se) || !errors.Is(err, engine.ErrInvalidSpec) || !strings.HasPrefix(err.Error(), "n.yaml:3: notify: webhooks are not configured") {
+	var se *spec.SpecError
+	if !errors.As(err, &se) || !errors.Is(err, spec.ErrInvalidSpec) || !strings.HasPrefix(err.Error(), "n.yaml:3: notify: webhooks are not configured") {
 		t.Errorf("notify without webhooks configured: %v", err)
 	}
-	if err := (&engine.Webhooks{}).Check("n.yaml", s); err != nil {
+	if err := (&flow.Webhooks{}).Check("n.yaml", s); err != nil {
 		t.Errorf("webhooks configured: %v", err)
 	}
 }
@@ -104,8 +106,8 @@ func withWebhooks(t *testing.T, defaultURL string, events ...string) *testenv.En
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	e.Config.Webhooks = config.Webhooks{Secret: config.Secret(hookSecret), Allow: []string{"127.0.0.1"}, URL: defaultURL, Events: events}
 	// the producer knows webhooks are configured (it refuses notify: otherwise)
-	e.Client = engine.NewClient(e.Redis, engine.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
-		SkipWorkerCheck: true, Webhooks: &engine.Webhooks{}})
+	e.Client = producer.NewClient(e.Redis, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
+		SkipWorkerCheck: true, Webhooks: &flow.Webhooks{}})
 	e.StartWorker(t)
 	return e
 }
@@ -123,7 +125,7 @@ steps:
   - { id: a, prompt: "one" }
   - { id: b, depends_on: [a], prompt: "two {{ .Steps.a.Output }}" }
 `))
-	e.Wait(t, id, 20*time.Second, engine.StateCompleted)
+	e.Wait(t, id, 20*time.Second, producer.StateCompleted)
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
 	delivered := func() (bool, string) {
 		info, err := insp.GetTaskInfo(webhook.Queue, webhook.TaskID(id, "completed"))
@@ -167,7 +169,7 @@ steps:
   - { id: fetch, route: flaky, max_retries: 0, prompt: "secret prompt text" }
   - { id: write, route: main, depends_on: [fetch], prompt: "x {{ .Steps.fetch.Output }}" }
 `))
-	e.Wait(t, id, 20*time.Second, engine.StateBlocked)
+	e.Wait(t, id, 20*time.Second, producer.StateBlocked)
 	var bodies []string
 	poll.Until(t, 20*time.Second, func() (bool, string) {
 		bodies, _ = rcv.got()
@@ -193,10 +195,10 @@ func TestAWorkflowEndedByADecisionIsNotifiedAndCounted(t *testing.T) {
 	rcv := newHookReceiver(t)
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Metrics: true})
 	e.Config.Webhooks = config.Webhooks{Secret: config.Secret(hookSecret), Allow: []string{"127.0.0.1"}}
-	producer := engine.NewClient(e.Redis, engine.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
-		SkipWorkerCheck: true, Webhooks: &engine.Webhooks{}})
+	prod := producer.NewClient(e.Redis, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
+		SkipWorkerCheck: true, Webhooks: &flow.Webhooks{}})
 	e.StartWorker(t)
-	spec, err := producer.Parse("gate.yaml", []byte(`
+	wspec, err := prod.Parse("gate.yaml", []byte(`
 name: gate
 notify: { url: "`+rcv.URL+`/in", events: [completed] }
 steps:
@@ -206,12 +208,12 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := producer.Submit(t.Context(), spec)
+	id, err := prod.Submit(t.Context(), wspec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Wait(t, id, 20*time.Second, store.StateWaiting)
-	if state, err := producer.Decide(t.Context(), id, "ship", true, "go", "cli"); err != nil || state != engine.StateCompleted {
+	if state, err := prod.Decide(t.Context(), id, "ship", true, "go", "cli"); err != nil || state != producer.StateCompleted {
 		t.Fatalf("decide: %s %v", state, err)
 	}
 	poll.Until(t, 20*time.Second, func() (bool, string) {

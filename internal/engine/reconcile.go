@@ -12,6 +12,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
@@ -166,7 +168,7 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 	case store.StateCompleted, store.StateFailed, store.StateCanceled:
 		return false, nil
 	}
-	spec, err := r.h.specs.get(ctx, r.h.st, wf)
+	wspec, err := r.h.specs.get(ctx, r.h.st, wf)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -176,13 +178,13 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 	open := false
 	var errs []error
 	for _, sp := range pr.Steps {
-		st, ok := spec.Step(sp.ID)
+		st, ok := wspec.Step(sp.ID)
 		if !ok {
 			continue
 		}
 		if sp.State == store.StepMapped {
 			open = true
-			if err := r.instances(ctx, wf, spec, st, sp, pr.Gen, now, c); err != nil {
+			if err := r.instances(ctx, wf, wspec, st, sp, pr.Gen, now, c); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
 			continue
@@ -191,7 +193,7 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 		open = open || inFlight
 		if due {
 			c.Lookups++
-			if err := r.step(ctx, wf, spec, st, nil, sp, pr.Gen, c); err != nil {
+			if err := r.step(ctx, wf, wspec, st, nil, sp, pr.Gen, c); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
 		}
@@ -217,20 +219,20 @@ func (r *Reconciler) due(sp store.StepProgress, now time.Time, enqueued, overdue
 
 // instances looks at the released instances of a map step, a page at a
 // time, as visit looks at steps.
-func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *Step, sp store.StepProgress, gen int, now time.Time, c *ReconcileCounts) error {
+func (r *Reconciler) instances(ctx context.Context, wf string, wspec *spec.Spec, st *spec.Step, sp store.StepProgress, gen int, now time.Time, c *ReconcileCounts) error {
 	if sp.Map == nil {
 		return nil
 	}
 	var errs []error
-	for from := 0; from < sp.Map.Started && c.Lookups < r.o.Lookups; from += outputsPage {
-		page, err := r.h.st.InstanceProgress(ctx, wf, st.ID, from, min(outputsPage, sp.Map.Started-from))
+	for from := 0; from < sp.Map.Started && c.Lookups < r.o.Lookups; from += flow.OutputsPage {
+		page, err := r.h.st.InstanceProgress(ctx, wf, st.ID, from, min(flow.OutputsPage, sp.Map.Started-from))
 		if err != nil {
 			return err
 		}
 		for i, ip := range page {
 			if due, _ := r.due(ip, now, true, true); due && c.Lookups < r.o.Lookups {
 				c.Lookups++
-				if err := r.step(ctx, wf, spec, st, &instance{index: from + i}, ip, gen, c); err != nil {
+				if err := r.step(ctx, wf, wspec, st, &spec.Instance{Index: from + i}, ip, gen, c); err != nil {
 					errs = append(errs, fmt.Errorf("instance %s: %w", ip.ID, err))
 				}
 			}
@@ -240,10 +242,10 @@ func (r *Reconciler) instances(ctx context.Context, wf string, spec *Spec, st *S
 }
 
 // step asks asynq about one step's task and acts on the answer.
-func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, inst *instance, sp store.StepProgress, gen int, c *ReconcileCounts) error {
-	res := spec.resolve(st)
+func (r *Reconciler) step(ctx context.Context, wf string, wspec *spec.Spec, st *spec.Step, inst *spec.Instance, sp store.StepProgress, gen int, c *ReconcileCounts) error {
+	res := spec.Resolve(wspec, st)
 	id := sp.ID // the step's, or the instance's
-	taskID := StepTaskID(wf, id, gen)
+	taskID := flow.StepTaskID(wf, id, gen)
 	info, err := r.o.Inspector.GetTaskInfo(res.Queue, taskID)
 	missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
 	if err != nil && !missing {
@@ -261,7 +263,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		// never reached asynq (a producer, or a settle, stopped before its
 		// enqueue) or lost: enqueue it; its task id keeps it from running
 		// twice, and Begin's lease and checkpoint do the rest
-		t, err := newTask(wf, id, gen, spec, st, r.h.st.Retention())
+		t, err := flow.NewTask(wf, id, gen, wspec, st, r.h.st.Retention())
 		if err == nil {
 			_, err = r.h.o.Client.EnqueueContext(sctx, t)
 		}
@@ -274,7 +276,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 		return nil
 	case missing:
 		// keep a dead letter to requeue or discard, as for any dead step
-		if err := r.archiveInPlace(sctx, wf, id, gen, spec, st, res); err != nil {
+		if err := r.archiveInPlace(sctx, wf, id, gen, wspec, st, res); err != nil {
 			return err
 		}
 		class, reason = retry.Missing, "missing: the step was running but its task is in no asynq state (deleted, or its queue is gone)"
@@ -289,7 +291,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 	default:
 		return nil // asynq still has it: pending, scheduled, retrying or active
 	}
-	if r.h.settleAbandoned(sctx, p, spec, st, inst, sp.Attempts, class, reason, string(class)) {
+	if r.h.settleAbandoned(sctx, p, wspec, st, inst, sp.Attempts, class, reason, string(class)) {
 		c.Settled++
 	}
 	return nil
@@ -298,8 +300,8 @@ func (r *Reconciler) step(ctx context.Context, wf string, spec *Spec, st *Step, 
 // archiveInPlace puts an archived task where a running step's lost task
 // was, so that the dead step can be requeued or discarded like any dead
 // letter: enqueued far in the future, then archived at once.
-func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int, spec *Spec, st *Step, res resolved) error {
-	t, err := newTask(wf, id, gen, spec, st, r.h.st.Retention())
+func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int, wspec *spec.Spec, st *spec.Step, res spec.Resolved) error {
+	t, err := flow.NewTask(wf, id, gen, wspec, st, r.h.st.Retention())
 	if err != nil {
 		return err
 	}
@@ -307,10 +309,10 @@ func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int,
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			return fmt.Errorf("its task came back meanwhile: %w", err)
 		}
-		return fmt.Errorf("recreate %s: %w", StepTaskID(wf, id, gen), err)
+		return fmt.Errorf("recreate %s: %w", flow.StepTaskID(wf, id, gen), err)
 	}
-	if err := r.o.Inspector.ArchiveTask(res.Queue, StepTaskID(wf, id, gen)); err != nil {
-		return fmt.Errorf("archive %s: %w", StepTaskID(wf, id, gen), err)
+	if err := r.o.Inspector.ArchiveTask(res.Queue, flow.StepTaskID(wf, id, gen)); err != nil {
+		return fmt.Errorf("archive %s: %w", flow.StepTaskID(wf, id, gen), err)
 	}
 	return nil
 }

@@ -31,8 +31,8 @@ func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
-	spec := e.Spec(strings.Replace(chordSpec(3), "defaults: { route: solo }", "defaults: { route: solo, timeout: 10s }", 1))
-	id := e.Submit(t, spec)
+	wspec := e.Spec(strings.Replace(chordSpec(3), "defaults: { route: solo }", "defaults: { route: solo, timeout: 10s }", 1))
+	id := e.Submit(t, wspec)
 	p := startWorkerProcess(t, e, 1) // one step at a time: only the hung member is in flight at the kill
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		return e.Chaos.Snapshot().Count("openai", "", "hang") > 0, "no call reached chaosllm"
@@ -93,9 +93,9 @@ func TestRedisRestartMidRun(t *testing.T) {
 		"  - { id: b, depends_on: [a], prompt: \"b {{ .Steps.a.Output }}\" }\n  - { id: c, depends_on: [b], prompt: \"c {{ .Steps.b.Output }}\" }\n"
 	var ids []string
 	for i := 0; i < n; i++ {
-		spec := e.Spec(chain)
-		spec.Input = map[string]any{"n": i}
-		ids = append(ids, e.Submit(t, spec))
+		wspec := e.Spec(chain)
+		wspec.Input = map[string]any{"n": i}
+		ids = append(ids, e.Submit(t, wspec))
 	}
 	// let some steps finish, then take Redis away for two seconds
 	poll.Until(t, 20*time.Second, func() (bool, string) {

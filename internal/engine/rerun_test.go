@@ -16,6 +16,8 @@ import (
 
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -46,7 +48,7 @@ steps:
   - { id: c, run: c, depends_on: [b] }
 `))
 	e.Wait(t, id, 20*time.Second, store.StateCompleted)
-	if _, err := e.Client.Rerun(t.Context(), id, "nope"); !errors.Is(err, engine.ErrInvalidSpec) {
+	if _, err := e.Client.Rerun(t.Context(), id, "nope"); !errors.Is(err, spec.ErrInvalidSpec) {
 		t.Fatalf("rerun from an unknown step: %v", err)
 	}
 	gen, err := e.Client.Rerun(t.Context(), id, "b")
@@ -82,7 +84,7 @@ steps:
 func TestRerunOfARunningWorkflowIsRefused(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	id := e.Submit(t, e.Spec("name: r\nsteps:\n  - { id: s, route: solo, prompt: hi }\n"))
-	if _, err := e.Client.Rerun(t.Context(), id, "s"); !errors.Is(err, engine.ErrNotFinished) {
+	if _, err := e.Client.Rerun(t.Context(), id, "s"); !errors.Is(err, producer.ErrNotFinished) {
 		t.Fatalf("rerun of a pending workflow: %v", err)
 	}
 }
@@ -251,7 +253,7 @@ steps:
 `))
 	e.Wait(t, id, 20*time.Second, store.StateBlocked)
 	_, err := e.Client.Rerun(t.Context(), id, "m")
-	if !errors.Is(err, engine.ErrNotFinished) || !strings.Contains(err.Error(), "still runs m") {
+	if !errors.Is(err, producer.ErrNotFinished) || !strings.Contains(err.Error(), "still runs m") {
 		t.Fatalf("rerun while m runs: %v, want ErrNotFinished naming m", err)
 	}
 	close(release)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
 	"github.com/agentq/agentq/tasks"
@@ -38,7 +38,7 @@ func untilStored(ctx context.Context, write func() error) error {
 	delay := 100 * time.Millisecond
 	for {
 		err := write()
-		if err == nil || !redisUnavailable(err) || ctx.Err() != nil {
+		if err == nil || !flow.RedisUnavailable(err) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -48,20 +48,6 @@ func untilStored(ctx context.Context, write func() error) error {
 		}
 		delay = min(2*delay, time.Second)
 	}
-}
-
-// Unavailable reports whether err says Redis did not answer (a read that
-// may be tried again): ErrUnavailable, or the connection's own failure.
-func Unavailable(err error) bool {
-	return errors.Is(err, ErrUnavailable) || redisUnavailable(err)
-}
-
-// redisUnavailable reports an error that says Redis could not be reached
-// or is still loading its data, as opposed to an answer.
-func redisUnavailable(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		strings.HasPrefix(err.Error(), "LOADING ") || strings.Contains(err.Error(), "LOADING Redis is loading")
 }
 
 // settle records the outcome and enqueues the dependents it made ready.
@@ -104,29 +90,29 @@ func answerContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // record records an outcome within ctx (see settle). Past the workflow's
 // deadline nothing is recorded: the workflow ends timed out.
 func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
-	p, spec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
+	p, wspec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
 	if pastDeadline(run.deadline) {
 		run.log.Info("outcome not recorded: the workflow's deadline passed while the step ran")
-		return h.timeOut(ctx, p.Workflow, spec)
+		return h.timeOut(ctx, p.Workflow, wspec)
 	}
 	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
 		if h.st.EnqueuesTasks() {
-			t := queuedTask(p.Workflow, instanceID(st.ID, store.ReleaseProbe), p.Gen, spec, st, h.st.Retention())
+			t := flow.QueuedTask(p.Workflow, record.InstanceID(st.ID, store.ReleaseProbe), p.Gen, wspec, st, h.st.Retention())
 			o.Release = &t // the instance it releases, enqueued by the settle
 		}
 	}
 	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
-		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
+		o.CostMicros = flow.CostMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
 	}
-	deps := h.withTasks(dependentsOf(spec, st.ID), p.Workflow, p.Gen, spec)
+	deps := h.withTasks(flow.DependentsOf(wspec, st.ID), p.Workflow, p.Gen, wspec)
 	var res *store.Settled
 	// both writes are idempotent, so a Redis that is restarting is waited
 	// for (within settleTimeout) rather than losing an answer already paid for
 	err := untilStored(ctx, func() (err error) {
 		res, err = h.st.Settle(ctx, p.Workflow, p.Step, o, deps)
-		if errors.Is(err, store.ErrOldLayout) && h.st.MigrateFanIn(ctx, p.Workflow, spec.inputCounts()) == nil {
+		if errors.Is(err, store.ErrOldLayout) && h.st.MigrateFanIn(ctx, p.Workflow, inputCounts(wspec)) == nil {
 			res, err = h.st.Settle(ctx, p.Workflow, p.Step, o, deps)
 		}
 		return err
@@ -147,7 +133,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	}
 	if res.Release >= 0 && !res.ReleaseEnqueued {
 		if err := untilStored(ctx, func() error {
-			return enqueueInstance(ctx, h.o.Client, p.Workflow, spec, st, res.Release, res.Gen, h.st.Retention())
+			return flow.EnqueueInstance(ctx, h.o.Client, p.Workflow, wspec, st, res.Release, res.Gen, h.st.Retention())
 		}); err != nil {
 			return err // retried by asynq: the settle is idempotent and releases the same instance again
 		}
@@ -157,7 +143,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 			continue
 		}
 		if err := untilStored(ctx, func() error {
-			return enqueueStep(ctx, h.o.Client, p.Workflow, spec, d, res.Gen, h.st.Retention())
+			return flow.EnqueueStep(ctx, h.o.Client, p.Workflow, wspec, d, res.Gen, h.st.Retention())
 		}); err != nil {
 			return err // retried by asynq: the settle is idempotent and returns d again
 		}
@@ -172,7 +158,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	}
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: stepState, WorkflowState: state,
 		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled})
-	h.notifyEnded(ctx, p.Workflow, spec, state)
+	h.notifyEnded(ctx, p.Workflow, wspec, state)
 	return nil
 }
 
@@ -216,27 +202,16 @@ func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, 
 	return err
 }
 
-// dependentsOf lists a step's dependents with their number of inputs.
-func dependentsOf(spec *Spec, id string) []store.Dependent {
-	ds := spec.Dependents(id)
-	out := make([]store.Dependent, 0, len(ds))
-	for _, d := range ds {
-		st, _ := spec.Step(d)
-		out = append(out, store.Dependent{ID: d, Inputs: len(st.DependsOn)})
-	}
-	return out
-}
-
 // withTasks gives each dependent its task of generation gen, for the
 // store to enqueue in the settle that makes it ready (when it can: see
 // store.Task).
-func (h *Handler) withTasks(deps []store.Dependent, wf string, gen int, spec *Spec) []store.Dependent {
+func (h *Handler) withTasks(deps []store.Dependent, wf string, gen int, wspec *spec.Spec) []store.Dependent {
 	if !h.st.EnqueuesTasks() {
 		return deps
 	}
 	for i := range deps {
-		st, _ := spec.Step(deps[i].ID)
-		t := queuedTask(wf, deps[i].ID, gen, spec, st, h.st.Retention())
+		st, _ := wspec.Step(deps[i].ID)
+		t := flow.QueuedTask(wf, deps[i].ID, gen, wspec, st, h.st.Retention())
 		deps[i].Task = &t
 	}
 	return deps
@@ -244,7 +219,7 @@ func (h *Handler) withTasks(deps []store.Dependent, wf string, gen int, spec *Sp
 
 // inputCounts is each step's depends_on, for a record an earlier agentq
 // wrote (store.MigrateFanIn).
-func (s *Spec) inputCounts() map[string][]string {
+func inputCounts(s *spec.Spec) map[string][]string {
 	out := make(map[string][]string, len(s.Steps))
 	for _, st := range s.Steps {
 		if len(st.DependsOn) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -21,11 +22,11 @@ import (
 type specCache struct {
 	mu     sync.Mutex
 	max    int // per map; the oldest entries go first
-	byWF   fifo[string, *Spec]
-	shapes fifo[[sha256.Size]byte, *Spec]
+	byWF   fifo[string, *spec.Spec]
+	shapes fifo[[sha256.Size]byte, *spec.Spec]
 }
 
-func (c *specCache) get(ctx context.Context, st *store.Store, wf string) (*Spec, error) {
+func (c *specCache) get(ctx context.Context, st *store.Store, wf string) (*spec.Spec, error) {
 	c.mu.Lock()
 	s, ok := c.byWF.get(wf)
 	c.mu.Unlock()
@@ -50,7 +51,7 @@ func (c *specCache) get(ctx context.Context, st *store.Store, wf string) (*Spec,
 
 // parse reads a stored spec, reusing the parsed shape of an identical spec
 // (all but the input) when it has one.
-func (c *specCache) parse(raw []byte) (*Spec, error) {
+func (c *specCache) parse(raw []byte) (*spec.Spec, error) {
 	var parts map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, fmt.Errorf("unreadable: %v", err)
@@ -73,11 +74,11 @@ func (c *specCache) parse(raw []byte) (*Spec, error) {
 	shape, ok := c.shapes.get(key)
 	c.mu.Unlock()
 	if !ok {
-		var s Spec
+		var s spec.Spec
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("unreadable: %v", err)
 		}
-		if err := s.prepare(); err != nil {
+		if err := spec.Prepare(&s); err != nil {
 			return nil, err
 		}
 		s.Input = nil
@@ -89,7 +90,7 @@ func (c *specCache) parse(raw []byte) (*Spec, error) {
 	// the steps are read-only once prepared, so workflows share them
 	s := *shape
 	if in := parts["input"]; len(in) > 0 && string(in) != "null" {
-		if err := decodeJSON(in, &s.Input); err != nil { // numbers as json.Number, as everywhere a step sees them
+		if err := spec.DecodeJSON(in, &s.Input); err != nil { // numbers as json.Number, as everywhere a step sees them
 			return nil, fmt.Errorf("input unreadable: %v", err)
 		}
 	}
@@ -121,3 +122,6 @@ func (f *fifo[K, V]) put(k K, v V, max int) {
 		f.order = f.order[1:]
 	}
 }
+
+// newSpecCache is a cache of at most max specs.
+func newSpecCache(max int) specCache { return specCache{max: max} }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // chordSpec is a chord of n members and a body whose prompts read the
@@ -21,7 +23,7 @@ func chordSpec(t testing.TB, n int, input any) []byte {
 	}
 	fmt.Fprintf(&b, "  - id: body\n    depends_on: [%s]\n    prompt: \"join {{ .Steps.m0.Output }} on {{ .Input.topic }}\"\n", strings.Join(ids, ", "))
 	b.WriteString("    output: { format: json, schema: { type: object, required: [answer], properties: { answer: { type: string } } } }\n")
-	s, err := ParseSpec("chord.yaml", []byte(b.String()), map[string]bool{"r": true}, Limits{})
+	s, err := spec.ParseSpec("chord.yaml", []byte(b.String()), map[string]bool{"r": true}, spec.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +36,7 @@ func chordSpec(t testing.TB, n int, input any) []byte {
 }
 
 func TestSpecCacheSharesTheShapeNotTheInput(t *testing.T) {
-	var c specCache
-	c.max = 10
+	c := newSpecCache(10)
 	a, err := c.parse(chordSpec(t, 3, "apples"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,10 +52,10 @@ func TestSpecCacheSharesTheShapeNotTheInput(t *testing.T) {
 		t.Fatalf("inputs: %v, %v", a.Input, b.Input)
 	}
 	body, _ := b.Step("body")
-	if body.promptT == nil || body.schema == nil || len(body.inputs) != 3 {
+	if spec.PromptTemplate(body) == nil || spec.OutputRequest(body).Check(`{}`) == nil || len(spec.InputsOf(body, nil)) != 3 {
 		t.Fatalf("shared body step not prepared: %+v", body)
 	}
-	got, err := render(body.promptT, b.Input, map[string]StepView{"m0": {Output: "x"}})
+	got, err := spec.RenderContext(t.Context(), spec.PromptTemplate(body), b.Input, map[string]spec.StepView{"m0": {Output: "x"}})
 	if err != nil || got != "join x on pears" {
 		t.Fatalf("render with the second input: %q %v", got, err)
 	}
@@ -90,14 +91,14 @@ func BenchmarkSpecOfANewWorkflow(b *testing.B) {
 	}
 	b.Run("first", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			c := specCache{max: 10}
+			c := newSpecCache(10)
 			if _, err := c.parse(raws[i%len(raws)]); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("shared", func(b *testing.B) {
-		c := specCache{max: 10}
+		c := newSpecCache(10)
 		for i := 0; i < b.N; i++ {
 			if _, err := c.parse(raws[i%len(raws)]); err != nil {
 				b.Fatal(err)

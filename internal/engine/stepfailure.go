@@ -82,3 +82,21 @@ func (h *Handler) deadLetter(ctx context.Context, run stepRun, class retry.Class
 }
 
 func classOf(err error) retry.Class { return retry.ClassOf(err) }
+
+// rejectedOutput is the last answer in err that failed an output check.
+func rejectedOutput(err error) string {
+	var re *router.RouteError
+	if errors.As(err, &re) {
+		for i := len(re.Attempts) - 1; i >= 0; i-- {
+			var inv *router.InvalidOutputError
+			if errors.As(re.Attempts[i], &inv) {
+				return inv.Output
+			}
+		}
+	}
+	var inv *router.InvalidOutputError
+	if errors.As(err, &inv) {
+		return inv.Output
+	}
+	return ""
+}

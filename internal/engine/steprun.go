@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -12,23 +13,17 @@ import (
 // the step, its resolved settings and the attempt number Begin counted.
 type stepRun struct {
 	p       tasks.Payload
-	spec    *Spec
-	st      *Step
-	r       resolved
+	spec    *spec.Spec
+	st      *spec.Step
+	r       spec.Resolved
 	attempt int
 	log     *slog.Logger // with the workflow and step ids
 	// inst is set when the step is an instance of a map step (p.Step is
 	// then "<id>[<n>]" and st the map step).
-	inst *instance
+	inst *spec.Instance
 	// deadline is the workflow's, if it has one: an outcome that arrives
 	// past it ends the workflow timed out instead of being recorded (the
 	// deadline's own task may be waiting for a worker slot that code
 	// ignoring its context holds).
 	deadline *time.Time
-}
-
-// instance is one item of a map step.
-type instance struct {
-	index int
-	item  any // the item, decoded from its JSON
 }

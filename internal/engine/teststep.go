@@ -9,6 +9,7 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -20,7 +21,7 @@ type TestStepOptions struct {
 	Input        map[string]any
 	// Steps are its ancestors' outputs; a map ancestor's view comes from
 	// MapViewOf, and the step reads it with CodeStep.Outputs.
-	Steps  map[string]StepView
+	Steps  map[string]spec.StepView
 	Router Caller       // the model: LLM().Chat goes here
 	Logger *slog.Logger // nil: discarded
 	// Item, when not nil, makes the step an instance of a map step
@@ -38,7 +39,7 @@ type TestStep struct {
 	o    TestStepOptions
 	args json.RawMessage
 	mem  *memoryCalls
-	inst *instance // a map instance's item, when Item was given
+	inst *spec.Instance // a map instance's item, when Item was given
 
 	mu       sync.Mutex
 	attempt  int
@@ -65,8 +66,8 @@ func NewTestStep(o TestStepOptions) (*TestStep, error) {
 		return nil, fmt.Errorf("engine: NewTestStep: the arguments do not encode as JSON: %w", err)
 	}
 	for id, v := range o.Steps {
-		if v.Map != nil && v.Map.err != nil {
-			return nil, fmt.Errorf("engine: NewTestStep: step %s: %w", id, v.Map.err)
+		if err := spec.MapViewErr(v.Map); err != nil {
+			return nil, fmt.Errorf("engine: NewTestStep: step %s: %w", id, err)
 		}
 	}
 	t := &TestStep{o: o, args: args, mem: &memoryCalls{calls: map[int]store.Call{}}}
@@ -76,10 +77,10 @@ func NewTestStep(o TestStepOptions) (*TestStep, error) {
 			return nil, fmt.Errorf("engine: NewTestStep: the item does not encode as JSON: %w", err)
 		}
 		var item any
-		if err := decodeJSON(b, &item); err != nil {
+		if err := spec.DecodeJSON(b, &item); err != nil {
 			return nil, fmt.Errorf("engine: NewTestStep: the item: %w", err)
 		}
-		t.inst = &instance{index: max(o.Index, 0), item: item}
+		t.inst = &spec.Instance{Index: max(o.Index, 0), Item: item}
 	}
 	return t, nil
 }
@@ -104,7 +105,8 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 	cloned := false
 	for id, v := range t.o.Steps {
 		if m := v.Map; m != nil {
-			s.maps[id] = mapSource{items: len(m.views), pages: func(context.Context) iter.Seq2[StepView, error] { return m.instanceViews() }}
+			views := spec.InstanceViews(m)
+			s.maps[id] = mapSource{items: len(views), pages: func(context.Context) iter.Seq2[spec.StepView, error] { return seqOf(views) }}
 			// as on a worker, Step(id) is the map step's own record (an
 			// empty map's is an empty list): a code step reads the
 			// instances with Outputs
@@ -113,11 +115,11 @@ func (t *TestStep) Attempt(ctx context.Context, fn StepFunc) (any, error) {
 			}
 			switch {
 			case v.Missing: // dead-lettered before it expanded
-				s.steps[id] = StepView{Missing: true}
-			case len(m.views) == 0:
-				s.steps[id] = StepView{Output: "[]", JSON: []any{}}
+				s.steps[id] = spec.StepView{Missing: true}
+			case len(views) == 0:
+				s.steps[id] = spec.StepView{Output: "[]", JSON: []any{}}
 			default:
-				s.steps[id] = StepView{}
+				s.steps[id] = spec.StepView{}
 			}
 		}
 	}
@@ -151,4 +153,16 @@ func (m *memoryCalls) SaveCall(_ context.Context, _, _ string, _, attempt, seq i
 	}
 	m.calls[seq] = c
 	return nil
+}
+
+// seqOf yields views, as a worker's CodeStep.Outputs yields a map's
+// instances' records.
+func seqOf(views []spec.StepView) iter.Seq2[spec.StepView, error] {
+	return func(yield func(spec.StepView, error) bool) {
+		for _, v := range views {
+			if !yield(v, nil) {
+				return
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -241,10 +242,10 @@ func (l *toolLoop) execute(ctx context.Context, turn int, c llmclient.ToolCall) 
 	}
 	v, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
 	if err != nil {
-		return failed("the arguments of %s are not JSON: %s", c.Name, oneLine(err.Error()))
+		return failed("the arguments of %s are not JSON: %s", c.Name, spec.OneLine(err.Error()))
 	}
 	if err := t.schema.Validate(v); err != nil {
-		return failed("the arguments of %s do not match its schema: %s", c.Name, oneLine(validationText(err)))
+		return failed("the arguments of %s do not match its schema: %s", c.Name, spec.OneLine(spec.ValidationText(err)))
 	}
 	out, err := callTool(ctx, t.fn, json.RawMessage(args))
 	var fatal *fatalToolError

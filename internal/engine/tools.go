@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sort"
 
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/llmclient"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -64,7 +66,7 @@ type compiledTool struct {
 }
 
 func compileTool(name string, t Tool) (*compiledTool, error) {
-	if !toolName.MatchString(name) {
+	if !spec.ToolName.MatchString(name) {
 		return nil, errors.New("a tool name is 1 to 64 letters, digits, _ or -")
 	}
 	if t.Func == nil {
@@ -77,7 +79,7 @@ func compileTool(name string, t Tool) (*compiledTool, error) {
 	if typ, _ := m["type"].(string); typ != "object" {
 		return nil, errors.New("the schema must be a JSON Schema of type object")
 	}
-	sch, err := compileSchema("tool-"+name, m)
+	sch, err := spec.CompileSchema("tool-"+name, m)
 	if err != nil {
 		return nil, fmt.Errorf("the schema does not compile: %w", err)
 	}
@@ -134,4 +136,46 @@ func toolContent(v any) (string, error) {
 		return "", fmt.Errorf("its result cannot be encoded as JSON: %w", err)
 	}
 	return string(b), nil
+}
+
+// runsTools reports whether the step's tool calls are run by agentq on a
+// worker with tools reg: it offers a tool by name alone, or a registered
+// one. Otherwise its tools (if any) are passed through.
+func runsTools(st *spec.Step, reg map[string]*compiledTool) bool {
+	for _, t := range st.Tools {
+		if spec.NamedTool(t) || reg[t.Name] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// missingTool is the first tool the step names alone that reg lacks.
+func missingTool(st *spec.Step, reg map[string]*compiledTool) (string, bool) {
+	for _, t := range st.Tools {
+		if spec.NamedTool(t) && reg[t.Name] == nil {
+			return t.Name, true
+		}
+	}
+	return "", false
+}
+
+// toolsRequest is the tools the model is offered: a registered tool with
+// its schema and description (the spec's own, when it gives them), any
+// other as the spec gives it.
+func toolsRequest(st *spec.Step, reg map[string]*compiledTool) []llmclient.Tool {
+	var out []llmclient.Tool
+	for _, t := range st.Tools {
+		lt := llmclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		if c := reg[t.Name]; c != nil {
+			if lt.Description == "" {
+				lt.Description = c.description
+			}
+			if lt.Parameters == nil {
+				lt.Parameters = c.params
+			}
+		}
+		out = append(out, lt)
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -20,7 +21,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	p, st, r := run.p, run.st, run.r
 	log := run.log
 	attempt := a.Step.Attempts
-	if name, ok := st.missingTool(h.tools); ok {
+	if name, ok := missingTool(st, h.tools); ok {
 		return h.toolsNotServed(ctx, run, a, fmt.Errorf("tool %q is not registered on this worker", name))
 	}
 	calls, err := h.storedCalls(ctx, p, attempt)
@@ -34,9 +35,9 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 			offered[t.Name] = c
 		}
 	}
-	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: st.maxTurns(), maxBytes: h.o.MaxOutputBytes,
+	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: spec.MaxTurns(st), maxBytes: h.o.MaxOutputBytes,
 		base: llmclient.Request{System: system, MaxTokens: st.MaxTokens, Temperature: st.Temperature,
-			Tools: st.toolsRequest(h.tools), Output: st.outputRequest(), MaxOutputBytes: h.o.MaxOutputBytes}}
+			Tools: toolsRequest(st, h.tools), Output: spec.OutputRequest(st), MaxOutputBytes: h.o.MaxOutputBytes}}
 	callCtx, cancel := withSettleMargin(ctx)
 	resp, err := l.run(callCtx, prompt)
 	cancel()
@@ -77,26 +78,13 @@ func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Atte
 	return &StepError{Class: retry.NotServed, RetryAfter: notServedRecheck, Err: err}
 }
 
-// toolLoopKind is a prompt step that offers tools (tools:): the worker
-// runs the model–tool loop when one of them is its own (registered, or a
-// named one); tools only passed through make it one call, as a prompt
-// step's.
-type toolLoopKind struct{ promptKind }
+// toolLoopRun runs a step with tools: the tool loop, or one call when
+// none of its tools is the worker's own.
+type toolLoopRun struct{}
 
-func (toolLoopKind) claims(st *Step) bool { return len(st.Tools) > 0 }
-
-func (toolLoopKind) takes(*Step) ([]string, string) {
-	return append(promptFields[:len(promptFields):len(promptFields)], "tools", "max_turns"), "a step with tools"
-}
-
-func (toolLoopKind) check(s *Spec, st *Step, where string, lim Limits, bad problemFunc) {
-	checkPrompt(s, st, where, bad)
-	checkMaxTurns(st, where, lim, bad)
-}
-
-func (toolLoopKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]StepView) error {
+func (toolLoopRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	return h.runPrompt(ctx, run, a, views, func(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
-		if run.st.runsTools(h.tools) {
+		if runsTools(run.st, h.tools) {
 			return h.runTools(ctx, run, a, key, system, prompt)
 		}
 		return h.askOnce(ctx, run, a, key, system, prompt)

@@ -8,15 +8,16 @@ import (
 	"strings"
 
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // FromConfig reads the configuration's schedules: each cron expression,
 // and each spec file, parsed and checked as enqueue checks a spec (routes
 // and limits from o), with the schedule's input set. A problem is one
 // *config.FieldError naming the schedule and its field.
-func FromConfig(cfg config.Config, o engine.ClientOptions) ([]Entry, error) {
+func FromConfig(cfg config.Config, o producer.ClientOptions) ([]Entry, error) {
 	var routes map[string]bool
 	if o.Routes != nil {
 		routes = map[string]bool{}
@@ -40,7 +41,7 @@ func FromConfig(cfg config.Config, o engine.ClientOptions) ([]Entry, error) {
 		}
 		lim := o.Limits
 		lim.SchemaDir = filepath.Dir(path)
-		spec, err := engine.ParseSpec(path, data, routes, lim)
+		spec, err := spec.ParseSpec(path, data, routes, lim)
 		if err != nil {
 			return nil, bad("spec", "%s is not a valid spec: %s", path, strings.Join(problem.Lines(err), "; "))
 		}

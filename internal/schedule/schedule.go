@@ -21,7 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -30,7 +31,7 @@ type Entry struct {
 	Name string
 	Cron string // as written, for listings
 	When cron.Schedule
-	Spec *engine.Spec // input applied
+	Spec *spec.Spec // input applied
 }
 
 // Clock is the scheduler's time: Now, and a channel that fires after d.
@@ -58,7 +59,7 @@ type Options struct {
 	Entries []Entry
 	// Client submits the runs (without the check against live workers:
 	// a run waits for its worker rather than being skipped).
-	Client *engine.Client
+	Client *producer.Client
 	// Redis holds the leases and each schedule's last slot.
 	Redis redis.UniversalClient
 	// Holder names this replica in the leases; "": host, pid and a random
@@ -214,9 +215,9 @@ func (s *Scheduler) fireDue(ctx context.Context, e Entry, last time.Time, log *s
 			}
 			renewed = s.o.Clock.Now()
 		}
-		sub, err := s.o.Client.SubmitWorkflow(ctx, e.Spec, engine.WithIdempotencyKey(Key(e.Name, slot)), engine.WithoutWorkerCheck())
+		sub, err := s.o.Client.SubmitWorkflow(ctx, e.Spec, producer.WithIdempotencyKey(Key(e.Name, slot)), producer.WithoutWorkerCheck())
 		switch {
-		case errors.Is(err, engine.ErrIdempotencyConflict):
+		case errors.Is(err, producer.ErrIdempotencyConflict):
 			// the slot ran with another version of the spec (replicas
 			// with different files): it ran; go on
 			log.Error("schedule: the slot's workflow was submitted with another spec or input; not submitting this one", "slot", slot, "err", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -200,7 +201,7 @@ func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 	viaAsynq, viaStore := asynqAndStore(t)
 	wf := "wf-" + strings.Repeat("x", 130)
 	instance := func(n int) store.Task {
-		id := store.InstanceID("m", n)
+		id := record.InstanceID("m", n)
 		return store.Task{ID: wf + ":" + id, Queue: "maps", Type: "agentq:step", Payload: []byte(fmt.Sprintf(`{"wf":%q,"step":%q}`, wf, id)),
 			MaxRetry: 5, Timeout: 2 * time.Minute, Retention: 24 * time.Hour}
 	}
@@ -211,7 +212,7 @@ func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 	}
 	probe := instance(store.ReleaseProbe)
 	for range 2 { // delivered twice: the same release, enqueued once
-		r, err := s.Settle(ctx, wf, store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe}, reduceDeps)
+		r, err := s.Settle(ctx, wf, record.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe}, reduceDeps)
 		if err != nil || r.Release != 11 || !r.ReleaseEnqueued {
 			t.Fatalf("settle of instance 0: %+v %v, want instance 11 released and enqueued", r, err)
 		}
@@ -229,7 +230,7 @@ func TestSettleEnqueuesTheReleasedInstanceAsAsynqDoes(t *testing.T) {
 	}
 
 	// an instance of run 1 while the workflow is at run 0: refused, nothing released
-	if _, err := s.Settle(ctx, wf, store.InstanceID("m", 1), store.Outcome{Done: true, Map: "m", Release: &probe, Gen: 1}, reduceDeps); !errors.Is(err, store.ErrOtherRun) {
+	if _, err := s.Settle(ctx, wf, record.InstanceID("m", 1), store.Outcome{Done: true, Map: "m", Release: &probe, Gen: 1}, reduceDeps); !errors.Is(err, store.ErrOtherRun) {
 		t.Fatalf("settle of another run: %v, want ErrOtherRun", err)
 	}
 	if got := asynqState(t, viaStore, "maps"); got != want {
@@ -244,7 +245,7 @@ func TestSettleEnqueuesTheReleasedInstanceOfALaterRun(t *testing.T) {
 	ctx := context.Background()
 	viaAsynq, viaStore := asynqAndStore(t)
 	instance := func(n int) store.Task {
-		id := store.InstanceID("m", n)
+		id := record.InstanceID("m", n)
 		return store.Task{ID: "wf1:" + id + "@1", Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"wf1","step":"` + id + `","gen":1}`), MaxRetry: 3}
 	}
 	s := store.New(viaStore, time.Hour, nil)
@@ -256,7 +257,7 @@ func TestSettleEnqueuesTheReleasedInstanceOfALaterRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := instance(store.ReleaseProbe)
-	r, err := s.Settle(ctx, "wf1", store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe, Gen: 1}, reduceDeps)
+	r, err := s.Settle(ctx, "wf1", record.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe, Gen: 1}, reduceDeps)
 	if err != nil || r.Release != 1 || !r.ReleaseEnqueued || r.Gen != 1 {
 		t.Fatalf("settle: %+v %v, want instance 1 of generation 1 released and enqueued", r, err)
 	}
@@ -313,9 +314,9 @@ func TestClusterModeThroughAPlainClientLeavesTasksToTheCaller(t *testing.T) {
 	if _, err := s3.Expand(ctx, "wf2", "m", items(3), 1); err != nil {
 		t.Fatal(err)
 	}
-	probe := store.Task{ID: "wf2:" + store.InstanceID("m", store.ReleaseProbe), Queue: "default", Type: "agentq:step",
-		Payload: []byte(`{"step":"` + store.InstanceID("m", store.ReleaseProbe) + `"}`)}
-	r, err := s3.Settle(ctx, "wf2", store.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe}, reduceDeps)
+	probe := store.Task{ID: "wf2:" + record.InstanceID("m", store.ReleaseProbe), Queue: "default", Type: "agentq:step",
+		Payload: []byte(`{"step":"` + record.InstanceID("m", store.ReleaseProbe) + `"}`)}
+	r, err := s3.Settle(ctx, "wf2", record.InstanceID("m", 0), store.Outcome{Done: true, Map: "m", Release: &probe}, reduceDeps)
 	if err != nil || r.Release != 1 || r.ReleaseEnqueued || s3.EnqueuesTasks() {
 		t.Fatalf("instance settle: %+v %v (store enqueues %v); want instance 1 released and left to the caller", r, err, s3.EnqueuesTasks())
 	}

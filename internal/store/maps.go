@@ -22,9 +22,6 @@ import (
 // MapCounts are a map step's instance counters.
 type MapCounts = record.MapCounts
 
-// InstanceID is the step id of a map's n-th instance.
-func InstanceID(step string, n int) string { return step + "[" + strconv.Itoa(n) + "]" }
-
 // isInstance reports whether a step id names a map instance (a spec's step
 // ids cannot hold brackets).
 func isInstance(step string) bool { return strings.HasSuffix(step, "]") }
@@ -91,7 +88,7 @@ func (s *Store) Expand(ctx context.Context, wf, step string, items []string, win
 	args := make([]any, 0, 7+2*len(items))
 	args = append(args, p+"state", p+"nitems", p+"next", p+"ndone", p+"nmissing", len(items), window)
 	for i, it := range items {
-		args = append(args, InstanceID(step, i)+".item", it)
+		args = append(args, record.InstanceID(step, i)+".item", it)
 	}
 	res, err := expandScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
 	if err != nil {
@@ -119,7 +116,7 @@ func (s *Store) Instances(ctx context.Context, wf, step string, from, n int) ([]
 	}
 	fields := make([]string, 0, n*len(stepFields))
 	for i := from; i < from+n; i++ {
-		id := InstanceID(step, i)
+		id := record.InstanceID(step, i)
 		for _, f := range stepFields {
 			fields = append(fields, id+"."+f)
 		}
@@ -131,7 +128,7 @@ func (s *Store) Instances(ctx context.Context, wf, step string, from, n int) ([]
 	out := make([]StepRecord, 0, n)
 	now := s.now()
 	for i := range n {
-		r := stepRecord(InstanceID(step, from+i), func(f int) string { return str(vals[i*len(stepFields)+f]) })
+		r := stepRecord(record.InstanceID(step, from+i), func(f int) string { return str(vals[i*len(stepFields)+f]) })
 		r.NextAttemptAt = dueAfter(r.NextAttemptAt, now)
 		out = append(out, r)
 	}
@@ -146,7 +143,7 @@ func (s *Store) InstanceOutputs(ctx context.Context, wf, step string, from, n in
 	}
 	fields := make([]string, 0, 3*n)
 	for i := from; i < from+n; i++ {
-		id := InstanceID(step, i) + "."
+		id := record.InstanceID(step, i) + "."
 		fields = append(fields, id+"state", id+"output", id+"degraded")
 	}
 	vals, err := s.rdb.HMGet(ctx, wfKey(wf), fields...).Result()
@@ -155,7 +152,7 @@ func (s *Store) InstanceOutputs(ctx context.Context, wf, step string, from, n in
 	}
 	out := make([]StepRecord, n)
 	for i := range out {
-		out[i] = StepRecord{ID: InstanceID(step, from+i), State: str(vals[3*i]), Output: str(vals[3*i+1]), Degraded: str(vals[3*i+2]) == "1"}
+		out[i] = StepRecord{ID: record.InstanceID(step, from+i), State: str(vals[3*i]), Output: str(vals[3*i+1]), Degraded: str(vals[3*i+2]) == "1"}
 		if out[i].State == "" {
 			out[i].State = StepPending
 		}
@@ -166,9 +163,9 @@ func (s *Store) InstanceOutputs(ctx context.Context, wf, step string, from, n in
 // Item reads the item of a map's n-th instance (JSON; "" if the map has
 // no such instance).
 func (s *Store) Item(ctx context.Context, wf, step string, n int) (string, error) {
-	v, err := s.rdb.HGet(ctx, wfKey(wf), InstanceID(step, n)+".item").Result()
+	v, err := s.rdb.HGet(ctx, wfKey(wf), record.InstanceID(step, n)+".item").Result()
 	if err != nil && err != redis.Nil {
-		return "", fmt.Errorf("store: item of %s/%s: %w", wf, InstanceID(step, n), err)
+		return "", fmt.Errorf("store: item of %s/%s: %w", wf, record.InstanceID(step, n), err)
 	}
 	return v, nil
 }

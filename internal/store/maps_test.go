@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -45,13 +46,13 @@ func TestMapWindowReleasesOneInstancePerSettleAndCompletesOnce(t *testing.T) {
 	if e2, err := s.Expand(ctx, "wf", "m", items(9), 5); err != nil || *e2 != *e {
 		t.Fatalf("second expand: %+v %v, want %+v", e2, err, e)
 	}
-	a, err := s.Begin(ctx, "wf", store.InstanceID("m", 4), "t", 0, time.Minute, nil)
+	a, err := s.Begin(ctx, "wf", record.InstanceID("m", 4), "t", 0, time.Minute, nil)
 	if err != nil || a.Item != "40" {
 		t.Fatalf("begin instance 4: item %q, %v", a.Item, err)
 	}
 	released := map[int]bool{}
 	for i := range 7 {
-		inst := store.InstanceID("m", i)
+		inst := record.InstanceID("m", i)
 		o := store.Outcome{Done: true, Output: "out" + strconv.Itoa(i), Map: "m"}
 		r, err := s.Settle(ctx, "wf", inst, o, reduceDeps)
 		if err != nil {
@@ -104,7 +105,7 @@ func TestMapOptionalInstanceDeadIsMissingAndAFailedOneBlocks(t *testing.T) {
 	settleInst := func(i int, o store.Outcome) *store.Settled {
 		t.Helper()
 		o.Map = "m"
-		r, err := s.Settle(ctx, "wf", store.InstanceID("m", i), o, reduceDeps)
+		r, err := s.Settle(ctx, "wf", record.InstanceID("m", i), o, reduceDeps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestMapSettleCostsTheSameAtAnyWidth(t *testing.T) {
 	// the task of the instance a settle releases, enqueued by the settle
 	// as a worker's is
 	probe := func(wf string) *store.Task {
-		id := store.InstanceID("m", store.ReleaseProbe)
+		id := record.InstanceID("m", store.ReleaseProbe)
 		return &store.Task{ID: wf + ":" + id, Queue: "default", Type: "agentq:step", Payload: []byte(`{"wf":"` + wf + `","step":"` + id + `"}`)}
 	}
 	// settleAll settles the instances of a map of width n in item order
@@ -224,7 +225,7 @@ func TestMapSettleCostsTheSameAtAnyWidth(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r, err := s.Settle(ctx, id, store.InstanceID("m", i), store.Outcome{Done: true, Output: "out" + strconv.Itoa(i), Map: "m", Release: probe(id)}, reduceDeps)
+			r, err := s.Settle(ctx, id, record.InstanceID("m", i), store.Outcome{Done: true, Output: "out" + strconv.Itoa(i), Map: "m", Release: probe(id)}, reduceDeps)
 			if err != nil {
 				t.Fatal(err)
 			}

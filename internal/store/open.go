@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -143,7 +144,7 @@ func (s *Store) InstanceProgress(ctx context.Context, wf, step string, from, n i
 	}
 	fields := make([]string, 0, n*len(progressFields))
 	for i := from; i < from+n; i++ {
-		id := InstanceID(step, i)
+		id := record.InstanceID(step, i)
 		for _, f := range progressFields {
 			fields = append(fields, id+"."+f)
 		}
@@ -154,7 +155,7 @@ func (s *Store) InstanceProgress(ctx context.Context, wf, step string, from, n i
 	}
 	out := make([]StepProgress, 0, n)
 	for i := range n {
-		out = append(out, stepProgress(InstanceID(step, from+i), func(f int) string { return str(vals[i*len(progressFields)+f]) }))
+		out = append(out, stepProgress(record.InstanceID(step, from+i), func(f int) string { return str(vals[i*len(progressFields)+f]) }))
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -158,7 +159,7 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 	for _, id := range again {
 		keys = append(keys, callsKey(wf, id))
 		for n := range items[id] {
-			keys = append(keys, callsKey(wf, InstanceID(id, n)))
+			keys = append(keys, callsKey(wf, record.InstanceID(id, n)))
 		}
 	}
 	for i := 0; i < len(keys); i += 1000 {

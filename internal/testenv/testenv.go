@@ -25,8 +25,10 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/router"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/llmclient"
@@ -44,10 +46,10 @@ type Env struct {
 	URL     string // chaosllm base URL
 	Config  config.Config
 	Store   *store.Store
-	Client  *engine.Client
+	Client  *producer.Client
 	Asynq   *asynq.Client
 	Events  chan engine.StepEvent
-	Spec    func(yaml string) *engine.Spec
+	Spec    func(yaml string) *spec.Spec
 	stopped chan error
 	cancel  context.CancelFunc
 	opts    Options
@@ -209,9 +211,9 @@ func Start(t *testing.T, o Options) *Env {
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		// tests submit before their workers start: no check against live workers
-		Client: engine.NewClient(rdb, engine.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true}),
+		Client: producer.NewClient(rdb, producer.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true}),
 		Events: make(chan engine.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
-	e.Spec = func(y string) *engine.Spec {
+	e.Spec = func(y string) *spec.Spec {
 		t.Helper()
 		s, err := e.Client.Parse("test.yaml", []byte(y))
 		if err != nil {
@@ -308,7 +310,7 @@ func (e *Env) StopWorker(t *testing.T) {
 }
 
 // Submit submits a spec and returns the workflow id.
-func (e *Env) Submit(t *testing.T, spec *engine.Spec) string {
+func (e *Env) Submit(t *testing.T, spec *spec.Spec) string {
 	t.Helper()
 	id, err := e.Client.Submit(t.Context(), spec)
 	if err != nil {

@@ -9,14 +9,13 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentq/agentq/internal/flow"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
-
-	"github.com/agentq/agentq/internal/engine"
 )
 
 // Setup installs a tracer provider exporting to the OTLP endpoint in the
@@ -46,5 +45,5 @@ func Setup(ctx context.Context, service string, lookup func(string) (string, boo
 // attempt, in any worker, joins the workflow's trace without carrying
 // anything but ids.
 func NewProvider(opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
-	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(engine.TraceIDs()))...)
+	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(flow.TraceIDs()))...)
 }

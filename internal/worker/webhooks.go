@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/webhook"
 )
 
@@ -17,7 +17,7 @@ import (
 // zero value, for a configuration without webhooks.secret, sends none and
 // serves the configured queues.
 type webhooks struct {
-	notify  *engine.Webhooks // for the step handler; nil: no workflow is notified
+	notify  *flow.Webhooks   // for the step handler; nil: no workflow is notified
 	handler *webhook.Handler // delivers webhook tasks; nil: the webhooks queue is not served
 	queues  map[string]int   // the worker's queues, with the webhooks queue when it delivers
 }

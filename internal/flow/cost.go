@@ -1,0 +1,63 @@
+package flow
+
+import (
+	"math"
+	"strings"
+
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/router"
+)
+
+// Price is what a target ("provider/model") charges per million tokens.
+type Price = router.Price
+
+// Cost is a workflow's cost under prices; false if a step that used tokens
+// ran on a target without a price.
+func Cost(wf *record.Workflow, prices map[string]Price) (float64, bool) {
+	total := 0.0
+	for _, s := range wf.Steps {
+		if s.CostUSD > 0 { // priced by the worker when it was recorded
+			total += s.CostUSD
+			continue
+		}
+		if s.Usage.PromptTokens+s.Usage.CompletionTokens == 0 {
+			continue
+		}
+		p, ok := prices[s.Target]
+		if !ok {
+			return 0, false
+		}
+		total += (float64(s.Usage.PromptTokens)*p.PromptPerMTok + float64(s.Usage.CompletionTokens)*p.CompletionPerMTok) / 1e6
+	}
+	return total, true
+}
+
+// CostMicros prices prompt and completion tokens on target ("provider/
+// model") in millionths of the prices' currency; 0 when target has no
+// price.
+func CostMicros(prices map[string]Price, target string, prompt, completion int) int64 {
+	pr, ok := prices[target]
+	if !ok {
+		return 0
+	}
+	return int64(math.Round(float64(prompt)*pr.PromptPerMTok + float64(completion)*pr.CompletionPerMTok))
+}
+
+// CostByProvider is a workflow's priced cost by who answered: the
+// provider of each step's target ("map" for a map step, whose instances'
+// targets its record does not keep; "code:NAME" for a code step, whose
+// calls may go to several). Steps without a cost are left out.
+func CostByProvider(wf *record.Workflow) map[string]float64 {
+	by := map[string]float64{}
+	for _, s := range wf.Steps {
+		if s.CostUSD <= 0 {
+			continue
+		}
+		p, _, _ := strings.Cut(s.Target, "/")
+		if s.Map != nil {
+			p = "map"
+		}
+		by[p] += s.CostUSD
+	}
+	return by
+}

@@ -1,0 +1,62 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/tasks"
+	"github.com/hibiken/asynq"
+)
+
+// ErrNotWaiting is returned for a decision on a step that is not waiting
+// for one (decided already, never reached, or its workflow ended).
+var ErrNotWaiting = errors.New("the step is not waiting for a decision")
+
+// decide records a decision on a waiting approval step of run gen (-1: the
+// current run, a person's decision) and enqueues the dependents it made
+// ready; ErrNotWaiting if the step was not waiting, or is waiting in
+// another run (an earlier run's timeout does not decide a rerun's step).
+func Decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, d spec.Decision) (string, error) {
+	out, _ := json.Marshal(d)
+	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: string(out), Target: "approval", Gen: gen},
+		DependentsOf(wspec, step))
+	if errors.Is(err, store.ErrOtherRun) {
+		return "", fmt.Errorf("workflow %s step %s: %w: %w", wf, step, ErrNotWaiting, err)
+	}
+	if errors.Is(err, store.ErrAlreadySettled) {
+		return res.State, fmt.Errorf("workflow %s step %s: %w", wf, step, ErrNotWaiting)
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, dep := range res.Ready {
+		if err := EnqueueStep(ctx, c, wf, wspec, dep, res.Gen, st.Retention()); err != nil {
+			return res.State, err
+		}
+	}
+	if res.State == record.StateCompleted || res.State == record.StateBlocked {
+		if err := enqueueDecided(ctx, c, wf, wspec, step, res.Gen, st.Retention()); err != nil {
+			return res.State, err
+		}
+	}
+	return res.State, nil
+}
+
+// enqueueDecided hands the end a decision brought to a worker
+// (tasks.TypeDecided), on the approval step's queue; once per step and run.
+func enqueueDecided(ctx context.Context, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, retention time.Duration) error {
+	s, _ := wspec.Step(step)
+	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: step, Gen: gen})
+	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(StepTaskID(wf, step, gen)+":decided"), asynq.Queue(spec.Resolve(wspec, s).Queue),
+		asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Retention(retention))
+	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("workflow %s step %s decided, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package flow
+
+import (
+	"context"
+
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// MapInstanceTasks are a map step's released instances not done: their tasks
+// may wait or run. Instances are read a page at a time (one HMGET per
+// page), so a cancel of a 10,000-item map looks up only the instances
+// still in flight.
+func MapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec.Step, r *record.StepRecord, gen int, queue string) []StepTask {
+	m := r.Map
+	if m == nil || !st.IsMap() {
+		return nil
+	}
+	var out []StepTask
+	for from := 0; from < m.Started; from += OutputsPage {
+		page, err := rec.InstanceProgress(ctx, wf, st.ID, from, min(OutputsPage, m.Started-from))
+		for n := range min(OutputsPage, m.Started-from) {
+			if err == nil && page[n].State == store.StepDone {
+				continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
+			}
+			inst := record.InstanceID(st.ID, from+n)
+			out = append(out, StepTask{inst, queue, StepTaskID(wf, inst, gen)})
+		}
+	}
+	return out
+}
+
+// MapItems is how many instances map step st has; ok false for a step
+// that is not a map (or has not expanded).
+func MapItems(ctx context.Context, rec *store.Store, wf string, st *spec.Step) (int, bool) {
+	if !st.IsMap() {
+		return 0, false
+	}
+	m, err := rec.Counts(ctx, wf, st.ID)
+	if err != nil || m == nil {
+		return 0, false
+	}
+	return m.Items, true
+}
+
+// OutputsPage is how many instances one read loads.
+const OutputsPage = 500

@@ -1,0 +1,299 @@
+// Package producer is the producer client over Redis: submit (with an
+// idempotency key, a deadline), status, result, wait, list, cancel,
+// approve or reject, rerun, dead letters, queues and schedules. The SDK's
+// agentq.Client, the enqueue command and the dashboard reach it through
+// internal/client. It shares the spec and the flow with the engine and
+// imports no part of it.
+package producer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// Workflow is a workflow's state and steps as Status returns them; its
+// JSON shape is stable (enqueue --json and the dashboard's API print it).
+type Workflow = record.Workflow
+
+// StepRecord is one step of a Workflow.
+type StepRecord = record.StepRecord
+
+// Workflow states.
+const (
+	StatePending   = record.StatePending
+	StateRunning   = record.StateRunning
+	StateBlocked   = record.StateBlocked
+	StateCompleted = record.StateCompleted
+	StateFailed    = record.StateFailed
+	StateCanceled  = record.StateCanceled
+	StateWaiting   = record.StateWaiting
+	StateTimedOut  = record.StateTimedOut
+)
+
+// ErrNotFound is returned for a workflow id that does not exist or expired.
+var ErrNotFound = record.ErrNotFound
+
+// ClientOptions configures a Client. The zero value works: 24h retention,
+// no route check, default limits, random ids.
+type ClientOptions struct {
+	// Retention is how long records and finished tasks are kept; 0: 24h.
+	Retention time.Duration
+	// Routes, when not nil, are the routes a spec may name.
+	Routes []string
+	Limits spec.Limits
+	// NewID makes workflow ids; nil: random "wf_…" ids.
+	NewID func() string
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+	// Webhooks, when set, is the configuration's webhooks: a spec's
+	// notify: is checked against it, and Cancel notifies; nil: a spec
+	// with notify: is refused.
+	Webhooks *flow.Webhooks
+	// MaxRetries is the retries of steps whose spec sets none (neither the
+	// step nor its defaults); nil: DefaultMaxRetries. The configuration's
+	// resilience.retry.max_retries.
+	MaxRetries *int
+	// SkipWorkerCheck submits without checking specs against what live
+	// workers serve (WithoutWorkerCheck does it for one Submit).
+	SkipWorkerCheck bool
+}
+
+// Client is the producer API: parse, submit, follow and cancel workflows.
+// The enqueue command is built on it.
+type Client struct {
+	o      ClientOptions
+	rdb    redis.UniversalClient
+	store  *store.Store
+	asynq  *asynq.Client
+	insp   *asynq.Inspector
+	fleet  *store.Fleet
+	live   liveWorkers // the last read of the fleet (checkWorkers)
+	routes map[string]bool
+}
+
+// NewClient returns a client on rdb. It does not close rdb.
+func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
+	if o.Retention <= 0 {
+		o.Retention = defaults.Retention
+	}
+	if o.NewID == nil {
+		o.NewID = NewID
+	}
+	c := &Client{o: o, rdb: rdb, store: store.New(rdb, o.Retention, o.Now),
+		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb), fleet: store.NewFleet(rdb, o.Now)}
+	if o.Routes != nil {
+		c.routes = map[string]bool{}
+		for _, r := range o.Routes {
+			c.routes[r] = true
+		}
+	}
+	return c
+}
+
+// NewID returns a random workflow id: "wf_" and 20 base32 characters.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "wf_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// Parse reads and validates a spec against the client's routes and limits.
+func (c *Client) Parse(source string, data []byte) (*spec.Spec, error) {
+	wspec, err := spec.ParseSpec(source, data, c.routes, c.o.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.o.Webhooks.Check(source, wspec); err != nil {
+		return nil, err
+	}
+	return wspec, nil
+}
+
+// Status returns the workflow with all its steps; a pending or queued
+// step that no live worker serves says so in its Unserved.
+func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
+	wf, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.markUnserved(ctx, wf); err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", id, err)
+	}
+	wspec, err := c.spec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	parseOutputs(wspec, wf)
+	return wf, nil
+}
+
+// parseOutputs sets JSON, beside Output, on each done step whose output
+// is JSON (a code step's value, a decision, a format: json answer).
+func parseOutputs(wspec *spec.Spec, wf *Workflow) {
+	for i := range wf.Steps {
+		s := &wf.Steps[i]
+		if st, ok := wspec.Step(s.ID); ok && spec.WantsJSON(st) && s.State == store.StepDone && !s.Degraded {
+			s.JSON, _ = spec.ParseJSONAnswer(s.Output)
+		}
+	}
+}
+
+// Result is a workflow's outputs.
+type Result struct {
+	Workflow *Workflow
+	// Final are the steps nothing depends on (a chord's body, a chain's
+	// end), in spec order: the workflow's answer.
+	Final []StepRecord
+}
+
+// Result returns the workflow and its final steps. It does not wait.
+func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
+	wf, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	wspec, err := c.spec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, st := range wspec.Steps {
+		for _, d := range st.DependsOn {
+			used[d] = true
+		}
+	}
+	r := &Result{Workflow: wf}
+	parseOutputs(wspec, wf)
+	for _, s := range wf.Steps {
+		if !used[s.ID] {
+			r.Final = append(r.Final, s)
+		}
+	}
+	return r, nil
+}
+
+// Spec returns the spec a workflow was submitted with.
+func (c *Client) Spec(ctx context.Context, id string) (*spec.Spec, error) { return c.spec(ctx, id) }
+
+func (c *Client) spec(ctx context.Context, id string) (*spec.Spec, error) {
+	raw, err := c.store.Spec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var s spec.Spec
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("workflow %s: stored spec is unreadable: %w", id, err)
+	}
+	return &s, nil
+}
+
+// Settled reports whether a waiting caller is done with a workflow in this
+// state: it ended, or it is blocked on a dead-lettered step.
+func Settled(state string) bool {
+	return store.Terminal(state) || state == StateBlocked
+}
+
+// Cancel stops a workflow: it is marked canceled (no further step is
+// enqueued), its queued tasks are deleted and its running steps see their
+// context canceled. It returns the workflow's state after the call (a
+// workflow that already ended keeps its state).
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
+	wspec, err := c.spec(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	ids := make([]string, len(wspec.Steps))
+	for i, st := range wspec.Steps {
+		ids[i] = st.ID
+	}
+	state, err := c.store.Cancel(ctx, id, ids)
+	if err != nil || state != StateCanceled {
+		return state, err
+	}
+	errs := flow.StopTasks(c.insp, flow.TasksOf(ctx, c.store, id, wspec), "")
+	if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, wspec, StateCanceled); err != nil {
+		errs = append(errs, fmt.Errorf("webhook: %w", err))
+	}
+	if len(errs) > 0 {
+		return state, fmt.Errorf("workflow %s canceled, but some of its tasks could not be stopped (they will stop at their next start): %w", id, errors.Join(errs...))
+	}
+	return state, nil
+}
+
+// ListOptions filters and pages ListPage.
+type ListOptions struct {
+	State string // only workflows in this state; "": any
+	Name  string // only workflows of this name (the spec's name:); "": any
+	Limit int    // at most this many, 1 to 1000; 0: 50
+	// After, a workflow id (the last of the previous page), lists only
+	// workflows submitted before it; "": from the newest.
+	After string
+}
+
+// ListPage returns workflows newest first, filtered and paged by o,
+// without their steps (Status reads one whole): a page costs the same
+// however wide its workflows. An After that is unknown or expired is
+// ErrNotFound.
+func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, error) {
+	if err := CheckState(o.State); err != nil {
+		return nil, err
+	}
+	return c.store.ListPage(ctx, store.ListQuery{State: o.State, Name: o.Name, Limit: o.Limit, After: o.After})
+}
+
+// DeadLetterTask is the task id of step's dead letter in workflow id (of
+// its current run), for Requeue, Discard and DeadLetterDetail.
+func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
+	w, err := c.store.Summary(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return flow.StepTaskID(id, step, w.Generation), nil
+}
+
+// List returns recent workflows, newest first, optionally in one state.
+func (c *Client) List(ctx context.Context, state string, limit int) ([]*Workflow, error) {
+	if err := CheckState(state); err != nil {
+		return nil, err
+	}
+	return c.store.List(ctx, state, limit)
+}
+
+// ErrUnknownState is returned for a list filtered by a state that is not
+// a workflow state.
+var ErrUnknownState = errors.New("unknown workflow state")
+
+// CheckState refuses a state filter that is not a workflow state ("":
+// any): it would list nothing, silently.
+func CheckState(state string) error {
+	if state != "" && !slices.Contains(record.States, state) {
+		return fmt.Errorf("%w %q: one of %s", ErrUnknownState, state, strings.Join(record.States, ", "))
+	}
+	return nil
+}
+
+// Usage sums the tokens of a workflow's steps.
+func Usage(wf *Workflow) record.Usage {
+	var u store.Usage
+	for _, s := range wf.Steps {
+		u.PromptTokens += s.Usage.PromptTokens
+		u.CompletionTokens += s.Usage.CompletionTokens
+	}
+	return u
+}

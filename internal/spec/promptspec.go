@@ -1,0 +1,50 @@
+package spec
+
+import (
+	"context"
+	"strings"
+)
+
+// promptKind is a step that asks its route (prompt:, system:): one model
+// call per attempt. A prompt step that offers tools is toolLoopKind.
+type promptKind struct{}
+
+func (promptKind) Name() string { return KindPrompt }
+
+func (promptKind) Claims(*Step) bool { return true }
+
+func (promptKind) Check(s *Spec, st *Step, where string, _ Limits, bad ProblemFunc) {
+	checkPrompt(s, st, where, bad)
+}
+
+// promptFields are the fields every prompt step takes.
+var promptFields = []string{"route", "system", "prompt", "degrade", "max_tokens", "temperature", "output", "timeout"}
+
+func (promptKind) Takes(*Step) ([]string, string) { return promptFields, "a prompt step without tools" }
+
+// checkPrompt checks the fields every prompt step has.
+func checkPrompt(s *Spec, st *Step, where string, bad ProblemFunc) {
+	if st.Route == "" && s.Defaults.Route == "" {
+		bad(st.line, where+".route", "is empty and defaults.route is not set")
+	}
+	if strings.TrimSpace(st.Prompt) == "" {
+		bad(st.line, where+".prompt", "is empty (a step has a prompt, or run: a function)")
+	}
+}
+
+func (promptKind) Prepare(*Step) error { return nil }
+
+func (promptKind) Need(_ *Step, r Resolved) (string, string) { return "route", r.Route }
+
+func (promptKind) JSONOutput(st *Step) bool { return st.Output != nil && st.Output.Format == "json" }
+
+func (promptKind) Input(ctx context.Context, st *Step, data TemplateData) (system, prompt string) {
+	var err error
+	if system, err = RenderData(ctx, st.systemT, data); err != nil {
+		system = "(cannot render: " + err.Error() + ")"
+	}
+	if prompt, err = RenderData(ctx, st.promptT, data); err != nil {
+		prompt = "(cannot render: " + err.Error() + ")"
+	}
+	return system, prompt
+}

@@ -1,0 +1,39 @@
+package spec
+
+import "time"
+
+// resolved is a step with the workflow's defaults applied.
+type Resolved struct {
+	Route      string
+	Timeout    time.Duration
+	MaxRetries int
+	Queue      string
+}
+
+func Resolve(s *Spec, st *Step) Resolved {
+	r := Resolved{Route: st.Route, Timeout: time.Duration(st.Timeout), Queue: st.Queue}
+	if r.Route == "" {
+		r.Route = s.Defaults.Route
+	}
+	if r.Timeout == 0 {
+		r.Timeout = time.Duration(s.Defaults.Timeout)
+	}
+	if r.Timeout == 0 {
+		r.Timeout = DefaultTimeout
+	}
+	switch {
+	case st.MaxRetries != nil:
+		r.MaxRetries = *st.MaxRetries
+	case s.Defaults.MaxRetries != nil:
+		r.MaxRetries = *s.Defaults.MaxRetries
+	default:
+		r.MaxRetries = DefaultMaxRetries
+	}
+	if r.Queue == "" {
+		r.Queue = s.Defaults.Queue
+	}
+	if r.Queue == "" {
+		r.Queue = DefaultQueue
+	}
+	return r
+}

@@ -1,0 +1,336 @@
+// Package spec is a workflow's spec: its types, parsing (the YAML a
+// person writes and the JSON stored with a workflow), validation, the
+// templates and the views they read, and each step kind's spec side
+// (Kind). The engine and the producer client both import it; it reads no
+// Redis and calls no model.
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/internal/problem"
+	"github.com/agentq/agentq/retry"
+)
+
+// Spec is a workflow as a user writes it (docs/workflows.md).
+type Spec struct {
+	Name     string         `yaml:"name" json:"name"`
+	Input    map[string]any `yaml:"input" json:"input,omitempty"`
+	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
+	// Deadline bounds the whole workflow, from its submit (0: none): at
+	// it the workflow ends timed_out, its unfinished steps canceled.
+	Deadline Duration `yaml:"deadline" json:"deadline,omitempty"`
+	// Budget caps what the workflow's LLM calls may spend, all steps
+	// together (nil: no cap of its own; budgets: in the configuration
+	// still apply).
+	Budget *BudgetSpec `yaml:"budget" json:"budget,omitempty"`
+	Steps  []Step      `yaml:"steps" json:"steps"`
+	Notify *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
+
+	index      map[string]int      // step id → position, once prepared
+	dependents map[string][]string // step id → the steps that depend on it, once prepared
+	topLines   map[string]int      // each top-level key's line, for problems that name one
+}
+
+// StepDefaults apply to every step that leaves the field out.
+type StepDefaults struct {
+	Route      string   `yaml:"route" json:"route,omitempty"`
+	Timeout    Duration `yaml:"timeout" json:"timeout,omitempty"`
+	MaxRetries *int     `yaml:"max_retries" json:"max_retries,omitempty"`
+	Queue      string   `yaml:"queue" json:"queue,omitempty"`
+}
+
+// Step is one sub-task: a prompt (one LLM call, or a model–tool
+// conversation) or code (run: a function the worker registered).
+type Step struct {
+	ID        string   `yaml:"id" json:"id"`
+	Route     string   `yaml:"route" json:"route,omitempty"`
+	System    string   `yaml:"system" json:"system,omitempty"`
+	Prompt    string   `yaml:"prompt" json:"prompt"`
+	DependsOn []string `yaml:"depends_on" json:"depends_on,omitempty"`
+	// Optional: the workflow goes on without this step if it is dead-lettered.
+	Optional bool `yaml:"optional" json:"optional,omitempty"`
+	// Degrade "template": when every target fails, answer with the route's
+	// fallback_text, marked degraded. Empty: no degrading.
+	Degrade    string   `yaml:"degrade" json:"degrade,omitempty"`
+	Timeout    Duration `yaml:"timeout" json:"timeout,omitempty"`
+	MaxRetries *int     `yaml:"max_retries" json:"max_retries,omitempty"`
+	Queue      string   `yaml:"queue" json:"queue,omitempty"`
+	MaxTokens  int      `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	// Temperature, when set, is sent to the model (0 to 2).
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
+	// Output asks for JSON (format: json) matching an optional schema.
+	Output *OutputSpec `yaml:"output" json:"output,omitempty"`
+	// Tools are offered to the model: a tool registered on the worker is
+	// run and its result fed back (see ToolSpec); any other is passed
+	// through, its calls kept with the step's output.
+	Tools []ToolSpec `yaml:"tools" json:"tools,omitempty"`
+	// MaxTurns bounds the model calls of a step that runs tools (0:
+	// DefaultMaxTurns, or Limits.MaxTurns when that is lower).
+	MaxTurns int `yaml:"max_turns" json:"max_turns,omitempty"`
+	// Run makes this a code step: the worker runs the function registered
+	// under this name (instead of sending a prompt), with With as its
+	// arguments.
+	Run string `yaml:"run" json:"run,omitempty"`
+	// With is a code step's arguments: any value; strings in it may be
+	// templates over .Input and .Steps, and a string that is exactly one
+	// template action keeps the JSON value it yields.
+	With any `yaml:"with" json:"with,omitempty"`
+	// ForEach makes this a map step: a template yielding a JSON array
+	// (e.g. "{{ .Steps.plan.JSON.items }}"); the step runs once per item,
+	// which its templates read as .Item (and its position as .Index).
+	ForEach string `yaml:"for_each" json:"for_each,omitempty"`
+	// MaxItems bounds a map step's array (0: DefaultMaxItems); a longer
+	// one dead-letters the step before any instance runs.
+	MaxItems int `yaml:"max_items" json:"max_items,omitempty"`
+	// MaxParallel bounds a map step's instances in flight at once (0:
+	// DefaultMaxParallel).
+	MaxParallel int `yaml:"max_parallel" json:"max_parallel,omitempty"`
+	// Approve makes this an approval step: it waits for a person's
+	// decision (approve.go).
+	Approve *ApproveSpec `yaml:"approve" json:"approve,omitempty"`
+	// Kinds holds the fields of the step kinds registered beyond the
+	// built-in ones (registerKind), by key: a key no kind owns is an
+	// unknown field.
+	Kinds      map[string]any `yaml:",inline" json:"-"`
+	messageT   *promptTemplate
+	withT      map[string]*withTemplate
+	forEachT   *withTemplate
+	itemInputs []string // what a map instance reads: the steps its own templates name
+	line       int
+	schema     *jsonschema.Schema // compiled Output.Schema
+	inputs     []string           // direct dependencies and every step its templates read
+	promptT    *promptTemplate
+	systemT    *promptTemplate
+
+	promptLine, systemLine, withLine int            // of the prompt, system and with fields, for template errors
+	fieldLines                       map[string]int // every field's line, for problems that name one
+}
+
+// Duration is a step timeout such as "60s".
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: bad duration %q (want e.g. 30s, 2m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+// UnmarshalJSON reads the duration string MarshalJSON writes.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	v, err := time.ParseDuration(strings.Trim(string(b), `"`))
+	*d = Duration(v)
+	return err
+}
+
+// Limits bound a spec. The zero value means the defaults below.
+type Limits struct {
+	MaxSteps     int // default 100
+	MaxSpecBytes int // default 1 MiB; schema files too
+	// SchemaDir is where output.schema paths are read from (the spec
+	// file's directory); empty: a schema given as a path is an error, so a
+	// spec that arrives over the network cannot read the server's files.
+	SchemaDir string
+	// MaxTurns caps a step's max_turns; default 20 (the configuration's
+	// limits.max_turns).
+	MaxTurns int
+	// MaxMapItems caps a map step's max_items; default
+	// defaults.MaxMapItems (the configuration's limits.max_map_items).
+	MaxMapItems int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxSteps <= 0 {
+		l.MaxSteps = defaults.MaxSteps
+	}
+	if l.MaxSpecBytes <= 0 {
+		l.MaxSpecBytes = defaults.MaxSpecBytes
+	}
+	if l.MaxTurns <= 0 {
+		l.MaxTurns = defaults.MaxTurns
+	}
+	if l.MaxMapItems <= 0 {
+		l.MaxMapItems = defaults.MaxMapItems
+	}
+	return l
+}
+
+// Defaults for steps whose spec leaves them out and whose workflow has no
+// defaults either.
+const (
+	DefaultTimeout    = 60 * time.Second
+	DefaultMaxRetries = retry.DefaultMaxRetries
+	DefaultQueue      = "default"
+)
+
+// SpecError is one problem with a spec, naming where it is.
+type SpecError struct {
+	Source string // file name, when known
+	Line   int
+	Where  string // e.g. steps[2] (clean).depends_on
+	Msg    string
+}
+
+func (e *SpecError) Error() string { return problem.Format(e.Source, e.Line, e.Where, e.Msg) }
+
+// ErrInvalidSpec is wrapped by every spec problem.
+var ErrInvalidSpec = errors.New("invalid workflow spec")
+
+func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
+
+var (
+	idPattern    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
+	lineMsg      = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+)
+
+// ParseSpec reads a spec (YAML or JSON) and checks its shape. routes, when
+// not nil, is the set of known routes. Every problem is returned, joined.
+func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (*Spec, error) {
+	lim = lim.withDefaults()
+	if len(data) > lim.MaxSpecBytes {
+		return nil, &SpecError{Source: source, Msg: fmt.Sprintf("spec is %d bytes, over the limit of %d", len(data), lim.MaxSpecBytes)}
+	}
+	if !utf8.Valid(data) {
+		return nil, &SpecError{Source: source, Msg: "spec is not valid UTF-8"}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlErr(source, err)
+	}
+	if err := checkDepth(&root, 0); err != nil {
+		return nil, &SpecError{Source: source, Line: err.Line, Msg: "spec nests deeper than 32 levels"}
+	}
+	var unknown []error // a step's fields no kind owns: Step.Kinds keeps them from yaml's own check
+	if len(root.Content) > 0 {
+		unknown = unknownStepFields(source, root.Content[0])
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &SpecError{Source: source, Msg: "spec is empty"}
+		}
+		return nil, errors.Join(append([]error{yamlErr(source, err)}, unknown...)...)
+	}
+	if len(unknown) > 0 {
+		return nil, errors.Join(unknown...)
+	}
+	// remember each step's line for later errors
+	if len(root.Content) > 0 {
+		s.topLines = keyLines(root.Content[0])
+		for i, n := range stepNodes(root.Content[0]) {
+			if i < len(s.Steps) {
+				s.Steps[i].line = n.Line
+				s.Steps[i].promptLine, s.Steps[i].systemLine = keyLine(n, "prompt"), keyLine(n, "system")
+				s.Steps[i].withLine = keyLine(n, "with")
+				s.Steps[i].fieldLines = keyLines(n)
+			}
+		}
+	}
+	if err := s.validate(routes, lim); err != nil {
+		var out []error
+		for _, e := range problem.Split(err) {
+			var se *SpecError
+			if errors.As(e, &se) {
+				se.Source = source
+			}
+			out = append(out, e)
+		}
+		return nil, errors.Join(out...)
+	}
+	if err := Prepare(&s); err != nil {
+		return nil, &SpecError{Source: source, Msg: err.Error()}
+	}
+	return &s, nil
+}
+
+// prepare computes what each step reads (its inputs) and parses its
+// templates; specs loaded from the store are prepared once per worker by
+// the spec cache. It returns the first template that does not parse.
+func Prepare(s *Spec) error {
+	s.indexGraph()
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		var err error
+		if st.promptT, err = parseTemplate(st.ID+".prompt", st.Prompt); err != nil {
+			return err
+		}
+		if st.systemT, err = parseTemplate(st.ID+".system", st.System); err != nil {
+			return err
+		}
+		if err := KindOf(st).Prepare(st); err != nil {
+			return err
+		}
+		if st.withT, err = parseWith(st.With); err != nil {
+			return fmt.Errorf("steps (%s).%w", st.ID, err)
+		}
+		seen := map[string]bool{}
+		st.inputs = nil
+		add := func(id string) {
+			if !seen[id] {
+				seen[id] = true
+				st.inputs = append(st.inputs, id)
+			}
+		}
+		for _, d := range st.DependsOn {
+			add(d)
+		}
+		templates := []*promptTemplate{st.promptT, st.systemT}
+		for _, wt := range st.withT {
+			templates = append(templates, wt.t)
+		}
+		for _, t := range templates {
+			refs, _ := parsedRefs(t)
+			for _, r := range refs {
+				add(r.step)
+			}
+		}
+		if err := st.prepareMap(); err != nil {
+			return err
+		}
+		if m, ok := st.Output.schemaMap(); ok && st.schema == nil { // compiled by validate at submit
+			if st.schema, err = CompileSchema(st.ID, m); err != nil {
+				return fmt.Errorf("steps (%s).output.schema: %w", st.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// SystemTemplate, PromptTemplate, MessageTemplate and ForEachTemplate
+// are step st's parsed templates (prepare parsed them): its system text,
+// its prompt, its approval message and its for_each.
+func SystemTemplate(st *Step) *promptTemplate  { return st.systemT }
+func PromptTemplate(st *Step) *promptTemplate  { return st.promptT }
+func MessageTemplate(st *Step) *promptTemplate { return st.messageT }
+func ForEachTemplate(st *Step) *promptTemplate {
+	if st.forEachT == nil {
+		return nil
+	}
+	return st.forEachT.t
+}

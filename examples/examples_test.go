@@ -14,6 +14,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/worker"
@@ -97,7 +98,7 @@ func TestLocalConfigRunsHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	wf, err := client.Wait(ctx, id, 50*time.Millisecond, nil)
-	if err != nil || wf.State != producer.StateCompleted {
+	if err != nil || wf.State != record.StateCompleted {
 		t.Fatalf("hello against local.yaml: %v %+v", err, wf)
 	}
 	cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -200,7 +201,7 @@ func TestSchedulesRunOnTheWorkers(t *testing.T) {
 	e.StartWorker(t)
 	e.StartAnotherWorker(t)
 	poll.Until(t, 20*time.Second, func() (bool, string) {
-		wfs, err := e.Client.List(t.Context(), producer.StateCompleted, 100)
+		wfs, err := e.Client.List(t.Context(), record.StateCompleted, 100)
 		return err == nil && len(wfs) >= 2, fmt.Sprintf("%d scheduled runs completed (%v)", len(wfs), err)
 	})
 	url := serveAPI(t, e, "api-token")

@@ -205,7 +205,7 @@ all (--no-check submits anyway).`,
 			err = printJSON(out, submittedJSON{wf, sub.Existing})
 		} else {
 			printWorkflow(out, wf, cl)
-			if wf.State == producer.StateCompleted {
+			if wf.State == record.StateCompleted {
 				err = printResult(ctx, out, cl, id, false)
 			}
 		}
@@ -227,7 +227,7 @@ type submittedJSON struct {
 
 // endState is the exit of a command that waited for wf.
 func endState(wf *producer.Workflow) error {
-	if wf.State != producer.StateCompleted {
+	if wf.State != record.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s is %s", wf.ID, wf.State)}
 	}
 	return nil

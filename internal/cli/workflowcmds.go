@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 )
 
 func statusCmd(c *common) *cobra.Command {
@@ -32,7 +33,7 @@ that failed, is blocked on a dead-lettered step, was canceled or timed out
 					printWorkflow(cmd.OutOrStdout(), wf, cl)
 				}
 				switch wf.State {
-				case producer.StateFailed, producer.StateBlocked, producer.StateCanceled, producer.StateTimedOut:
+				case record.StateFailed, record.StateBlocked, record.StateCanceled, record.StateTimedOut:
 					return endState(wf)
 				}
 				return nil
@@ -63,7 +64,7 @@ exits 1 if the workflow has not completed.`,
 					if err := printJSON(cmd.OutOrStdout(), wf); err != nil {
 						return err
 					}
-				} else if wf.State == producer.StateCompleted {
+				} else if wf.State == record.StateCompleted {
 					if err := printResult(cmd.Context(), cmd.OutOrStdout(), cl, args[0], all); err != nil {
 						return err
 					}

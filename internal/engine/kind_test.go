@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/spec"
@@ -198,14 +199,14 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := wait(id, producer.StateCompleted)
+	wf := wait(id, record.StateCompleted)
 	if wf.Steps[2].Output != `"hello world"` || wf.Steps[0].Target != "echo" {
 		t.Fatalf("the fan-in over two echo steps: %+v", wf.Steps)
 	}
 	if _, err := c.Rerun(t.Context(), id, "a"); err != nil {
 		t.Fatal(err)
 	}
-	wf = wait(id, producer.StateCompleted)
+	wf = wait(id, record.StateCompleted)
 	if echoRunsOf(t, id, "a") != 2 || echoRunsOf(t, id, "b") != 1 || wf.Generation != 1 {
 		t.Fatalf("after a rerun from a: a ran %d, b %d, generation %d; want 2, 1, 1",
 			echoRunsOf(t, id, "a"), echoRunsOf(t, id, "b"), wf.Generation)
@@ -235,13 +236,13 @@ steps:
 	if _, err := c.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if wf = wait(id, producer.StateCanceled); wf.Steps[1].State == store.StepDone {
+	if wf = wait(id, record.StateCanceled); wf.Steps[1].State == store.StepDone {
 		t.Fatalf("the fan-in ran after the cancel: %+v", wf.Steps)
 	}
 	if _, err := c.Rerun(t.Context(), id, "h"); err != nil {
 		t.Fatal(err)
 	}
-	wf = wait(id, producer.StateCompleted)
+	wf = wait(id, record.StateCompleted)
 	if echoRunsOf(t, id, "h") != 2 || wf.Steps[0].Output != `"held"` {
 		t.Fatalf("after the rerun: h ran %d times, steps %+v", echoRunsOf(t, id, "h"), wf.Steps)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -125,7 +126,7 @@ steps:
   - { id: a, prompt: "one" }
   - { id: b, depends_on: [a], prompt: "two {{ .Steps.a.Output }}" }
 `))
-	e.Wait(t, id, 20*time.Second, producer.StateCompleted)
+	e.Wait(t, id, 20*time.Second, record.StateCompleted)
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
 	delivered := func() (bool, string) {
 		info, err := insp.GetTaskInfo(webhook.Queue, webhook.TaskID(id, "completed"))
@@ -169,7 +170,7 @@ steps:
   - { id: fetch, route: flaky, max_retries: 0, prompt: "secret prompt text" }
   - { id: write, route: main, depends_on: [fetch], prompt: "x {{ .Steps.fetch.Output }}" }
 `))
-	e.Wait(t, id, 20*time.Second, producer.StateBlocked)
+	e.Wait(t, id, 20*time.Second, record.StateBlocked)
 	var bodies []string
 	poll.Until(t, 20*time.Second, func() (bool, string) {
 		bodies, _ = rcv.got()
@@ -213,7 +214,7 @@ steps:
 		t.Fatal(err)
 	}
 	e.Wait(t, id, 20*time.Second, store.StateWaiting)
-	if state, err := prod.Decide(t.Context(), id, "ship", true, "go", "cli"); err != nil || state != producer.StateCompleted {
+	if state, err := prod.Decide(t.Context(), id, "ship", true, "go", "cli"); err != nil || state != record.StateCompleted {
 		t.Fatalf("decide: %s %v", state, err)
 	}
 	poll.Until(t, 20*time.Second, func() (bool, string) {

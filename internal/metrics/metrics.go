@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/engine"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -154,7 +154,7 @@ func (m *Metrics) Step(e engine.StepEvent) {
 		m.deadLetters.WithLabelValues(string(e.Class)).Inc()
 	}
 	switch e.WorkflowState {
-	case producer.StateCompleted, producer.StateBlocked:
+	case record.StateCompleted, record.StateBlocked:
 		if e.State != "retrying" {
 			m.workflows.WithLabelValues(e.WorkflowState).Inc()
 		}

@@ -34,18 +34,6 @@ type Workflow = record.Workflow
 // StepRecord is one step of a Workflow.
 type StepRecord = record.StepRecord
 
-// Workflow states.
-const (
-	StatePending   = record.StatePending
-	StateRunning   = record.StateRunning
-	StateBlocked   = record.StateBlocked
-	StateCompleted = record.StateCompleted
-	StateFailed    = record.StateFailed
-	StateCanceled  = record.StateCanceled
-	StateWaiting   = record.StateWaiting
-	StateTimedOut  = record.StateTimedOut
-)
-
 // ErrNotFound is returned for a workflow id that does not exist or expired.
 var ErrNotFound = record.ErrNotFound
 
@@ -206,7 +194,7 @@ func (c *Client) spec(ctx context.Context, id string) (*spec.Spec, error) {
 // Settled reports whether a waiting caller is done with a workflow in this
 // state: it ended, or it is blocked on a dead-lettered step.
 func Settled(state string) bool {
-	return store.Terminal(state) || state == StateBlocked
+	return store.Terminal(state) || state == record.StateBlocked
 }
 
 // Cancel stops a workflow: it is marked canceled (no further step is
@@ -223,11 +211,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 		ids[i] = st.ID
 	}
 	state, err := c.store.Cancel(ctx, id, ids)
-	if err != nil || state != StateCanceled {
+	if err != nil || state != record.StateCanceled {
 		return state, err
 	}
 	errs := flow.StopTasks(c.insp, flow.TasksOf(ctx, c.store, id, wspec), "")
-	if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, wspec, StateCanceled); err != nil {
+	if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, wspec, record.StateCanceled); err != nil {
 		errs = append(errs, fmt.Errorf("webhook: %w", err))
 	}
 	if len(errs) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
@@ -240,7 +241,7 @@ func (c *Client) Discard(ctx context.Context, taskID string) error {
 			return err
 		}
 		if wspec, err := c.spec(ctx, p.Workflow); err == nil {
-			if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, p.Workflow, wspec, StateFailed); err != nil {
+			if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, p.Workflow, wspec, record.StateFailed); err != nil {
 				return err
 			}
 		}

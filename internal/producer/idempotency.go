@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -96,7 +97,7 @@ func (c *Client) lookupKey(ctx context.Context, key string, wspec *spec.Spec) (k
 		return k, false, nil // free, or claimed by a submit that has not created it (yet): claim and create
 	case cl.Hash != k.hash:
 		return keyed{}, false, k.conflict(ErrIdempotencyConflict, c.o.Retention)
-	case cl.State == StatePending:
+	case cl.State == record.StatePending:
 		stored, err := c.spec(ctx, k.id)
 		if err != nil {
 			return keyed{}, false, err

@@ -150,8 +150,12 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 	if !slices.Equal(got, want) {
 		t.Fatalf("pages %v, want each of %v once", got, want)
 	}
-	if _, err := c.List(ctx, agentq.ListOptions{After: "wf_nope"}); !errors.Is(err, agentq.ErrNotFound) {
-		t.Fatalf("a page after an unknown id: %v, want ErrNotFound", err)
+	if _, err := c.List(ctx, agentq.ListOptions{After: "wf_nope"}); !errors.Is(err, agentq.ErrNotFound) || !strings.Contains(err.Error(), `after "wf_nope"`) {
+		t.Fatalf("a page after an unknown id: %v, want ErrNotFound naming the cursor", err)
+	}
+	long := "wf_" + strings.Repeat("x", 100_000)
+	if _, err := c.List(ctx, agentq.ListOptions{After: long}); !errors.Is(err, agentq.ErrNotFound) || len(err.Error()) > 400 || strings.Contains(err.Error(), "store:") {
+		t.Fatalf("a page after a 100 KB id: %d-byte error %.300q, want ErrNotFound naming the cursor's start", len(err.Error()), err)
 	}
 	if _, err := c.List(ctx, agentq.ListOptions{State: "wiating"}); !errors.Is(err, agentq.ErrUnknownState) || !strings.Contains(err.Error(), "waiting") {
 		t.Fatalf("a list by a state that is not one: %v, want ErrUnknownState naming the states", err)

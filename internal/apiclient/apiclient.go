@@ -58,13 +58,14 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil { // the caller's deadline or cancel, not the server
-			return fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+			return fmt.Errorf("%s %s: %w", method, shownPath(path), ctx.Err())
 		}
 		return &unreachableError{base: redactedURL(c.base), err: err, mayHaveRun: method != http.MethodGet && !notSent(err)}
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode >= 300 {
+		path := shownPath(path) // a query may carry a caller's text of any size
 		if err := decodeError(method, path, resp.StatusCode, data); !errors.Is(err, errNoAnswer) {
 			return err
 		}
@@ -243,4 +244,16 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 	}
 	err := c.do(ctx, "POST", "/api/v1/workflows/"+url.PathEscape(id)+"/rerun", body, &r)
 	return r.Generation, err
+}
+
+// maxShownPath bounds the request path an error names.
+const maxShownPath = 160
+
+// shownPath is path as an error names it: whole up to maxShownPath bytes,
+// else its start and its length.
+func shownPath(path string) string {
+	if len(path) <= maxShownPath {
+		return path
+	}
+	return strings.ToValidUTF8(path[:maxShownPath], "") + fmt.Sprintf("… (%d bytes)", len(path))
 }

@@ -73,7 +73,7 @@ func (h *Handler) approvalTimeout(ctx context.Context, t *asynq.Task) error {
 	}
 	st, ok := wspec.Step(p.Step)
 	if !ok || st.Approve == nil {
-		return fmt.Errorf("workflow %s has no approval step %q: %w", logID(p.Workflow), logID(p.Step), asynq.SkipRetry)
+		return fmt.Errorf("workflow %s has no approval step %q: %w", flow.BoundID(p.Workflow), flow.BoundID(p.Step), asynq.SkipRetry)
 	}
 	d := spec.Decision{Comment: fmt.Sprintf("no decision within %s: rejected", spec.ApprovalWait(st.Approve)), By: "timeout", At: time.Now().UTC()}
 	_, err = flow.Decide(ctx, h.st, h.o.Client, p.Workflow, wspec, p.Step, p.Gen, d)

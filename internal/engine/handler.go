@@ -142,7 +142,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	st, inst, ok := spec.StepOf(wspec, p.Step)
 	if !ok {
 		log.Error("step task dead-lettered: the workflow has no such step")
-		return fmt.Errorf("workflow %s has no step %q: %w", logID(p.Workflow), logID(p.Step), asynq.SkipRetry)
+		return fmt.Errorf("workflow %s has no step %q: %w", flow.BoundID(p.Workflow), flow.BoundID(p.Step), asynq.SkipRetry)
 	}
 	r := spec.Resolve(wspec, st)
 	taskID, _ := asynq.GetTaskID(ctx)
@@ -194,7 +194,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if inst != nil {
 		if inst.Item, err = spec.DecodeItem(a.Item); err != nil {
 			log.Error("step task dead-lettered", "err", err)
-			return fmt.Errorf("%s: %w: %w", logID(p.Step), err, asynq.SkipRetry)
+			return fmt.Errorf("%s: %w: %w", flow.BoundID(p.Step), err, asynq.SkipRetry)
 		}
 	}
 	h.attempts.Store(taskID, a.Step.Attempts)
@@ -221,7 +221,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // deployment's): archived with the reason, never silently completed.
 func (h *Handler) unknownWorkflow(log *slog.Logger, p tasks.Payload) error {
 	log.Error("step task dead-lettered: workflow not found (expired or never written)")
-	return fmt.Errorf("workflow %s not found (expired or never written): %w", logID(p.Workflow), asynq.SkipRetry)
+	return fmt.Errorf("workflow %s not found (expired or never written): %w", flow.BoundID(p.Workflow), asynq.SkipRetry)
 }
 
 // process runs one attempt of a step that Begin let through: its inputs'
@@ -241,7 +241,7 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 	}
 	r := runnerOf(run.st)
 	if r == nil { // a kind registered with spec.RegisterKind alone: nothing here runs it
-		return fmt.Errorf("step %s: no worker side for its kind %q (register kinds with both sides): %w", logID(run.st.ID), spec.KindOf(run.st).Name(), asynq.SkipRetry)
+		return fmt.Errorf("step %s: no worker side for its kind %q (register kinds with both sides): %w", flow.BoundID(run.st.ID), spec.KindOf(run.st).Name(), asynq.SkipRetry)
 	}
 	return r.run(ctx, h, run, a, views)
 }

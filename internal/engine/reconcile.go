@@ -140,7 +140,7 @@ func (r *Reconciler) Pass(ctx context.Context) (ReconcileCounts, error) {
 		open, err := r.visit(ctx, id, now, &c)
 		if err != nil {
 			// looked at again after Grace, not first in line at every pass
-			r.h.o.Logger.Warn("reconciler could not look at a workflow", "wf", logID(id), "err", store.Excerpt(err.Error()))
+			r.h.o.Logger.Warn("reconciler could not look at a workflow", "wf", flow.BoundID(id), "err", store.Excerpt(err.Error()))
 		}
 		if open || err != nil {
 			err = st.Revisit(ctx, id, now)

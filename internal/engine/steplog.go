@@ -2,16 +2,16 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strings"
+
+	"github.com/agentq/agentq/internal/flow"
 )
 
 // stepLogger returns base with a step's wf and step attributes, attached
 // only when a record is logged: most attempts log nothing, and attaching
 // attributes up front costs the redacting handler a copy per task.
 func stepLogger(base *slog.Logger, wf, step string) *slog.Logger {
-	return slog.New(deferredAttrs{h: base.Handler(), attrs: []slog.Attr{slog.String("wf", logID(wf)), slog.String("step", logID(step))}})
+	return slog.New(deferredAttrs{h: base.Handler(), attrs: []slog.Attr{slog.String("wf", flow.BoundID(wf)), slog.String("step", flow.BoundID(step))}})
 }
 
 // deferredAttrs is a slog.Handler that hands its attributes to the
@@ -33,14 +33,4 @@ func (d deferredAttrs) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (d deferredAttrs) WithGroup(name string) slog.Handler {
 	return d.h.WithAttrs(d.attrs).WithGroup(name)
-}
-
-// logID bounds an id read from a payload before it is logged or returned:
-// a hand-made payload may carry anything.
-func logID(id string) string {
-	const max = 128
-	if len(id) <= max {
-		return id
-	}
-	return strings.ToValidUTF8(id[:max], "") + fmt.Sprintf("… (%d bytes)", len(id))
 }

@@ -242,7 +242,11 @@ func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, erro
 	if err := CheckState(o.State); err != nil {
 		return nil, err
 	}
-	return c.store.ListPage(ctx, store.ListQuery{State: o.State, Name: o.Name, Limit: o.Limit, After: o.After})
+	wfs, err := c.store.ListPage(ctx, store.ListQuery{State: o.State, Name: o.Name, Limit: o.Limit, After: o.After})
+	if errors.Is(err, store.ErrNotFound) && o.After != "" { // the cursor, not a workflow of the page: named, bounded
+		return nil, fmt.Errorf("after %q: %w", flow.BoundID(o.After), ErrNotFound)
+	}
+	return wfs, err
 }
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of

@@ -65,7 +65,7 @@ func (s *Store) ListPage(ctx context.Context, q ListQuery) ([]*Workflow, error) 
 		if q.After != "" {
 			rank, err := s.rdb.ZRevRank(ctx, indexKey(), q.After).Result()
 			if errors.Is(err, redis.Nil) {
-				return nil, fmt.Errorf("store: list after %s: %w", q.After, ErrNotFound)
+				return nil, fmt.Errorf("store: list after an id the index does not hold: %w", ErrNotFound)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("store: list: %w", err)

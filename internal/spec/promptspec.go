@@ -30,6 +30,15 @@ func checkPrompt(s *Spec, st *Step, where string, bad ProblemFunc) {
 	if strings.TrimSpace(st.Prompt) == "" {
 		bad(st.line, where+".prompt", "is empty (a step has a prompt, or run: a function)")
 	}
+	if st.Degrade != "" && st.Degrade != "template" {
+		bad(lineOr(st.fieldLines["degrade"], st.line), where+".degrade", "%q is not a way to degrade (template: the route's fallback text, marked degraded)", st.Degrade)
+	}
+	if st.MaxTokens < 0 {
+		bad(lineOr(st.fieldLines["max_tokens"], st.line), where+".max_tokens", "is negative")
+	}
+	if t := st.Temperature; t != nil && (*t < 0 || *t > 2) {
+		bad(lineOr(st.fieldLines["temperature"], st.line), where+".temperature", "%v is not between 0 and 2", *t)
+	}
 }
 
 func (promptKind) Prepare(*Step) error { return nil }

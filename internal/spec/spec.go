@@ -204,7 +204,7 @@ func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
 var (
 	idPattern    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 	lineMsg      = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	unknownField = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
 )
 
 // ParseSpec reads a spec (YAML or JSON) and checks its shape. routes, when

@@ -351,3 +351,21 @@ func TestUnknownFieldsThroughManyAliases(t *testing.T) {
 		t.Fatalf("a spec of %d bytes: an error of %d bytes, want it bounded", b.Len(), len(fmt.Sprint(err)))
 	}
 }
+
+// A field's problem is said once, where it is: a field the step's kind
+// does not take is refused for that alone (not its value as well), and an
+// unknown field inside a block names the block and its fields.
+func TestAProblemIsSaidOnceWhereItIs(t *testing.T) {
+	wantOneProblem(t, []struct{ name, spec, want string }{
+		{"degrade on a code step", "name: w\nsteps:\n  - id: a\n    run: f\n    degrade: text\n",
+			`w.yaml:5: steps[0] (a).degrade: is for prompt steps; a code step (run: f) has none`},
+		{"max_tokens on a code step", "name: w\nsteps:\n  - id: a\n    run: f\n    max_tokens: -3\n",
+			`w.yaml:5: steps[0] (a).max_tokens: is for prompt steps`},
+		{"degrade's value", "name: w\nsteps:\n  - id: a\n    route: report\n    prompt: hi\n    degrade: text\n",
+			`w.yaml:6: steps[0] (a).degrade: "text" is not a way to degrade (template: `},
+		{"unknown field in approve", "name: w\nsteps:\n  - id: a\n    approve: { message: hi, prompt: x }\n",
+			`w.yaml:4: unknown field "prompt" in approve (its fields: message, timeout)`},
+		{"unknown field in output", "name: w\nsteps:\n  - id: a\n    route: report\n    prompt: hi\n    output: { format: json, shema: {} }\n",
+			`unknown field "shema" in output (its fields: format, schema)`},
+	})
+}

@@ -82,15 +82,6 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		}
 		checkKindFields(&s.Steps[i], where, bad)
 		KindOf(&s.Steps[i]).Check(s, &s.Steps[i], where, lim, bad)
-		if st.Degrade != "" && st.Degrade != "template" {
-			bad(st.line, where+".degrade", "%q is not template", st.Degrade)
-		}
-		if st.MaxTokens < 0 {
-			bad(st.line, where+".max_tokens", "is negative")
-		}
-		if t := st.Temperature; t != nil && (*t < 0 || *t > 2) {
-			bad(st.line, where+".temperature", "%v is not between 0 and 2", *t)
-		}
 		checkMap(&s.Steps[i], where, lim, bad)
 		s.checkOutput(&s.Steps[i], where, lim, bad)
 		s.checkTools(&s.Steps[i], where, bad)

@@ -80,6 +80,9 @@ func yamlErr(source string, err error) error {
 		}
 		if u := unknownField.FindStringSubmatch(se.Msg); u != nil {
 			se.Msg = fmt.Sprintf("unknown field %q", u[1])
+			if b, ok := blocks[strings.TrimPrefix(u[2], "spec.")]; ok {
+				se.Msg += fmt.Sprintf(" in %s (its fields: %s)", b.name, strings.Join(yamlFields(b.t), ", "))
+			}
 		}
 		out = append(out, se)
 	}
@@ -90,11 +93,8 @@ func yamlErr(source string, err error) error {
 // fields); a registered kind adds its key (kindKeys).
 var stepKeys = func() map[string]bool {
 	out := map[string]bool{}
-	t := reflect.TypeFor[Step]()
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
-			out[name] = true
-		}
+	for _, name := range yamlFields(reflect.TypeFor[Step]()) {
+		out[name] = true
 	}
 	return out
 }()
@@ -137,6 +137,30 @@ func unknownStepFields(source string, doc *yaml.Node) []error {
 	}
 	for _, st := range stepNodes(doc) {
 		scan(st, 0)
+	}
+	return out
+}
+
+// blocks are the spec's mappings inside a step or the spec whose fields
+// the YAML decoder checks, by type: an unknown field in one is named with
+// the block and the fields it has.
+var blocks = map[string]struct {
+	name string
+	t    reflect.Type
+}{
+	"ApproveSpec":  {"approve", reflect.TypeFor[ApproveSpec]()},
+	"OutputSpec":   {"output", reflect.TypeFor[OutputSpec]()},
+	"StepDefaults": {"defaults", reflect.TypeFor[StepDefaults]()},
+	"BudgetSpec":   {"budget", reflect.TypeFor[BudgetSpec]()},
+}
+
+// yamlFields are the YAML keys of struct type t.
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+			out = append(out, name)
+		}
 	}
 	return out
 }

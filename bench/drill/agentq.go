@@ -181,10 +181,10 @@ func (a *agentqSide) watchBreakers(ctx context.Context) {
 }
 
 func (a *agentqSide) submit(ctx context.Context, n int) error {
-	spec := *a.spec
-	spec.Input = map[string]any{"n": n}
+	wspec := *a.spec
+	wspec.Input = map[string]any{"n": n}
 	at := time.Now()
-	id, err := a.client.Submit(ctx, &spec)
+	id, err := a.client.Submit(ctx, &wspec)
 	if err != nil {
 		return err
 	}

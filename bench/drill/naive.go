@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentq/agentq/internal/spec"
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // naiveSide is the baseline many agent codebases start with: call one
@@ -67,11 +68,11 @@ func (n *naiveSide) prepare(ctx context.Context) error {
 	cfg := openai.DefaultConfig(key)
 	cfg.BaseURL = n.chaos.urls[n.target] + "/v1"
 	n.client = openai.NewClientWithConfig(cfg)
-	var spec spec.Spec
-	if err := n.sc.Workflow.Decode(&spec); err != nil {
+	var wspec spec.Spec
+	if err := n.sc.Workflow.Decode(&wspec); err != nil {
 		return err
 	}
-	n.steps = spec.Steps
+	n.steps = wspec.Steps
 	n.sem = make(chan struct{}, n.sc.Workers*n.sc.Concurrency)
 	return nil
 }

@@ -84,8 +84,8 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 // against its own configuration and checks it against what live workers
 // serve (unless producer.WithoutWorkerCheck: ?check=false). An idempotency
 // key (producer.WithIdempotencyKey) goes as the Idempotency-Key header.
-func (c *Client) SubmitWorkflow(ctx context.Context, spec *spec.Spec, opts ...producer.SubmitOption) (producer.Submission, error) {
-	body, err := json.Marshal(spec)
+func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...producer.SubmitOption) (producer.Submission, error) {
+	body, err := json.Marshal(wspec)
 	if err != nil {
 		return producer.Submission{}, err
 	}

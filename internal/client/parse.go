@@ -21,14 +21,14 @@ func ParseSpec(cfg config.Config, source string, data []byte, schemaDir string) 
 			routes[r] = true
 		}
 	}
-	spec, err := spec.ParseSpec(source, data, routes, lim)
+	wspec, err := spec.ParseSpec(source, data, routes, lim)
 	if err != nil {
 		return nil, err
 	}
-	if err := app.Webhooks(cfg).Check(source, spec); err != nil {
+	if err := app.Webhooks(cfg).Check(source, wspec); err != nil {
 		return nil, err
 	}
-	return spec, nil
+	return wspec, nil
 }
 
 // Parse is ParseSpec with the client's configuration. A Remote client

@@ -18,7 +18,7 @@ import (
 // driver is where the workflows are: Redis (redisDriver) or a dashboard's
 // HTTP API (apiclient.Client).
 type driver interface {
-	SubmitWorkflow(ctx context.Context, spec *spec.Spec, opts ...producer.SubmitOption) (producer.Submission, error)
+	SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...producer.SubmitOption) (producer.Submission, error)
 	Spec(ctx context.Context, id string) (*spec.Spec, error)
 	Status(ctx context.Context, id string) (*producer.Workflow, error)
 	Result(ctx context.Context, id string) (*producer.Result, error)

@@ -38,7 +38,7 @@ func Over(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log
 		mon: &monitor{breakers: a.Breakers, health: a.Health, metrics: a.Metrics.Handler()}}, nil
 }
 
-// redisDriver is the engine's producer client with the keys the live
+// redisDriver is the producer client (internal/producer) with the keys the live
 // workers advertise (and the configuration holds).
 type redisDriver struct {
 	*producer.Client

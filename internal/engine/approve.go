@@ -43,7 +43,7 @@ func (h *Handler) park(ctx context.Context, run stepRun, views map[string]spec.S
 	payload, _ := json.Marshal(p)
 	// asynq keeps a task's due time in whole seconds, rounded down: the
 	// timeout is due at the next whole second after it, never before
-	due := time.Now().Add(spec.ApprovalWait(st.Approve))
+	due := time.Now().Add(spec.ApprovalTimeout(st.Approve))
 	if due.Truncate(time.Second) != due {
 		due = due.Truncate(time.Second).Add(time.Second)
 	}
@@ -52,7 +52,7 @@ func (h *Handler) park(ctx context.Context, run stepRun, views map[string]spec.S
 	if _, err := h.o.Client.EnqueueContext(sctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule the approval timeout: %w", err)
 	}
-	run.log.Info("approval step waits for a decision", "timeout", spec.ApprovalWait(st.Approve))
+	run.log.Info("approval step waits for a decision", "timeout", spec.ApprovalTimeout(st.Approve))
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, State: store.StepWaiting, WorkflowState: state, Attempt: run.attempt})
 	return nil
 }
@@ -75,7 +75,7 @@ func (h *Handler) approvalTimeout(ctx context.Context, t *asynq.Task) error {
 	if !ok || st.Approve == nil {
 		return fmt.Errorf("workflow %s has no approval step %q: %w", flow.BoundID(p.Workflow), flow.BoundID(p.Step), asynq.SkipRetry)
 	}
-	d := spec.Decision{Comment: fmt.Sprintf("no decision within %s: rejected", spec.ApprovalWait(st.Approve)), By: "timeout", At: time.Now().UTC()}
+	d := spec.Decision{Comment: fmt.Sprintf("no decision within %s: rejected", spec.ApprovalTimeout(st.Approve)), By: "timeout", At: time.Now().UTC()}
 	_, err = flow.Decide(ctx, h.st, h.o.Client, p.Workflow, wspec, p.Step, p.Gen, d)
 	if errors.Is(err, flow.ErrNotWaiting) {
 		return nil // decided in time

@@ -82,7 +82,7 @@ func TestCodeStepArgumentsAndOutputs(t *testing.T) {
 			got <- a
 			return map[string]any{"total": a.N * 10, "first": a.Items[0]}, nil
 		}}})
-	wspec := `name: args
+	src := `name: args
 input: { list: [a, b, c] }
 steps:
   - id: count
@@ -93,7 +93,7 @@ steps:
     route: solo
     prompt: "total {{ .Steps.count.JSON.total }} first {{ .Steps.count.JSON.first }}"
 `
-	id := e.Submit(t, e.Spec(wspec))
+	id := e.Submit(t, e.Spec(src))
 	wf := e.Wait(t, id, 20*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
 	if wf.State != store.StateCompleted {
 		t.Fatalf("workflow %s: %+v", wf.State, wf.Steps)
@@ -163,8 +163,8 @@ func TestCodeStepVerdicts(t *testing.T) {
 			return 42, nil
 		},
 	}})
-	wspec := "name: verdicts\nsteps:\n  - { id: a, run: park, optional: true }\n  - { id: b, run: lesser }\n  - { id: c, run: later, max_retries: 2 }\n"
-	id := e.Submit(t, e.Spec(wspec))
+	src := "name: verdicts\nsteps:\n  - { id: a, run: park, optional: true }\n  - { id: b, run: lesser }\n  - { id: c, run: later, max_retries: 2 }\n"
+	id := e.Submit(t, e.Spec(src))
 	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
 	byID := map[string]store.StepRecord{}
 	for _, s := range wf.Steps {

@@ -50,7 +50,7 @@ func (d *durable) spend(resp *llmclient.Response) {
 	defer d.mu.Unlock()
 	d.usage.PromptTokens += resp.Usage.PromptTokens
 	d.usage.CompletionTokens += resp.Usage.CompletionTokens
-	d.cost += flow.CostMicros(d.prices, resp.Provider+"/"+resp.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
+	d.cost += costMicros(d.prices, resp.Provider+"/"+resp.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 }
 
 // spent is what spend counted: the usage and the cost.

@@ -19,9 +19,9 @@ import (
 
 // refused submits spec with c and wants it refused as ErrInvalidSpec with
 // exactly one problem, want, and nothing written.
-func refused(t *testing.T, c *producer.Client, wspec, want string) {
+func refused(t *testing.T, c *producer.Client, src, want string) {
 	t.Helper()
-	s, err := c.Parse("w.yaml", []byte(wspec))
+	s, err := c.Parse("w.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

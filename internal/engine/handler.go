@@ -73,7 +73,7 @@ type HandlerOptions struct {
 	// it is recorded (its cost_usd; a map's sums its instances'); nil:
 	// costs unknown.
 	Prices map[string]flow.Price
-	// Webhooks, when set, notifies workflows that end (notify.go); nil: none.
+	// Webhooks, when set, notifies workflows that end (internal/flow/notify.go); nil: none.
 	Webhooks *flow.Webhooks
 }
 
@@ -244,4 +244,15 @@ func (h *Handler) process(ctx context.Context, run stepRun, a *store.Attempt) er
 		return fmt.Errorf("step %s: no worker side for its kind %q (register kinds with both sides): %w", flow.BoundID(run.st.ID), spec.KindOf(run.st).Name(), asynq.SkipRetry)
 	}
 	return r.run(ctx, h, run, a, views)
+}
+
+// workflowStopped reports whether a step whose context was canceled was
+// stopped by its workflow's cancel or deadline (then the attempt ends
+// there), not by the worker shutting down (then it comes back). It reads
+// the workflow's state with a context of its own: the step's is done.
+func (h *Handler) workflowStopped(ctx context.Context, wf string) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	w, err := h.st.Summary(rctx, wf)
+	return err == nil && (w.State == store.StateCanceled || w.State == store.StateTimedOut)
 }

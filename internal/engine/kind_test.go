@@ -261,11 +261,9 @@ func (quietAsynq) Fatal(...any) {}
 // (their spec side, their run side, a map's instances and an approval's
 // decision): only they ask what kind a step is.
 var kindFiles = map[string]bool{
-	"spec/kind.go": true, "spec/promptspec.go": true, "spec/toolspec.go": true, "spec/codespec.go": true,
-	"spec/approvespec.go": true, "spec/mapspec.go": true, "spec/views.go": true,
-	"engine/kindrun.go": true, "engine/promptstep.go": true, "engine/toolstep.go": true, "engine/coderun.go": true,
-	"engine/approve.go": true, "engine/mapstep.go": true, "engine/mapload.go": true,
-	"flow/mapinstances.go": true, "producer/instances.go": true, "producer/decide.go": true,
+	"spec/kind.go": true, "spec/approvespec.go": true, "spec/codespec.go": true, "spec/mapspec.go": true, "spec/toolspec.go": true,
+	"engine/approve.go": true, "engine/coderun.go": true, "engine/mapload.go": true,
+	"flow/mapinstances.go": true, "producer/decide.go": true, "producer/instances.go": true,
 }
 
 // kindCheck is what asking a step's kind looks like: its kind's own key.

@@ -248,7 +248,7 @@ func TestAReducePromptOverMaxInputBytesGoesToTheContextFallback(t *testing.T) {
 	rt.Targets[0].MaxInputBytes = 400
 	e.Config.Routes["fallback"] = rt
 	e.StartWorker(t)
-	wspec := func(n int) string {
+	src := func(n int) string {
 		items := make([]string, n)
 		for i := range items {
 			items[i] = strconv.Itoa(i)
@@ -264,7 +264,7 @@ steps:
 		n      int
 		target string
 	}{{2, "oa/m-small"}, {20, "an/m-long"}} { // 2 answers: ~150 bytes; 20: ~1,500
-		id := e.Submit(t, e.Spec(wspec(c.n)))
+		id := e.Submit(t, e.Spec(src(c.n)))
 		wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
 		if r := wf.Steps[1]; wf.State != store.StateCompleted || r.Target != c.target {
 			t.Fatalf("%d items: workflow %s, the reduce answered by %q (%s), want %s", c.n, wf.State, r.Target, r.Error, c.target)

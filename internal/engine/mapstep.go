@@ -109,6 +109,3 @@ func (m mapRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attem
 	}
 	return m.each.run(ctx, h, run, a, views)
 }
-
-// A step is one task, but a map step's instances are tasks of their own:
-// a cancel stops them and a rerun closes them.

@@ -104,7 +104,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		}
 	}
 	if o.Done && o.CostMicros == 0 { // a code step's or tool conversation's calls are priced one by one (durable.spend)
-		o.CostMicros = flow.CostMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
+		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
 	}
 	deps := h.withTasks(flow.DependentsOf(wspec, st.ID), p.Workflow, p.Gen, wspec)
 	var res *store.Settled

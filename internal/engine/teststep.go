@@ -20,7 +20,7 @@ type TestStepOptions struct {
 	Args         any    // the step's arguments, as with: would give them (encoded as JSON)
 	Input        map[string]any
 	// Steps are its ancestors' outputs; a map ancestor's view comes from
-	// MapViewOf, and the step reads it with CodeStep.Outputs.
+	// spec.MapViewOf, and the step reads it with CodeStep.Outputs.
 	Steps  map[string]spec.StepView
 	Router Caller       // the model: LLM().Chat goes here
 	Logger *slog.Logger // nil: discarded

@@ -8,9 +8,10 @@ import (
 	"runtime/debug"
 	"sort"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/llmclient"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // ToolFunc is a tool a prompt step's model may call (a step whose tools:
@@ -66,7 +67,7 @@ type compiledTool struct {
 }
 
 func compileTool(name string, t Tool) (*compiledTool, error) {
-	if !spec.ToolName.MatchString(name) {
+	if !spec.ValidToolName(name) {
 		return nil, errors.New("a tool name is 1 to 64 letters, digits, _ or -")
 	}
 	if t.Func == nil {

@@ -89,9 +89,9 @@ func TestToolThatIgnoresItsContextDoesNotHoldTheStep(t *testing.T) {
 		Tools: map[string]engine.Tool{"stuck": {Schema: json.RawMessage(`{"type":"object"}`),
 			Func: func(ctx context.Context, args json.RawMessage) (any, error) { <-release; return "late", nil }}}})
 	t.Cleanup(func() { close(release) }) // before the worker stops (cleanups run last first)
-	wspec := strings.NewReplacer("timeout: 20s", "timeout: 2s", "max_retries: 1", "max_retries: 0").Replace(toolStep("solo", "[stuck]", ""))
+	src := strings.NewReplacer("timeout: 20s", "timeout: 2s", "max_retries: 1", "max_retries: 0").Replace(toolStep("solo", "[stuck]", ""))
 	started := time.Now()
-	wf := e.Wait(t, e.Submit(t, e.Spec(wspec)), 20*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	wf := e.Wait(t, e.Submit(t, e.Spec(src)), 20*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
 	s := wf.Steps[0]
 	if wf.State != store.StateBlocked || !strings.HasPrefix(s.Error, "timeout: ") || !strings.Contains(s.Error, "context deadline exceeded") {
 		t.Fatalf("workflow %s, step %+v", wf.State, s)

@@ -30,7 +30,7 @@ func TasksOf(ctx context.Context, rec *store.Store, id string, wspec *spec.Spec)
 		queue := spec.Resolve(wspec, st).Queue
 		out = append(out, StepTask{st.ID, queue, StepTaskID(id, st.ID, wf.Generation)})
 		if i < len(wf.Steps) && wf.Steps[i].ID == st.ID {
-			out = append(out, MapInstanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
+			out = append(out, mapInstanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
 		}
 	}
 	return out
@@ -91,11 +91,4 @@ func deleteWaiting(insp *asynq.Inspector, queue, tid string) (active bool, err e
 		}
 	}
 	return false, err
-}
-
-// DeleteArchived deletes the task if it is a dead letter (archived).
-func DeleteArchived(insp *asynq.Inspector, queue, tid string) {
-	if info, err := insp.GetTaskInfo(queue, tid); err == nil && info.State == asynq.TaskStateArchived {
-		_ = insp.DeleteTask(queue, tid)
-	}
 }

@@ -1,7 +1,6 @@
 package flow
 
 import (
-	"math"
 	"strings"
 
 	"github.com/agentq/agentq/internal/record"
@@ -30,17 +29,6 @@ func Cost(wf *record.Workflow, prices map[string]Price) (float64, bool) {
 		total += (float64(s.Usage.PromptTokens)*p.PromptPerMTok + float64(s.Usage.CompletionTokens)*p.CompletionPerMTok) / 1e6
 	}
 	return total, true
-}
-
-// CostMicros prices prompt and completion tokens on target ("provider/
-// model") in millionths of the prices' currency; 0 when target has no
-// price.
-func CostMicros(prices map[string]Price, target string, prompt, completion int) int64 {
-	pr, ok := prices[target]
-	if !ok {
-		return 0
-	}
-	return int64(math.Round(float64(prompt)*pr.PromptPerMTok + float64(completion)*pr.CompletionPerMTok))
 }
 
 // CostByProvider is a workflow's priced cost by who answered: the

@@ -7,18 +7,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
-	"github.com/hibiken/asynq"
 )
 
 // ErrNotWaiting is returned for a decision on a step that is not waiting
 // for one (decided already, never reached, or its workflow ended).
 var ErrNotWaiting = errors.New("the step is not waiting for a decision")
 
-// decide records a decision on a waiting approval step of run gen (-1: the
+// Decide records a decision on a waiting approval step of run gen (-1: the
 // current run, a person's decision) and enqueues the dependents it made
 // ready; ErrNotWaiting if the step was not waiting, or is waiting in
 // another run (an earlier run's timeout does not decide a rerun's step).

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
-	"github.com/hibiken/asynq"
 )
 
 // EnqueueInstance enqueues instance n of map step st; an existing task

@@ -8,11 +8,14 @@ import (
 	"github.com/agentq/agentq/internal/store"
 )
 
-// MapInstanceTasks are a map step's released instances not done: their tasks
-// may wait or run. Instances are read a page at a time (one HMGET per
+// A step is one task, but a map step's instances are tasks of their own:
+// a cancel stops them (mapInstanceTasks) and a rerun closes them.
+
+// mapInstanceTasks are a map step's released instances not done: their
+// tasks may wait or run. Instances are read a page at a time (one HMGET per
 // page), so a cancel of a 10,000-item map looks up only the instances
 // still in flight.
-func MapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec.Step, r *record.StepRecord, gen int, queue string) []StepTask {
+func mapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec.Step, r *record.StepRecord, gen int, queue string) []StepTask {
 	m := r.Map
 	if m == nil || !st.IsMap() {
 		return nil
@@ -31,6 +34,9 @@ func MapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec
 	return out
 }
 
+// OutputsPage is how many instances one read loads.
+const OutputsPage = 500
+
 // MapItems is how many instances map step st has; ok false for a step
 // that is not a map (or has not expanded).
 func MapItems(ctx context.Context, rec *store.Store, wf string, st *spec.Step) (int, bool) {
@@ -43,6 +49,3 @@ func MapItems(ctx context.Context, rec *store.Store, wf string, st *spec.Step) (
 	}
 	return m.Items, true
 }
-
-// OutputsPage is how many instances one read loads.
-const OutputsPage = 500

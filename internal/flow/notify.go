@@ -31,7 +31,7 @@ func (w *Webhooks) Check(source string, wspec *spec.Spec) error {
 	if w != nil || wspec == nil || wspec.Notify == nil {
 		return nil
 	}
-	return &spec.SpecError{Source: source, Line: wspec.LineOf("notify"), Where: "notify",
+	return &spec.SpecError{Source: source, Line: spec.NotifyLine(wspec.Notify), Where: "notify",
 		Msg: "webhooks are not configured (the configuration has no webhooks.secret to sign with)"}
 }
 

@@ -289,3 +289,10 @@ func Usage(wf *Workflow) record.Usage {
 	}
 	return u
 }
+
+func (c *Client) now() time.Time {
+	if c.o.Now != nil {
+		return c.o.Now()
+	}
+	return time.Now()
+}

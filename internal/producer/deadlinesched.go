@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/tasks"
-	"github.com/hibiken/asynq"
 )
 
 // WithDeadline bounds the submitted workflow to d from now (instead of its
@@ -28,13 +29,6 @@ func (c *Client) deadlineAt(wspec *spec.Spec, set SubmitSettings) time.Time {
 		return time.Time{}
 	}
 	return c.now().Add(d)
-}
-
-func (c *Client) now() time.Time {
-	if c.o.Now != nil {
-		return c.o.Now()
-	}
-	return time.Now()
 }
 
 // scheduleDeadline enqueues the task that ends workflow id at at (nothing

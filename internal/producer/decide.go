@@ -10,7 +10,7 @@ import (
 
 // Decide approves (or rejects) approval step step of workflow id, with a
 // comment; by says who (cli, dashboard, api). It returns the workflow's
-// state after the decision; ErrNotWaiting if the step is not waiting.
+// state after the decision; flow.ErrNotWaiting if the step is not waiting.
 func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error) {
 	wspec, err := c.spec(ctx, id)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
@@ -69,7 +71,7 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 		return 0, err
 	}
 	for _, t := range letters {
-		flow.DeleteArchived(c.insp, t.Queue, t.ID) // one left behind is listed, and acts for nothing: Begin refuses an old run's task
+		deleteArchived(c.insp, t.Queue, t.ID) // one left behind is listed, and acts for nothing: Begin refuses an old run's task
 	}
 	if err := c.store.Watch(ctx, id); err != nil {
 		return gen, err
@@ -108,4 +110,11 @@ func downstream(wspec *spec.Spec, from ...string) []string {
 		}
 	}
 	return out
+}
+
+// deleteArchived deletes the task if it is a dead letter (archived).
+func deleteArchived(insp *asynq.Inspector, queue, tid string) {
+	if info, err := insp.GetTaskInfo(queue, tid); err == nil && info.State == asynq.TaskStateArchived {
+		_ = insp.DeleteTask(queue, tid)
+	}
 }

@@ -41,23 +41,23 @@ func FromConfig(cfg config.Config, o producer.ClientOptions) ([]Entry, error) {
 		}
 		lim := o.Limits
 		lim.SchemaDir = filepath.Dir(path)
-		spec, err := spec.ParseSpec(path, data, routes, lim)
+		wspec, err := spec.ParseSpec(path, data, routes, lim)
 		if err != nil {
 			return nil, bad("spec", "%s is not a valid spec: %s", path, strings.Join(problem.Lines(err), "; "))
 		}
 		if len(sc.Input) > 0 {
-			read, all := spec.InputKeys()
-			if spec.Input == nil {
-				spec.Input = map[string]any{}
+			read, all := wspec.InputKeys()
+			if wspec.Input == nil {
+				wspec.Input = map[string]any{}
 			}
 			for k, v := range sc.Input {
 				if !all && !slices.Contains(read, k) {
 					return nil, bad("input."+k, "no template of %s reads .Input.%s", path, k)
 				}
-				spec.Input[k] = v
+				wspec.Input[k] = v
 			}
 		}
-		out = append(out, Entry{Name: sc.Name, Cron: sc.Cron, When: when, Spec: spec})
+		out = append(out, Entry{Name: sc.Name, Cron: sc.Cron, When: when, Spec: wspec})
 	}
 	return out, nil
 }

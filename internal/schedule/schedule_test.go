@@ -82,7 +82,7 @@ func (r *replica) kill() {
 
 func tickEntries(t *testing.T, rdb redis.UniversalClient) []schedule.Entry {
 	t.Helper()
-	spec, err := producer.NewClient(rdb, producer.ClientOptions{}).Parse("tick.yaml", []byte(tickSpec))
+	wspec, err := producer.NewClient(rdb, producer.ClientOptions{}).Parse("tick.yaml", []byte(tickSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func tickEntries(t *testing.T, rdb redis.UniversalClient) []schedule.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []schedule.Entry{{Name: "tick", Cron: "@every 1s", When: when, Spec: spec}}
+	return []schedule.Entry{{Name: "tick", Cron: "@every 1s", When: when, Spec: wspec}}
 }
 
 // Three replicas with one "@every 1s" schedule, for about ten seconds, on

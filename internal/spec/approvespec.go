@@ -27,7 +27,9 @@ type Decision struct {
 	At       time.Time `json:"at"`
 }
 
-func ApprovalWait(a *ApproveSpec) time.Duration {
+// ApprovalTimeout is how long approval a waits for a decision: its
+// timeout, else DefaultApprovalTimeout.
+func ApprovalTimeout(a *ApproveSpec) time.Duration {
 	if a.Timeout > 0 {
 		return time.Duration(a.Timeout)
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 )
 
 // Kind is one kind of step, its spec side: what makes a spec step
@@ -66,8 +67,17 @@ var kindKeys = map[string]Kind{}
 // both sides), marked in a step by its own field key (held in
 // Step.Kinds[key], not a field Step has), ahead of the built-in kinds: its
 // key is explicit, so it decides the step's kind. Kinds are read without
-// a lock: register from an init function.
+// a lock: register from an init function. A name or a key registered
+// already panics, as http.Handle does: two kinds would share a run side.
 func RegisterKind(key string, k Kind) {
+	for _, o := range kinds {
+		if o.Name() == k.Name() {
+			panic("spec: a kind named " + strconv.Quote(k.Name()) + " is registered already")
+		}
+	}
+	if _, ok := kindKeys[key]; ok || stepKeys[key] {
+		panic("spec: the key " + strconv.Quote(key) + " is a step's field or another kind's already")
+	}
 	kindKeys[key] = k
 	kinds = append([]Kind{k}, kinds...)
 }

@@ -50,7 +50,7 @@ func readProblem(dep *Step, id, field string) string {
 // for_each that makes the items.
 func hasItem(st *Step, field string) bool { return st.IsMap() && field != "for_each" }
 
-// maxItems is the step's bound on its array.
+// MaxItems is the step's bound on its array.
 func MaxItems(st *Step) int {
 	if st.MaxItems > 0 {
 		return st.MaxItems
@@ -58,7 +58,7 @@ func MaxItems(st *Step) int {
 	return DefaultMaxItems
 }
 
-// maxParallel is the step's window of instances in flight.
+// MaxParallel is the step's window of instances in flight.
 func MaxParallel(st *Step) int {
 	if st.MaxParallel > 0 {
 		return st.MaxParallel
@@ -213,7 +213,7 @@ func DecodeItem(raw string) (any, error) {
 }
 
 // MapKind is a map step (for_each): its own attempt expands the items
-// into instances, and each instance runs as a step of kind each.
+// into instances, and each instance runs as a step of its kind (Each).
 type MapKind struct{ Each Kind }
 
 func (MapKind) Name() string { return "map" }
@@ -236,7 +236,7 @@ func (m MapKind) Input(ctx context.Context, st *Step, data TemplateData) (string
 	return m.Each.Input(ctx, st, data)
 }
 
-// instance is one item of a map step.
+// Instance is one item of a map step.
 type Instance struct {
 	Index int
 	Item  any // the item, decoded from its JSON

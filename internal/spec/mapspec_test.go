@@ -37,11 +37,11 @@ func TestMapSpecParsesAndItsInstancesReadOnlyWhatTheirTemplatesName(t *testing.T
 	}
 	st, inst, ok := StepOf(s, "per_region[12]")
 	if !ok || st != m || inst.Index != 12 {
-		t.Errorf("stepOf(per_region[12]) = %v %v %v", st, inst, ok)
+		t.Errorf("StepOf(per_region[12]) = %v %v %v", st, inst, ok)
 	}
 	for _, bad := range []string{"per_region[-1]", "per_region[01]", "per_region[1000]", "plan[0]", "per_region[x]", "per_region[1"} {
 		if _, _, ok := StepOf(s, bad); ok {
-			t.Errorf("stepOf(%q) found a step", bad)
+			t.Errorf("StepOf(%q) found a step", bad)
 		}
 	}
 }

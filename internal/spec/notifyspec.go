@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/agentq/agentq/internal/webhook"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/internal/webhook"
 )
 
 // NotifySpec asks for a signed POST when the workflow ends
@@ -56,7 +57,10 @@ func (n *NotifySpec) UnmarshalYAML(node *yaml.Node) error {
 	return nil
 }
 
-// wants reports whether the event is notified.
+// NotifyWants reports whether n notifies event.
 func NotifyWants(n *NotifySpec, event string) bool {
 	return n != nil && slices.Contains(webhook.Events, event) && (len(n.Events) == 0 || slices.Contains(n.Events, event))
 }
+
+// NotifyLine is the line of notify's mapping in the spec's source.
+func NotifyLine(n *NotifySpec) int { return n.line }

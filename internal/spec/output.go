@@ -226,6 +226,7 @@ func OutputRequest(st *Step) *llmclient.Output {
 	return o
 }
 
+// OneLine joins a multi-line validation message into one line.
 func OneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n- ", "; ")), " ")
 }

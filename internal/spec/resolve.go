@@ -2,7 +2,7 @@ package spec
 
 import "time"
 
-// resolved is a step with the workflow's defaults applied.
+// Resolved is a step with the workflow's defaults applied.
 type Resolved struct {
 	Route      string
 	Timeout    time.Duration
@@ -10,6 +10,7 @@ type Resolved struct {
 	Queue      string
 }
 
+// Resolve is step st of spec s with the workflow's defaults applied.
 func Resolve(s *Spec, st *Step) Resolved {
 	r := Resolved{Route: st.Route, Timeout: time.Duration(st.Timeout), Queue: st.Queue}
 	if r.Route == "" {

@@ -36,7 +36,7 @@ type Spec struct {
 	// still apply).
 	Budget *BudgetSpec `yaml:"budget" json:"budget,omitempty"`
 	Steps  []Step      `yaml:"steps" json:"steps"`
-	Notify *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notify.go)
+	Notify *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notifyspec.go)
 
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared
@@ -98,7 +98,7 @@ type Step struct {
 	// DefaultMaxParallel).
 	MaxParallel int `yaml:"max_parallel" json:"max_parallel,omitempty"`
 	// Approve makes this an approval step: it waits for a person's
-	// decision (approve.go).
+	// decision (approvespec.go).
 	Approve *ApproveSpec `yaml:"approve" json:"approve,omitempty"`
 	// Kinds holds the fields of the step kinds registered beyond the
 	// built-in ones (registerKind), by key: a key no kind owns is an
@@ -269,7 +269,7 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 	return &s, nil
 }
 
-// prepare computes what each step reads (its inputs) and parses its
+// Prepare computes what each step reads (its inputs) and parses its
 // templates; specs loaded from the store are prepared once per worker by
 // the spec cache. It returns the first template that does not parse.
 func Prepare(s *Spec) error {

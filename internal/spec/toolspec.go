@@ -30,7 +30,11 @@ type ToolSpec struct {
 // limit on it, limits.max_turns).
 const DefaultMaxTurns = 8
 
-var ToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// toolName is what a tool's name may be, as the providers take it.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidToolName reports whether name may be a tool's name.
+func ValidToolName(name string) bool { return toolName.MatchString(name) }
 
 // toolSpecFields are the keys a tool's mapping may hold.
 var toolSpecFields = map[string]bool{"name": true, "description": true, "parameters": true}
@@ -106,7 +110,7 @@ func (s *Spec) checkTools(st *Step, where string, bad ProblemFunc) {
 	for j, t := range st.Tools {
 		w := fmt.Sprintf("%s.tools[%d]", where, j)
 		switch {
-		case !ToolName.MatchString(t.Name):
+		case !ValidToolName(t.Name):
 			bad(st.line, w+".name", "%q is not a tool name (1 to 64 letters, digits, _ or -)", t.Name)
 		case seen[t.Name]:
 			bad(st.line, w+".name", "%q is listed twice", t.Name)
@@ -148,7 +152,7 @@ func checkMaxTurns(st *Step, where string, lim Limits, bad ProblemFunc) {
 	}
 }
 
-// maxTurns is the most model calls the step's tool conversation may make.
+// MaxTurns is the most model calls the step's tool conversation may make.
 func MaxTurns(st *Step) int {
 	if st.MaxTurns > 0 {
 		return st.MaxTurns

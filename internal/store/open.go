@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/record"
 )
 
 // The open index (openKey) is a sorted set of the workflows that may still

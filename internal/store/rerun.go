@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/record"
 )
 
 // ErrNotFinished is returned by Rerun for a workflow that is still

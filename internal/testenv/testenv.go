@@ -310,9 +310,9 @@ func (e *Env) StopWorker(t *testing.T) {
 }
 
 // Submit submits a spec and returns the workflow id.
-func (e *Env) Submit(t *testing.T, spec *spec.Spec) string {
+func (e *Env) Submit(t *testing.T, wspec *spec.Spec) string {
 	t.Helper()
-	id, err := e.Client.Submit(t.Context(), spec)
+	id, err := e.Client.Submit(t.Context(), wspec)
 	if err != nil {
 		t.Fatal(err)
 	}

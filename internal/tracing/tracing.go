@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/agentq/agentq/internal/flow"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+
+	"github.com/agentq/agentq/internal/flow"
 )
 
 // Setup installs a tracer provider exporting to the OTLP endpoint in the

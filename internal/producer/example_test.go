@@ -1,4 +1,4 @@
-package engine_test
+package producer_test
 
 import (
 	"context"

@@ -68,7 +68,7 @@ func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attemp
 			}
 			instances = append(instances, v)
 		}
-		mv := spec.TemplateMapView(instances)
+		mv := spec.TemplateView(instances)
 		v := views[id]
 		v.Map = mv
 		views[id] = v

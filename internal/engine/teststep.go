@@ -66,7 +66,7 @@ func NewTestStep(o TestStepOptions) (*TestStep, error) {
 		return nil, fmt.Errorf("engine: NewTestStep: the arguments do not encode as JSON: %w", err)
 	}
 	for id, v := range o.Steps {
-		if err := spec.MapViewErr(v.Map); err != nil {
+		if err := spec.MapBuildError(v.Map); err != nil {
 			return nil, fmt.Errorf("engine: NewTestStep: step %s: %w", id, err)
 		}
 	}

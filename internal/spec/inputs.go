@@ -24,7 +24,7 @@ func (s *Spec) InputKeys() (keys []string, all bool) {
 	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
-		ts := []*promptTemplate{st.promptT, st.systemT}
+		ts := []*Template{st.promptT, st.systemT}
 		for _, wt := range st.withT {
 			ts = append(ts, wt.t)
 		}

@@ -97,7 +97,7 @@ func checkMap(st *Step, where string, lim Limits, bad func(int, string, string, 
 var itemFields = map[string]bool{"Item": true, "Index": true}
 
 // readsItem says whether a template reads .Item or .Index.
-func readsItem(t *promptTemplate) bool {
+func readsItem(t *Template) bool {
 	found := false
 	if t == nil {
 		return false
@@ -142,8 +142,8 @@ func (st *Step) prepareMap() error {
 }
 
 // templates are the step's own templates: prompt, system and with:.
-func (st *Step) templates() []*promptTemplate {
-	out := []*promptTemplate{st.promptT, st.systemT}
+func (st *Step) templates() []*Template {
+	out := []*Template{st.promptT, st.systemT}
 	for _, wt := range st.withT {
 		out = append(out, wt.t)
 	}

@@ -12,17 +12,17 @@ import (
 // maxRenderedBytes bounds a rendered prompt.
 const maxRenderedBytes = 4 << 20
 
-// promptTemplate is a parsed prompt template, rewritten so that its
+// Template is a parsed prompt template, rewritten so that its
 // renders count their work (boundTemplate). bounded says whether a render
 // needs the budget's functions: a template without ranges and without
 // functions that make text does work in proportion to its own size.
-type promptTemplate struct {
+type Template struct {
 	*template.Template
 	bounded bool
 }
 
 // parseTemplate parses a prompt template (nil for an empty one).
-func parseTemplate(name, text string) (*promptTemplate, error) {
+func parseTemplate(name, text string) (*Template, error) {
 	if text == "" {
 		return nil, nil
 	}
@@ -30,7 +30,7 @@ func parseTemplate(name, text string) (*promptTemplate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &promptTemplate{Template: t, bounded: boundTemplate(t)}, nil
+	return &Template{Template: t, bounded: boundTemplate(t)}, nil
 }
 
 // RenderContext executes a parsed prompt template (nil renders as ""),
@@ -38,12 +38,12 @@ func parseTemplate(name, text string) (*promptTemplate, error) {
 // stops once ctx is done (checked when a range starts and at each function
 // that makes text) and at its budget (renderbudget.go) with a
 // *RenderBudgetError.
-func RenderContext(ctx context.Context, t *promptTemplate, input map[string]any, steps map[string]StepView) (string, error) {
+func RenderContext(ctx context.Context, t *Template, input map[string]any, steps map[string]StepView) (string, error) {
 	return RenderData(ctx, t, DataOf(input, steps, nil))
 }
 
 // RenderData is RenderContext over a dot already built.
-func RenderData(ctx context.Context, t *promptTemplate, data TemplateData) (string, error) {
+func RenderData(ctx context.Context, t *Template, data TemplateData) (string, error) {
 	if t == nil {
 		return "", nil
 	}

@@ -104,15 +104,15 @@ type Step struct {
 	// built-in ones (registerKind), by key: a key no kind owns is an
 	// unknown field.
 	Kinds      map[string]any `yaml:",inline" json:"-"`
-	messageT   *promptTemplate
+	messageT   *Template
 	withT      map[string]*withTemplate
 	forEachT   *withTemplate
 	itemInputs []string // what a map instance reads: the steps its own templates name
 	line       int
 	schema     *jsonschema.Schema // compiled Output.Schema
 	inputs     []string           // direct dependencies and every step its templates read
-	promptT    *promptTemplate
-	systemT    *promptTemplate
+	promptT    *Template
+	systemT    *Template
 
 	promptLine, systemLine, withLine int            // of the prompt, system and with fields, for template errors
 	fieldLines                       map[string]int // every field's line, for problems that name one
@@ -300,7 +300,7 @@ func Prepare(s *Spec) error {
 		for _, d := range st.DependsOn {
 			add(d)
 		}
-		templates := []*promptTemplate{st.promptT, st.systemT}
+		templates := []*Template{st.promptT, st.systemT}
 		for _, wt := range st.withT {
 			templates = append(templates, wt.t)
 		}
@@ -325,10 +325,10 @@ func Prepare(s *Spec) error {
 // SystemTemplate, PromptTemplate, MessageTemplate and ForEachTemplate
 // are step st's parsed templates (prepare parsed them): its system text,
 // its prompt, its approval message and its for_each.
-func SystemTemplate(st *Step) *promptTemplate  { return st.systemT }
-func PromptTemplate(st *Step) *promptTemplate  { return st.promptT }
-func MessageTemplate(st *Step) *promptTemplate { return st.messageT }
-func ForEachTemplate(st *Step) *promptTemplate {
+func SystemTemplate(st *Step) *Template  { return st.systemT }
+func PromptTemplate(st *Step) *Template  { return st.promptT }
+func MessageTemplate(st *Step) *Template { return st.messageT }
+func ForEachTemplate(st *Step) *Template {
 	if st.forEachT == nil {
 		return nil
 	}

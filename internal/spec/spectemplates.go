@@ -37,7 +37,7 @@ func templateRefs(name, text string) ([]stepRef, error) {
 }
 
 // parsedRefs walks a parsed template (nil has none) for .Steps.<id>.
-func parsedRefs(t *promptTemplate) ([]stepRef, error) {
+func parsedRefs(t *Template) ([]stepRef, error) {
 	if t == nil {
 		return nil, nil
 	}

@@ -53,10 +53,10 @@ func MapViewOf(instances ...StepView) *MapView {
 // CodeStep.Outputs yields its instances' records.
 func InstanceViews(m *MapView) []StepView { return m.views }
 
-// TemplateMapView is the view of a map step whose instances have these
+// TemplateView is the view of a map step whose instances have these
 // views, as a worker's templates read it: the outputs only (the views
 // need not outlive the render).
-func TemplateMapView(instances []StepView) *MapView {
+func TemplateView(instances []StepView) *MapView {
 	m := MapViewOf(instances...)
 	m.views = nil
 	return m
@@ -146,9 +146,9 @@ func DataOf(input map[string]any, steps map[string]StepView, inst *Instance) Tem
 	return d
 }
 
-// MapViewErr is why a test's map view m could not be built
+// MapBuildError is why a test's map view m could not be built
 // (MapViewError); nil for a view that was, and for none.
-func MapViewErr(m *MapView) error {
+func MapBuildError(m *MapView) error {
 	if m == nil {
 		return nil
 	}

@@ -19,7 +19,7 @@ import (
 
 // withTemplate is one templated string of a with: value.
 type withTemplate struct {
-	t     *promptTemplate
+	t     *Template
 	value bool // exactly one action: keep its JSON value
 }
 
@@ -72,9 +72,9 @@ func parseWithString(name, text string) (*withTemplate, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &withTemplate{t: &promptTemplate{Template: t, bounded: boundTemplate(t)}, value: true}, nil
+		return &withTemplate{t: &Template{Template: t, bounded: boundTemplate(t)}, value: true}, nil
 	}
-	return &withTemplate{t: &promptTemplate{Template: t, bounded: boundTemplate(t)}}, nil
+	return &withTemplate{t: &Template{Template: t, bounded: boundTemplate(t)}}, nil
 }
 
 // singleAction returns the tree's only node when it is one action that

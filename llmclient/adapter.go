@@ -64,6 +64,7 @@ func WithKey(ctx context.Context, idx int) context.Context {
 // clock, and the translation of SDK errors into *Error.
 type base struct {
 	name      string
+	genAI     string // its dialect's gen_ai.provider.name (NewProvider sets it)
 	fps       []string
 	ids       []string
 	red       *redact.Redactor
@@ -91,6 +92,9 @@ func newBase(o Options) base {
 }
 
 func (b *base) Name() string { return b.name }
+
+func (b *base) setGenAI(name string) { b.genAI = name }
+func (b *base) genAIName() string    { return b.genAI }
 
 // KeyFingerprints names the provider's keys in order.
 func (b *base) KeyFingerprints() []string { return append([]string(nil), b.fps...) }

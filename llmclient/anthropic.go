@@ -120,15 +120,16 @@ func (a *anthropicProvider) Chat(ctx context.Context, req Request) (*Response, e
 	}
 	_, h, _ := c.snapshot()
 	return &Response{
-		ToolCalls:    calls,
-		FinishReason: anthropicFinish(msg.StopReason),
-		Text:         text.String(),
-		Usage:        Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
-		Provider:     a.name,
-		Model:        req.Model,
-		Key:          a.fps[k],
-		Latency:      a.now().Sub(start),
-		RequestID:    requestID(h),
+		ToolCalls:     calls,
+		FinishReason:  anthropicFinish(msg.StopReason),
+		ResponseModel: a.red.Truncate(string(msg.Model), 128),
+		Text:          text.String(),
+		Usage:         Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
+		Provider:      a.name,
+		Model:         req.Model,
+		Key:           a.fps[k],
+		Latency:       a.now().Sub(start),
+		RequestID:     requestID(h),
 	}, nil
 }
 

@@ -10,6 +10,10 @@ import (
 // providers[].kind), how its adapter is built, and what it needs.
 type Dialect struct {
 	Kind string
+	// GenAI is the dialect's gen_ai.provider.name in OpenTelemetry's GenAI
+	// semantic conventions (a well-known value), which LLM call spans
+	// carry for observability tools to read.
+	GenAI string
 	// NeedsKey: the API refuses a call without an API key (else a
 	// provider may have none: a local model).
 	NeedsKey bool
@@ -19,8 +23,8 @@ type Dialect struct {
 // dialects is the one table of the dialects: a new one is its adapter's
 // file, one line here and chaosllm's dialect file (its fake endpoint).
 var dialects = []Dialect{
-	{Kind: "anthropic", NeedsKey: true, New: func(o Options) (Provider, error) { return newAnthropic(o) }},
-	{Kind: "openai", New: func(o Options) (Provider, error) { return newOpenAI(o) }}, // any OpenAI-compatible endpoint
+	{Kind: "anthropic", GenAI: "anthropic", NeedsKey: true, New: func(o Options) (Provider, error) { return newAnthropic(o) }},
+	{Kind: "openai", GenAI: "openai", New: func(o Options) (Provider, error) { return newOpenAI(o) }}, // any OpenAI-compatible endpoint
 }
 
 // Dialects lists the dialects, by kind.
@@ -32,7 +36,24 @@ func NewProvider(kind string, o Options) (Provider, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("llmclient: %q is not a provider kind (%s)", kind, kindList())
 	}
-	return dialects[i].New(o)
+	p, err := dialects[i].New(o)
+	if err != nil {
+		return nil, err
+	}
+	if g, ok := p.(interface{ setGenAI(string) }); ok {
+		g.setGenAI(dialects[i].GenAI)
+	}
+	return p, nil
+}
+
+// GenAIName is provider p's gen_ai.provider.name (its dialect's GenAI):
+// what OpenTelemetry's GenAI conventions call the API it speaks; "" for a
+// provider NewProvider did not build.
+func GenAIName(p Provider) string {
+	if g, ok := p.(interface{ genAIName() string }); ok {
+		return g.genAIName()
+	}
+	return ""
 }
 
 // kindList is the kinds, as a message lists them: "anthropic or openai".

@@ -96,15 +96,16 @@ func (a *openaiProvider) Chat(ctx context.Context, req Request) (*Response, erro
 		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
 	return &Response{
-		ToolCalls:    calls,
-		FinishReason: openAIFinish(resp.Choices[0].FinishReason),
-		Text:         resp.Choices[0].Message.Content,
-		Usage:        Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
-		Provider:     a.name,
-		Model:        req.Model,
-		Key:          a.fps[k],
-		Latency:      a.now().Sub(start),
-		RequestID:    requestID(h),
+		ToolCalls:     calls,
+		FinishReason:  openAIFinish(resp.Choices[0].FinishReason),
+		ResponseModel: a.red.Truncate(resp.Model, 128),
+		Text:          resp.Choices[0].Message.Content,
+		Usage:         Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
+		Provider:      a.name,
+		Model:         req.Model,
+		Key:           a.fps[k],
+		Latency:       a.now().Sub(start),
+		RequestID:     requestID(h),
 	}, nil
 }
 

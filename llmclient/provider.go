@@ -126,6 +126,10 @@ type Response struct {
 	// FinishStop, FinishToolCalls, FinishLength, FinishContentFilter, or
 	// the provider's own word for anything else; empty if it said nothing.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// ResponseModel is the model the provider says answered (it may name
+	// a version of Model), redacted and bounded as every text a provider
+	// sends; empty when it said none (a stream).
+	ResponseModel string `json:"response_model,omitempty"`
 }
 
 // Provider is one configured LLM endpoint.

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ steps:
 			}
 		}
 		for _, s := range spans {
-			if s.Name == "agentq.llm_call" && s.SpanContext.TraceID() == root.SpanContext.TraceID() && stepIDs[s.Parent.SpanID().String()] {
+			if strings.HasPrefix(s.Name, "chat ") && s.SpanContext.TraceID() == root.SpanContext.TraceID() && stepIDs[s.Parent.SpanID().String()] {
 				calls++
 			}
 		}

@@ -12,8 +12,6 @@ import (
 
 	"github.com/agentq/agentq/llmclient"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/internal/tracegate"
@@ -60,9 +58,7 @@ func (r *Router) call(ctx context.Context, route string, t Target, k int, req as
 	}
 	var span trace.Span
 	if tracegate.On() { // else every span is a no-op: not started at all
-		cctx, span = tracer.Start(cctx, "agentq.llm_call", trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("agentq.route", route), attribute.String("agentq.provider", t.Provider.Name()),
-				attribute.String("agentq.model", t.Model), attribute.Int("agentq.input_len", inputLen(req.Request))))
+		cctx, span = startCallSpan(cctx, route, t, req.Request)
 		defer span.End()
 	}
 	start := r.now()
@@ -94,11 +90,7 @@ func (r *Router) call(ctx context.Context, route string, t Target, k int, req as
 		}
 	}
 	if span != nil {
-		span.SetAttributes(attribute.String("agentq.key", key), attribute.String("agentq.class", string(class)),
-			attribute.Int("agentq.tokens.prompt", usage.PromptTokens), attribute.Int("agentq.tokens.completion", usage.CompletionTokens))
-		if err != nil {
-			span.SetStatus(codes.Error, string(class))
-		}
+		endCallSpan(span, t, resp, usage, key, class)
 	}
 	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.health.observe(t.Provider.Name(), t.Model, class, dur)

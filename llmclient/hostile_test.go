@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/llmtest"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/redact"
 	"github.com/agentq/agentq/retry"
@@ -151,6 +152,25 @@ func TestEmptyAnswerIsAServerFailureOnBothDialects(t *testing.T) {
 			if !ok || e.Type != llmclient.TypeEmpty || retry.ClassOf(err) != retry.Server {
 				t.Errorf("%s stream=%v: %v, want an empty_response server failure", ep, stream, err)
 			}
+		}
+	}
+}
+
+// The model a provider says answered is text it sends like any other: a
+// key it echoes there reads as the key's fingerprint in the Response
+// (and so in the LLM call span that carries it), on both dialects.
+func TestTheAnsweringModelNeverCarriesTheKey(t *testing.T) {
+	key := "sk-live-0123456789abcdefghijklmn"
+	fx := llmtest.New(t, chaosllm.Scenario{}, key)
+	for dialect, p := range fx.Providers() {
+		req := llmtest.Ask("hello")
+		req.Model = "m-" + key // chaosllm answers naming the model it was asked for
+		resp, err := p.Chat(t.Context(), req)
+		if err != nil {
+			t.Fatalf("%s: %v", dialect, err)
+		}
+		if resp.ResponseModel == "" || leak(resp.ResponseModel, key) != "" {
+			t.Errorf("%s: the answering model %q (want it named, the key's pieces gone)", dialect, resp.ResponseModel)
 		}
 	}
 }

@@ -31,10 +31,10 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 // NewServerClient is a Client over a dashboard's HTTP API at url (what
 // enqueue --server uses), for a producer that does not reach Redis. token
 // is the dashboard's (AGENTQ_DASHBOARD_TOKEN; empty: none). It makes no
-// call until a method is used; Parse checks a spec against no
-// configuration (the server checks it again against its own).
+// call until a method is used; Parse checks a spec against the built-in
+// limits (the server checks it again against its own configuration).
 func NewServerClient(url, token string) *Client {
-	return &Client{c: client.Remote(config.Config{}, url, token)}
+	return &Client{c: client.Remote(config.Default(), url, token)}
 }
 
 // Parse reads and checks a workflow spec (YAML or JSON); name says where

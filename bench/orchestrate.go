@@ -18,6 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/worker"
 )
 
@@ -142,7 +143,7 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	if err != nil {
 		return 0, nil, err
 	}
-	client := producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"}})
 	var done atomic.Int64
 	finished := make(chan struct{})
 	wctx, cancel := context.WithCancel(ctx)

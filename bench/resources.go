@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // Resources is one worker process's cost: peak RSS, and CPU time per
@@ -57,7 +58,7 @@ func measureResources(ctx context.Context, p params, concurrency int, rdb *redis
 			_ = cmd.Wait()
 		}
 	}()
-	client := producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"}})
 	sh := chordShape(p.chords, p.members)
 	start := time.Now()
 	ids, err := submitAll(ctx, client, sh)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/producer"
@@ -32,7 +33,7 @@ func TestExamplesAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := spec.ParseSpec(f, data, nil, spec.Limits{}); err != nil {
+		if _, err := spec.ParseSpec(f, data, nil, spec.DefaultLimits()); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 		n++
@@ -49,7 +50,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile("hello.yaml")
-	if _, err := spec.ParseSpec("hello.yaml", data, map[string]bool{"default": cfg.Routes["default"].Targets != nil}, spec.Limits{}); err != nil {
+	if _, err := spec.ParseSpec("hello.yaml", data, map[string]bool{"default": cfg.Routes["default"].Targets != nil}, spec.DefaultLimits()); err != nil {
 		t.Fatalf("hello.yaml against agentq.yaml: %v", err)
 	}
 }
@@ -87,7 +88,7 @@ func TestLocalConfigRunsHello(t *testing.T) {
 	case err := <-done:
 		t.Fatal(err)
 	}
-	client := producer.NewClient(rdb, producer.ClientOptions{Retention: cfg.Retention.D(), Routes: cfg.RouteNames()})
+	client := producer.NewClient(rdb, producer.ClientOptions{Limits: app.ClientOptions(cfg).Limits, Retention: cfg.Retention.D(), Routes: cfg.RouteNames()})
 	data, _ := os.ReadFile("hello.yaml")
 	spec, err := client.Parse("hello.yaml", data)
 	if err != nil {

@@ -78,7 +78,7 @@ func (a *agentqSide) prepare(ctx context.Context) error {
 		return err
 	}
 	a.cooldown = a.cfg.Resilience.Breaker.Cooldown.D()
-	a.client = producer.NewClient(a.rdb, producer.ClientOptions{Retention: 2 * time.Hour, Routes: []string{"drill"}})
+	a.client = producer.NewClient(a.rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: 2 * time.Hour, Routes: []string{"drill"}})
 	wf, err := yaml.Marshal(&a.sc.Workflow)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -149,7 +150,7 @@ func measure(ctx context.Context, bin, dir string, db redistest.DB, rdb *redis.C
 	if err != nil {
 		return result{}, err
 	}
-	client := producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour, Routes: []string{"bench"}})
+	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"}})
 	spec, err := client.Parse("hostile.yaml", []byte("name: hostile\nsteps:\n  - { id: s, route: bench, prompt: \"hostile body\", max_retries: 100 }\n"))
 	if err != nil {
 		return result{}, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/webhook"
@@ -98,7 +99,7 @@ func TestReceiverGetsTheEventOnTheThirdTry(t *testing.T) {
 	c := asynq.NewClientFromRedisClient(rdb)
 	t.Cleanup(func() { c.Close() })
 	ev := webhook.Event{Workflow: "wf_third", Name: "report", Event: webhook.Completed, State: "completed", URL: srv.URL + "/hooks/agentq", At: time.Now()}
-	if err := webhook.Enqueue(t.Context(), c, ev); err != nil {
+	if err := webhook.Enqueue(t.Context(), c, ev, defaults.Retention); err != nil {
 		t.Fatal(err)
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)

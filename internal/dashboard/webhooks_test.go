@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/webhook"
 )
@@ -22,7 +23,7 @@ func TestWebhooksAPIListsDeliveries(t *testing.T) {
 	}
 	ev := webhook.Event{Workflow: "wf_hooked", Name: "n", Event: webhook.Failed, State: "failed", At: time.Now(),
 		URL: "https://hooks.example.com/in?token=secret-token-in-url"}
-	if err := webhook.Enqueue(t.Context(), e.Asynq, ev); err != nil {
+	if err := webhook.Enqueue(t.Context(), e.Asynq, ev, defaults.Retention); err != nil {
 		t.Fatal(err)
 	}
 	if r := d.do(t, call{Path: "/api/v1/webhooks"}); r.Code != 401 {

@@ -1,9 +1,11 @@
-// Package defaults holds the built-in defaults that more than one layer
-// applies, each defined once: the configuration's one defaults step
-// (config.Default) and the lower layers' zero values (a store, a client or
-// a router built without the configuration, as tests and the SDK's parts
-// do) read them here. docs/configuration.md documents them; its test
-// holds the two together.
+// Package defaults holds the built-in defaults, each defined once. The
+// configuration's one defaults step (config.Default) applies them; the
+// layers below the configuration (the store, the spec's limits, the
+// producer client, the handler, the router) take the values they are
+// given and fill nothing in: a part built without a configuration (a
+// test, a bench) passes these, or spec.DefaultLimits and
+// router.DefaultHealthConfig, which are made of them.
+// docs/configuration.md documents them; its test holds the two together.
 package defaults
 
 import "time"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/problem"
 	"github.com/agentq/agentq/internal/producer"
@@ -43,7 +44,7 @@ func TestSubmitIsCheckedAgainstLiveWorkers(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{"fetch": noop, "summarize": noop}})
 	var clock atomic.Int64 // the client's clock, in seconds: a submit reuses the fleet it read under a second ago
 	clock.Store(time.Now().Unix())
-	c := producer.NewClient(e.Redis, producer.ClientOptions{Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
+	c := producer.NewClient(e.Redis, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
 	ctx := context.Background()
 
 	refused(t, c, "name: r\nsteps:\n  - { id: a, route: main, prompt: hi }\n  - { id: b, route: nope, prompt: hi, depends_on: [a] }\n",
@@ -86,7 +87,7 @@ steps:
 	if _, err := c.Submit(ctx, ok, producer.WithoutWorkerCheck()); err != nil {
 		t.Fatalf("WithoutWorkerCheck: %v", err)
 	}
-	if _, err := producer.NewClient(e.Redis, producer.ClientOptions{SkipWorkerCheck: true}).Submit(ctx, ok); err != nil {
+	if _, err := producer.NewClient(e.Redis, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), SkipWorkerCheck: true}).Submit(ctx, ok); err != nil {
 		t.Fatalf("SkipWorkerCheck: %v", err)
 	}
 }
@@ -96,7 +97,7 @@ steps:
 // worker is alive; a served one says nothing.
 func TestStatusShowsUnservedSteps(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
-	c := producer.NewClient(e.Redis, producer.ClientOptions{})
+	c := producer.NewClient(e.Redis, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits()})
 	ctx := context.Background()
 	s, err := c.Parse("w.yaml", []byte("name: u\nsteps:\n  - { id: stuck, route: solo, prompt: hi, queue: reports }\n  - { id: after, route: solo, prompt: hi, depends_on: [stuck] }\n"))
 	if err != nil {
@@ -147,7 +148,7 @@ func mapValues(m map[string]string) []string {
 func TestSubmitSeesAWorkerThatJustStarted(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	frozen := time.Now()
-	c := producer.NewClient(e.Redis, producer.ClientOptions{Now: func() time.Time { return frozen }})
+	c := producer.NewClient(e.Redis, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), Now: func() time.Time { return frozen }})
 	ctx := context.Background()
 	served, err := c.Parse("s.yaml", []byte("name: s\nsteps:\n  - { id: a, route: solo, prompt: hi }\n"))
 	if err != nil {

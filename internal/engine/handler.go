@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
 
-	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/spec"
@@ -33,10 +32,12 @@ type Caller interface {
 	Route(name string) (router.Route, bool)
 }
 
-// HandlerOptions configures a Handler.
+// HandlerOptions configures a Handler from the configuration (the worker
+// builds them): Retention, MaxOutputBytes and MaxMapItems are taken as
+// given, never filled in here; NewHandler refuses them unset.
 type HandlerOptions struct {
 	// Redis holds the workflows; records written are kept for Retention
-	// (at least a minute).
+	// (retention: at least a minute).
 	Redis     redis.UniversalClient
 	Retention time.Duration
 	// Client enqueues dependents the store does not enqueue itself
@@ -45,7 +46,7 @@ type HandlerOptions struct {
 	Client *asynq.Client
 	Router Caller
 	Logger *slog.Logger // nil: discard
-	// MaxOutputBytes bounds a step's stored output; 0 means 1 MiB.
+	// MaxOutputBytes bounds a step's stored output (limits.max_output_bytes).
 	MaxOutputBytes int
 	// Retry, when set, is the worker's retry policy (the one its asynq
 	// server's RetryDelayFunc uses): a failed attempt's wait is decided
@@ -54,7 +55,7 @@ type HandlerOptions struct {
 	// wait alone and no due time is shown.
 	Retry *RetryPolicy
 	// MaxMapItems caps one map step's items on this worker, whatever the
-	// submitting producer's cap (limits.max_map_items); 0: the default.
+	// submitting producer's cap (limits.max_map_items).
 	MaxMapItems int
 	// Events, when set, hears each settled step (metrics, demo output).
 	Events func(StepEvent)
@@ -99,11 +100,13 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.MaxOutputBytes <= 0 {
-		o.MaxOutputBytes = defaults.MaxOutputBytes
-	}
-	if o.MaxMapItems <= 0 {
-		o.MaxMapItems = defaults.MaxMapItems
+	switch {
+	case o.Retention < time.Minute:
+		return nil, fmt.Errorf("engine: handler retention %s is under a minute", o.Retention)
+	case o.MaxOutputBytes <= 0:
+		return nil, fmt.Errorf("engine: handler max output bytes %d is not positive", o.MaxOutputBytes)
+	case o.MaxMapItems <= 0:
+		return nil, fmt.Errorf("engine: handler max map items %d is not positive", o.MaxMapItems)
 	}
 	if o.Events == nil {
 		o.Events = func(StepEvent) {}

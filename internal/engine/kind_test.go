@@ -17,6 +17,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
@@ -104,7 +105,7 @@ func TestANewStepKind(t *testing.T) {
 	opt := asynq.RedisClientOpt{Addr: db.Addr, DB: db.DB}
 	aq := asynq.NewClient(opt)
 	t.Cleanup(func() { aq.Close() })
-	h, err := NewHandler(HandlerOptions{Redis: rdb, Client: aq, Router: noModel{}, Logger: slog.New(slog.DiscardHandler),
+	h, err := NewHandler(HandlerOptions{Retention: defaults.Retention, MaxOutputBytes: defaults.MaxOutputBytes, MaxMapItems: defaults.MaxMapItems, Redis: rdb, Client: aq, Router: noModel{}, Logger: slog.New(slog.DiscardHandler),
 		Steps: map[string]StepFunc{"join": func(_ context.Context, s *CodeStep) (any, error) {
 			a, _ := s.Step("a")
 			b, _ := s.Step("b")
@@ -119,7 +120,7 @@ func TestANewStepKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	c := producer.NewClient(rdb, producer.ClientOptions{SkipWorkerCheck: true})
+	c := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), SkipWorkerCheck: true})
 	wait := func(id string, states ...string) *producer.Workflow {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -138,21 +139,21 @@ func TestANewStepKind(t *testing.T) {
 	}
 
 	// the spec checker asks the kind
-	if _, err := spec.ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n"), nil, spec.Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n"), nil, spec.DefaultLimits()); err == nil ||
 		!strings.Contains(err.Error(), "steps[0] (a).echo: is not a text") {
 		t.Fatalf("a bad echo step: %v", err)
 	}
-	if _, err := spec.ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n  - { id: b, echo: hi,\n      ehco: x }\n"), nil, spec.Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("bad.yaml", []byte("name: bad\nsteps:\n  - { id: a, echo: 7 }\n  - { id: b, echo: hi,\n      ehco: x }\n"), nil, spec.DefaultLimits()); err == nil ||
 		!strings.Contains(err.Error(), `bad.yaml:5: unknown field "ehco"`) {
 		t.Fatalf("a misspelt field: %v", err)
 	}
 
 	// a second kind's key, and a field no kind owns, are refused
-	if _, err := spec.ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, echo: hi, run: f }\n  - { id: b, prompt: x, route: r, promt: y }\n"), nil, spec.Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, echo: hi, run: f }\n  - { id: b, prompt: x, route: r, promt: y }\n"), nil, spec.DefaultLimits()); err == nil ||
 		!strings.Contains(err.Error(), "two.yaml:4: unknown field \"promt\"") || strings.Contains(err.Error(), "is empty") {
 		t.Fatalf("a typo: %v, want the unknown field alone", err)
 	}
-	if _, err := spec.ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, run: f, echo: hi }\n"), nil, spec.Limits{}); err == nil ||
+	if _, err := spec.ParseSpec("two.yaml", []byte("name: two\nsteps:\n  - { id: a, run: f, echo: hi }\n"), nil, spec.DefaultLimits()); err == nil ||
 		!strings.Contains(err.Error(), "steps[0] (a).run: is for code steps (run:); an echo step has none") {
 		t.Fatalf("echo beside run: %v", err)
 	}
@@ -160,7 +161,7 @@ func TestANewStepKind(t *testing.T) {
 	// refused, with its line (the one table, kindFields, says so; the
 	// kind's file lists none of them)
 	perr := func() error {
-		_, err := spec.ParseSpec("p.yaml", []byte("name: p\nsteps:\n  - id: a\n    echo: hi\n    route: r\n    prompt: x\n    temperature: 0.5\n"), nil, spec.Limits{})
+		_, err := spec.ParseSpec("p.yaml", []byte("name: p\nsteps:\n  - id: a\n    echo: hi\n    route: r\n    prompt: x\n    temperature: 0.5\n"), nil, spec.DefaultLimits())
 		return err
 	}()
 	for _, want := range []string{"p.yaml:5: steps[0] (a).route: is for prompt steps; an echo step has none",
@@ -176,7 +177,7 @@ steps:
   - { id: a, echo: hello }
   - { id: b, echo: world }
   - { id: c, run: join, depends_on: [a, b] }
-`), nil, spec.Limits{})
+`), nil, spec.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := spec.ParseSpec("stored", stored, nil, spec.Limits{}); err != nil || again.Steps[0].Kinds["echo"] != "hello" {
+	if again, err := spec.ParseSpec("stored", stored, nil, spec.DefaultLimits()); err != nil || again.Steps[0].Kinds["echo"] != "hello" {
 		t.Fatalf("the stored spec %s: %v", stored, err)
 	}
 	var read spec.Spec
@@ -217,7 +218,7 @@ steps:
 steps:
   - { id: h, echo: { text: held, hold: true } }
   - { id: c, run: join, depends_on: [h] }
-`), nil, spec.Limits{})
+`), nil, spec.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -335,7 +335,7 @@ input: { items: [100, 101, 102] }
 	if _, err := e.Store.Expand(ctx, id, "m", []string{"100", "101", "102"}, 2); err != nil {
 		t.Fatal(err)
 	}
-	h, err := engine.NewHandler(engine.HandlerOptions{Redis: e.Redis, Retention: e.Config.Retention.D(), Client: e.Asynq, Router: neverCalled{t}})
+	h, err := engine.NewHandler(engine.HandlerOptions{MaxOutputBytes: e.Config.Limits.MaxOutputBytes, MaxMapItems: e.Config.Limits.MaxMapItems, Redis: e.Redis, Retention: e.Config.Retention.D(), Client: e.Asynq, Router: neverCalled{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/producer"
@@ -158,7 +159,7 @@ steps:
 	t.Cleanup(func() { rdb.Close() })
 	cs := &commandSizes{}
 	rdb.AddHook(cs)
-	c := producer.NewClient(rdb, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
+	c := producer.NewClient(rdb, producer.ClientOptions{Limits: app.ClientOptions(e.Config).Limits, Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
 	if state, err := c.Cancel(t.Context(), id); err != nil || state != store.StateCanceled {
 		t.Fatalf("cancel: %s %v", state, err)
 	}

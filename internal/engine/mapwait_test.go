@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
@@ -57,7 +58,7 @@ func waitCounting(t *testing.T, e *testenv.Env, id string, wantLarge int64) (*pr
 	t.Cleanup(func() { rdb.Close() })
 	cs := &commandSizes{}
 	rdb.AddHook(cs)
-	c := producer.NewClient(rdb, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
+	c := producer.NewClient(rdb, producer.ClientOptions{Limits: app.ClientOptions(e.Config).Limits, Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true})
 	var reports []producer.Workflow
 	const every = 20 * time.Millisecond
 	start := time.Now()
@@ -94,7 +95,7 @@ func TestWaitOnAWideChordPollsCounters(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  - { id: body, run: one, depends_on: [%s] }\n", strings.Join(ids, ", "))
 	c := producer.NewClient(e.Redis, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(), SkipWorkerCheck: true,
-		Limits: spec.Limits{MaxSteps: 500}})
+		Limits: func() spec.Limits { l := spec.DefaultLimits(); l.MaxSteps = 500; return l }()})
 	wspec, err := c.Parse("wide.yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)

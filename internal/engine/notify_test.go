@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/poll"
@@ -67,7 +68,7 @@ func withWebhooks(t *testing.T, defaultURL string, events ...string) *testenv.En
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
 	e.Config.Webhooks = config.Webhooks{Secret: config.Secret(hookSecret), Allow: []string{"127.0.0.1"}, URL: defaultURL, Events: events}
 	// the producer knows webhooks are configured (it refuses notify: otherwise)
-	e.Client = producer.NewClient(e.Redis, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
+	e.Client = producer.NewClient(e.Redis, producer.ClientOptions{Limits: app.ClientOptions(e.Config).Limits, Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
 		SkipWorkerCheck: true, Webhooks: &flow.Webhooks{}})
 	e.StartWorker(t)
 	return e
@@ -156,7 +157,7 @@ func TestAWorkflowEndedByADecisionIsNotifiedAndCounted(t *testing.T) {
 	rcv := newHookReceiver(t)
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Metrics: true})
 	e.Config.Webhooks = config.Webhooks{Secret: config.Secret(hookSecret), Allow: []string{"127.0.0.1"}}
-	prod := producer.NewClient(e.Redis, producer.ClientOptions{Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
+	prod := producer.NewClient(e.Redis, producer.ClientOptions{Limits: app.ClientOptions(e.Config).Limits, Retention: e.Config.Retention.D(), Routes: e.Config.RouteNames(),
 		SkipWorkerCheck: true, Webhooks: &flow.Webhooks{}})
 	e.StartWorker(t)
 	wspec, err := prod.Parse("gate.yaml", []byte(`

@@ -167,7 +167,7 @@ func TestReconcilerPagesAndHoldsTheLock(t *testing.T) {
 	if _, err := e.Store.Settle(ctx, done, "s", store.Outcome{Done: true}, nil); err != nil {
 		t.Fatal(err)
 	}
-	h, err := engine.NewHandler(engine.HandlerOptions{Redis: e.Redis, Retention: e.Config.Retention.D(), Client: e.Asynq, Router: neverCalled{t}})
+	h, err := engine.NewHandler(engine.HandlerOptions{MaxOutputBytes: e.Config.Limits.MaxOutputBytes, MaxMapItems: e.Config.Limits.MaxMapItems, Redis: e.Redis, Retention: e.Config.Retention.D(), Client: e.Asynq, Router: neverCalled{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func chordSpec(t testing.TB, n int, input any) []byte {
 	}
 	fmt.Fprintf(&b, "  - id: body\n    depends_on: [%s]\n    prompt: \"join {{ .Steps.m0.Output }} on {{ .Input.topic }}\"\n", strings.Join(ids, ", "))
 	b.WriteString("    output: { format: json, schema: { type: object, required: [answer], properties: { answer: { type: string } } } }\n")
-	s, err := spec.ParseSpec("chord.yaml", []byte(b.String()), map[string]bool{"r": true}, spec.Limits{})
+	s, err := spec.ParseSpec("chord.yaml", []byte(b.String()), map[string]bool{"r": true}, spec.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ steps:
     tools:
       - fetch_figure
       - { name: weather, description: Weather now, parameters: { type: object } }
-`), routes, spec.Limits{})
+`), routes, spec.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}

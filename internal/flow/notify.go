@@ -87,5 +87,5 @@ func NotifyEnd(ctx context.Context, c *asynq.Client, st *store.Store, w *Webhook
 	if retries <= 0 {
 		retries = webhook.DefaultMaxRetry
 	}
-	return webhook.Enqueue(ctx, c, ev, asynq.MaxRetry(retries), asynq.Retention(st.Retention()))
+	return webhook.Enqueue(ctx, c, ev, st.Retention(), asynq.MaxRetry(retries))
 }

@@ -15,11 +15,11 @@ func TestNotifySpec(t *testing.T) {
 name: n
 notify: { url: "https://hooks.example.com/in?k=1", events: [completed, timed_out] }
 steps: [ { id: a, route: r, prompt: p } ]
-`), nil, spec.Limits{})
+`), nil, spec.DefaultLimits())
 	if err != nil || s.Notify == nil || s.Notify.URL != "https://hooks.example.com/in?k=1" || len(s.Notify.Events) != 2 {
 		t.Fatalf("%+v %v", s, err)
 	}
-	js, err := spec.ParseSpec("n.json", []byte(`{"name":"n","notify":{"url":"http://127.0.0.1:9/x"},"steps":[{"id":"a","route":"r","prompt":"p"}]}`), nil, spec.Limits{})
+	js, err := spec.ParseSpec("n.json", []byte(`{"name":"n","notify":{"url":"http://127.0.0.1:9/x"},"steps":[{"id":"a","route":"r","prompt":"p"}]}`), nil, spec.DefaultLimits())
 	if err != nil || js.Notify == nil || js.Notify.Events != nil {
 		t.Fatalf("JSON: %+v %v", js, err)
 	}
@@ -30,7 +30,7 @@ steps: [ { id: a, route: r, prompt: p } ]
 		"unknown field": {`{ url: "https://x.example/", retries: 3 }`, `n.yaml:3: notify.retries: unknown field`},
 		"not a mapping": {`https://x.example/`, `n.yaml:3: notify: want a mapping`},
 	} {
-		_, err := spec.ParseSpec("n.yaml", []byte("name: n\nsteps: [ { id: a, route: r, prompt: p } ]\nnotify: "+c.notify+"\n"), nil, spec.Limits{})
+		_, err := spec.ParseSpec("n.yaml", []byte("name: n\nsteps: [ { id: a, route: r, prompt: p } ]\nnotify: "+c.notify+"\n"), nil, spec.DefaultLimits())
 		lines := problem.Lines(err)
 		if !errors.Is(err, spec.ErrInvalidSpec) || len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
 			t.Errorf("%s: %q, want one problem starting %q", name, lines, c.want)

@@ -20,7 +20,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
@@ -37,13 +36,16 @@ type StepRecord = record.StepRecord
 // ErrNotFound is returned for a workflow id that does not exist or expired.
 var ErrNotFound = record.ErrNotFound
 
-// ClientOptions configures a Client. The zero value works: 24h retention,
-// no route check, default limits, random ids.
+// ClientOptions configures a Client from the configuration (app builds
+// them): Retention and Limits are taken as given, never filled in here.
 type ClientOptions struct {
-	// Retention is how long records and finished tasks are kept; 0: 24h.
+	// Retention is how long records and finished tasks are kept
+	// (retention): at least a minute.
 	Retention time.Duration
 	// Routes, when not nil, are the routes a spec may name.
 	Routes []string
+	// Limits are what specs are checked against (limits): a parse
+	// refuses a limit that is not positive.
 	Limits spec.Limits
 	// NewID makes workflow ids; nil: random "wf_…" ids.
 	NewID func() string
@@ -77,9 +79,6 @@ type Client struct {
 
 // NewClient returns a client on rdb. It does not close rdb.
 func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
-	if o.Retention <= 0 {
-		o.Retention = defaults.Retention
-	}
 	if o.NewID == nil {
 		o.NewID = NewID
 	}

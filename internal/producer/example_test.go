@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // A producer parses a spec, submits it and reads its state. Workers (not
@@ -19,7 +21,7 @@ func ExampleClient() {
 	}
 	defer rdb.Close()
 	ctx := context.Background()
-	c := producer.NewClient(rdb, producer.ClientOptions{Routes: []string{"default"}, NewID: func() string { return "wf_example" }})
+	c := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), Routes: []string{"default"}, NewID: func() string { return "wf_example" }})
 
 	wspec, err := c.Parse("hello.yaml", []byte(`
 name: hello

@@ -99,9 +99,9 @@ func (f *budgetFixture) router(t *testing.T, budgets []router.Budget, targets ..
 	for _, p := range targets {
 		ts = append(ts, router.Target{Provider: p, Model: "m-" + p.Name(), Timeout: 10 * time.Second})
 	}
-	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: ts}}, router.RouterOptions{
+	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: ts}}, routerOptions(router.RouterOptions{
 		Budgets: router.Budgets{List: budgets, Ledger: f.ledger, Observer: f.obs,
-			Prices: map[string]router.Price{"oa/m-oa": {PromptPerMTok: 2, CompletionPerMTok: 8}}}})
+			Prices: map[string]router.Price{"oa/m-oa": {PromptPerMTok: 2, CompletionPerMTok: 8}}}}))
 	if err != nil {
 		t.Fatal(err)
 	}

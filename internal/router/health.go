@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -74,13 +75,20 @@ type Health struct {
 	pcts    map[string]map[string][2]time.Duration // p95, p99 of successful calls
 }
 
-// NewHealth returns a scorer; store, now and log may be nil.
+// DefaultHealthConfig is the built-in scoring (internal/defaults), for a
+// scorer built without a configuration.
+func DefaultHealthConfig() HealthConfig {
+	return HealthConfig{Window: defaults.HealthWindow,
+		Weights: HealthWeights{Success: defaults.HealthSuccessWeight, Latency: defaults.HealthLatencyWeight, Trend: defaults.HealthTrendWeight}}
+}
+
+// NewHealth returns a scorer; store, now and log may be nil. cfg is taken
+// as given (the configuration's resilience.health): a window that is not
+// positive, or no weights, panics, as a caller's mistake the
+// configuration refuses.
 func NewHealth(store HealthStore, cfg HealthConfig, now func() time.Time, log *slog.Logger) *Health {
-	if cfg.Window <= 0 {
-		cfg.Window = defaults.HealthWindow
-	}
-	if cfg.Weights == (HealthWeights{}) {
-		cfg.Weights = HealthWeights{Success: defaults.HealthSuccessWeight, Latency: defaults.HealthLatencyWeight, Trend: defaults.HealthTrendWeight}
+	if cfg.Window <= 0 || cfg.Weights == (HealthWeights{}) {
+		panic(fmt.Sprintf("router: health window %s and weights %+v must be set (the configuration's resilience.health)", cfg.Window, cfg.Weights))
 	}
 	if cfg.LatencyRef <= 0 {
 		cfg.LatencyRef = 2 * time.Second

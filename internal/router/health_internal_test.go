@@ -54,7 +54,7 @@ func TestHealthScore(t *testing.T) {
 
 func TestHealthOrder(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	h := NewHealth(nil, HealthConfig{Window: 10 * time.Second}, func() time.Time { return now }, nil)
+	h := NewHealth(nil, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, func() time.Time { return now }, nil)
 	targets := []Target{{Provider: nameOnly("a"), Model: "m"}, {Provider: nameOnly("b"), Model: "m"}, {Provider: nameOnly("c"), Model: "m"}}
 	// a fails half its calls; b and c are healthy and fast
 	for i := 0; i < 20; i++ {
@@ -101,8 +101,8 @@ func TestHealthSharedThroughRedis(t *testing.T) {
 	shared := healthStoreAdapter{store.NewHealthStats(rdb)}
 	now := time.Now()
 	clock := func() time.Time { return now }
-	w1 := NewHealth(shared, HealthConfig{Window: 10 * time.Second}, clock, nil)
-	w2 := NewHealth(shared, HealthConfig{Window: 10 * time.Second}, clock, nil)
+	w1 := NewHealth(shared, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, clock, nil)
+	w2 := NewHealth(shared, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, clock, nil)
 	for i := 0; i < 10; i++ {
 		w1.observe("p", "m", retry.Server, time.Second)
 	}

@@ -20,7 +20,7 @@ func TestMaxInputBytesSendsALongPromptToTheContextFallback(t *testing.T) {
 	small := router.Target{Provider: fx.OpenAI, Model: "m-small", Timeout: 5 * time.Second, MaxInputBytes: 100}
 	large := router.Target{Provider: fx.Anthropic, Model: "m-large", Timeout: 5 * time.Second, MaxInputBytes: 10000}
 	r, err := router.NewRouter([]router.Route{{Name: "r", Targets: []router.Target{small}, ContextWindowFallback: &large}},
-		router.RouterOptions{})
+		routerOptions(router.RouterOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
@@ -32,16 +31,17 @@ type RouterOptions struct {
 	Now      func() time.Time // nil: time.Now
 	// Keys holds key cooldowns and disables; nil: a local-only pool.
 	Keys *KeyPools
-	// DefaultCooldown cools a rate-limited key that sent no Retry-After;
-	// 0 means 10s.
+	// DefaultCooldown cools a rate-limited key that sent no Retry-After
+	// (resilience.keys.default_cooldown); MaxCooldown caps any key
+	// cooldown (max_cooldown). Both are taken as given: NewRouter refuses
+	// them unset.
 	DefaultCooldown time.Duration
-	// MaxCooldown caps any key cooldown; 0 means 60s.
-	MaxCooldown time.Duration
+	MaxCooldown     time.Duration
 	// Breakers holds the targets' circuit breakers; nil: local-only
 	// breakers with breaker.DefaultConfig.
 	Breakers *Breakers
-	// Health scores targets for the "health" strategy; nil: local-only
-	// scoring with the default window and weights.
+	// Health scores targets for the "health" strategy (a scorer of the
+	// configuration's resilience.health); NewRouter refuses none.
 	Health *Health
 	// Random feeds the weighted choice among close targets; nil: math/rand/v2.
 	Random func() float64
@@ -93,16 +93,13 @@ func NewRouter(routes []Route, o RouterOptions) (*Router, error) {
 	}
 	r.health, r.random, r.limits, r.limiter = o.Health, o.Random, o.Limits, o.Limiter
 	if r.health == nil {
-		r.health = NewHealth(nil, HealthConfig{}, r.now, r.log)
+		return nil, errors.New("router: no health scorer (RouterOptions.Health)")
 	}
 	if r.random == nil {
 		r.random = rand.Float64
 	}
-	if r.defCool <= 0 {
-		r.defCool = defaults.KeyCooldown
-	}
-	if r.maxCool <= 0 {
-		r.maxCool = defaults.KeyMaxCooldown
+	if r.defCool <= 0 || r.maxCool <= 0 {
+		return nil, fmt.Errorf("router: key cooldowns %s and %s must be positive (the configuration's resilience.keys)", r.defCool, r.maxCool)
 	}
 	r.budgets = newBudgets(o.Budgets, r)
 	for _, rt := range routes {

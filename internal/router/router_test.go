@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
@@ -24,7 +25,7 @@ func TestRouterLogsOneLinePerCall(t *testing.T) {
 	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: []router.Target{
 		{Provider: fx.OpenAI, Model: "m-oa", Timeout: 5 * time.Second},
 		{Provider: fx.Anthropic, Model: "m-an", Timeout: 5 * time.Second},
-	}}}, router.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	}}}, routerOptions(router.RouterOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 		{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(time.Minute)}}, {}}}, goodKey)
 	pools := router.NewKeyPools(nil, nil, nil)
 	route := []router.Route{{Name: "r", Targets: []router.Target{{Provider: fx.OpenAI, Model: "m"}}}}
-	r1, _ := router.NewRouter(route, router.RouterOptions{Keys: pools})
+	r1, _ := router.NewRouter(route, routerOptions(router.RouterOptions{Keys: pools}))
 	_, err := r1.Chat(context.Background(), "r", ask("x"))
 	var re *router.RouteError
 	if retry.ClassOf(err) != retry.RateLimited || !errors.As(err, &re) {
@@ -72,7 +73,7 @@ func TestCoolingKeyIsSkippedWithoutACall(t *testing.T) {
 	if d := re.RetryAfter(time.Now()); d < 59*time.Second || d > time.Minute {
 		t.Fatalf("retry after %s, want the capped cooldown", d)
 	}
-	r2, _ := router.NewRouter(route, router.RouterOptions{Keys: pools})
+	r2, _ := router.NewRouter(route, routerOptions(router.RouterOptions{Keys: pools}))
 	_, err = r2.Chat(context.Background(), "r", ask("x"))
 	var ku *router.SkippedError
 	if !errors.As(err, &ku) || ku.Reason != router.SkipKeysCooling {
@@ -91,7 +92,7 @@ func TestAStreamFallsOverBeforeItsFirstPiece(t *testing.T) {
 	r, err := router.NewRouter([]router.Route{{Name: "r", Strategy: "ordered", Targets: []router.Target{
 		{Provider: fx.OpenAI, Model: "m-oa", Timeout: 5 * time.Second},
 		{Provider: fx.Anthropic, Model: "m-an", Timeout: 5 * time.Second},
-	}}}, router.RouterOptions{})
+	}}}, routerOptions(router.RouterOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,4 +130,17 @@ func TestRouteErrorClassBadRequestAfterAKeyProblem(t *testing.T) {
 	if c := e.Class(); c != retry.Server {
 		t.Fatalf("class %s, want server", c)
 	}
+}
+
+// routerOptions is o with the built-in key cooldowns and health scoring
+// where it sets none: what the configuration's defaults give a worker's
+// router.
+func routerOptions(o router.RouterOptions) router.RouterOptions {
+	if o.DefaultCooldown == 0 {
+		o.DefaultCooldown, o.MaxCooldown = defaults.KeyCooldown, defaults.KeyMaxCooldown
+	}
+	if o.Health == nil {
+		o.Health = router.NewHealth(nil, router.DefaultHealthConfig(), o.Now, nil)
+	}
+	return o
 }

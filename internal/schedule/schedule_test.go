@@ -12,10 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/schedule"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -53,7 +55,7 @@ type replica struct {
 func startReplica(t *testing.T, db redistest.DB, holder string, entries []schedule.Entry, f *fires) *replica {
 	t.Helper()
 	rdb := redis.NewClient(db.Options())
-	cl := producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour})
+	cl := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour})
 	s, err := schedule.New(schedule.Options{Entries: entries, Client: cl, Redis: rdb, Holder: holder,
 		LeaseTTL: time.Second, Fired: f.add})
 	if err != nil {
@@ -82,7 +84,7 @@ func (r *replica) kill() {
 
 func tickEntries(t *testing.T, rdb redis.UniversalClient) []schedule.Entry {
 	t.Helper()
-	wspec, err := producer.NewClient(rdb, producer.ClientOptions{}).Parse("tick.yaml", []byte(tickSpec))
+	wspec, err := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits()}).Parse("tick.yaml", []byte(tickSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestThreeReplicasFireEachSlotOnceThroughAFailover(t *testing.T) {
 			t.Errorf("a gap of %s between slots %s and %s", d, slots[i-1], slots[i])
 		}
 	}
-	wfs, err := producer.NewClient(rdb, producer.ClientOptions{}).List(t.Context(), "", 1000)
+	wfs, err := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits()}).List(t.Context(), "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

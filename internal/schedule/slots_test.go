@@ -12,6 +12,7 @@ import (
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/schedule"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -117,7 +118,7 @@ func TestTakeOverCatchesUpWithinCatchUp(t *testing.T) {
 	}
 	clock := &fakeClock{now: t0.Add(10*time.Second + 400*time.Millisecond)}
 	f := &fires{}
-	s, err := schedule.New(schedule.Options{Entries: entries, Client: producer.NewClient(rdb, producer.ClientOptions{Retention: time.Hour}),
+	s, err := schedule.New(schedule.Options{Entries: entries, Client: producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour}),
 		Redis: rdb, Holder: "new", CatchUp: 3 * time.Second, Clock: clock, Fired: f.add})
 	if err != nil {
 		t.Fatal(err)

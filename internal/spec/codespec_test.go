@@ -15,7 +15,7 @@ steps:
 `
 
 func TestCodeStepSpecs(t *testing.T) {
-	s, err := ParseSpec("w.yaml", []byte(codeSpec), routes, Limits{})
+	s, err := ParseSpec("w.yaml", []byte(codeSpec), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,14 @@ import (
 )
 
 func TestInputKeys(t *testing.T) {
-	s, err := ParseSpec("w.yaml", []byte(salesReport), routes, Limits{})
+	s, err := ParseSpec("w.yaml", []byte(salesReport), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if keys, all := s.InputKeys(); all || strings.Join(keys, ",") != "question" {
 		t.Errorf("sales report reads %v (all %v), want question", keys, all)
 	}
-	s, err = ParseSpec("w.yaml", []byte(codeSpec), routes, Limits{})
+	s, err = ParseSpec("w.yaml", []byte(codeSpec), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestInputKeys(t *testing.T) {
 		t.Errorf("code spec reads %v (all %v), want regions (from a prompt and a with:)", keys, all)
 	}
 	whole := "name: x\nsteps:\n  - { id: a, route: report, prompt: \"{{ range $k, $v := .Input }}{{ $k }}{{ end }}\" }\n"
-	if s, err = ParseSpec("w.yaml", []byte(whole), routes, Limits{}); err != nil {
+	if s, err = ParseSpec("w.yaml", []byte(whole), routes, DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
 	if _, all := s.InputKeys(); !all {

@@ -24,7 +24,7 @@ steps:
 `
 
 func TestMapSpecParsesAndItsInstancesReadOnlyWhatTheirTemplatesName(t *testing.T) {
-	s, err := ParseSpec("m.yaml", []byte(mapSpecText), routes, Limits{})
+	s, err := ParseSpec("m.yaml", []byte(mapSpecText), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestMapSpecProblems(t *testing.T) {
 			if text == mapSpecText {
 				t.Fatalf("%q not in the spec", c.from)
 			}
-			_, err := ParseSpec("m.yaml", []byte(text), routes, Limits{})
+			_, err := ParseSpec("m.yaml", []byte(text), routes, DefaultLimits())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v\nwant %q", err, c.want)
 			}

@@ -132,7 +132,7 @@ func TestDeeplyNestedRangesAreRefusedAtSubmit(t *testing.T) {
 	six := strings.Repeat("{{ range $.Input.l }}", 6) + "x" + strings.Repeat("{{ end }}", 6)
 	spec := "name: deep\ninput: { l: [" + strings.TrimSuffix(strings.Repeat("1, ", 50), ", ") + "] }\n" +
 		"defaults: { route: report }\nsteps:\n  - id: s\n    # six deep\n    prompt: \"" + six + "\"\n"
-	_, err := ParseSpec("w.yaml", []byte(spec), routes, Limits{})
+	_, err := ParseSpec("w.yaml", []byte(spec), routes, DefaultLimits())
 	want := "w.yaml:7: steps[0] (s).prompt: template: s.prompt:1:114: range nested 6 deep, over the limit of 3"
 	if lines := problem.Lines(err); len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
 		t.Fatalf("got %q, want one line starting %q", lines, want)

@@ -112,7 +112,7 @@ func TestBoundedRenderIsUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, err := ParseSpec(f, data, nil, Limits{})
+		spec, err := ParseSpec(f, data, nil, DefaultLimits())
 		if err != nil {
 			continue // not a workflow (agentq.yaml)
 		}

@@ -147,35 +147,42 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Limits bound a spec. The zero value means the defaults below.
+// Limits are the limits a spec is checked against: the configuration's
+// limits (config.Default fills them in). Each is taken as given: a parse
+// with a limit that is not positive is refused, not given a default
+// (DefaultLimits are the built-in ones, for a parse without a
+// configuration).
 type Limits struct {
-	MaxSteps     int // default 100
-	MaxSpecBytes int // default 1 MiB; schema files too
+	MaxSteps     int // steps in one spec (limits.max_steps)
+	MaxSpecBytes int // one spec's size, schema files too (limits.max_spec_bytes)
 	// SchemaDir is where output.schema paths are read from (the spec
 	// file's directory); empty: a schema given as a path is an error, so a
 	// spec that arrives over the network cannot read the server's files.
 	SchemaDir string
-	// MaxTurns caps a step's max_turns; default 20 (the configuration's
-	// limits.max_turns).
+	// MaxTurns caps a step's max_turns (limits.max_turns).
 	MaxTurns int
-	// MaxMapItems caps a map step's max_items; default
-	// defaults.MaxMapItems (the configuration's limits.max_map_items).
+	// MaxMapItems caps a map step's max_items (limits.max_map_items).
 	MaxMapItems int
 }
 
-func (l Limits) withDefaults() Limits {
-	if l.MaxSteps <= 0 {
-		l.MaxSteps = defaults.MaxSteps
+// DefaultLimits are the built-in limits (internal/defaults), for a parse
+// without a configuration.
+func DefaultLimits() Limits {
+	return Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems}
+}
+
+// validate refuses a limit that is not positive: a caller that forgot
+// one would otherwise refuse every spec, or accept any.
+func (l Limits) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max_steps", l.MaxSteps}, {"max_spec_bytes", l.MaxSpecBytes}, {"max_turns", l.MaxTurns}, {"max_map_items", l.MaxMapItems}} {
+		if f.v <= 0 {
+			return fmt.Errorf("spec: limits.%s is %d: every limit is positive (the configuration's limits, or DefaultLimits)", f.name, f.v)
+		}
 	}
-	if l.MaxSpecBytes <= 0 {
-		l.MaxSpecBytes = defaults.MaxSpecBytes
-	}
-	if l.MaxTurns <= 0 {
-		l.MaxTurns = defaults.MaxTurns
-	}
-	if l.MaxMapItems <= 0 {
-		l.MaxMapItems = defaults.MaxMapItems
-	}
-	return l
+	return nil
 }
 
 // Defaults for steps whose spec leaves them out and whose workflow has no
@@ -210,7 +217,9 @@ var (
 // ParseSpec reads a spec (YAML or JSON) and checks its shape. routes, when
 // not nil, is the set of known routes. Every problem is returned, joined.
 func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (*Spec, error) {
-	lim = lim.withDefaults()
+	if err := lim.validate(); err != nil {
+		return nil, err
+	}
 	if len(data) > lim.MaxSpecBytes {
 		return nil, &SpecError{Source: source, Msg: fmt.Sprintf("spec is %d bytes, over the limit of %d", len(data), lim.MaxSpecBytes)}
 	}

@@ -39,7 +39,7 @@ steps:
 var routes = map[string]bool{"report": true, "code": true, "realtime": true}
 
 func TestParseGoodSpec(t *testing.T) {
-	s, err := ParseSpec("w.yaml", []byte(salesReport), routes, Limits{})
+	s, err := ParseSpec("w.yaml", []byte(salesReport), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestParseGoodSpec(t *testing.T) {
 	}
 	// JSON is accepted too
 	js := `{"name":"j","defaults":{"route":"report"},"steps":[{"id":"a","prompt":"hi"}]}`
-	if _, err := ParseSpec("w.json", []byte(js), routes, Limits{}); err != nil {
+	if _, err := ParseSpec("w.json", []byte(js), routes, DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -71,7 +71,7 @@ func TestUnknownStepFields(t *testing.T) {
 		{"beside a bad value", strings.Replace(strings.Replace(salesReport, "optional: true", "optinal: true", 1), "timeout: 120s", "timeout: nope", 1)},
 		{"merged", "name: m\nsteps:\n  - { id: a, route: code, prompt: hi }\n  - { <<: { route: code,\n      optinal: true }, id: b, prompt: hi }\n"},
 	} {
-		_, err := ParseSpec("w.yaml", []byte(c.spec), nil, Limits{})
+		_, err := ParseSpec("w.yaml", []byte(c.spec), nil, DefaultLimits())
 		want := map[string]string{"beside a bad value": `w.yaml:14: unknown field "optinal"`, "merged": `w.yaml:5: unknown field "optinal"`}[c.name]
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %s", c.name, err, want)
@@ -110,7 +110,7 @@ func wantOneProblem(t *testing.T, cases []struct{ name, spec, want string }) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseSpec("w.yaml", []byte(c.spec), routes, Limits{})
+			_, err := ParseSpec("w.yaml", []byte(c.spec), routes, DefaultLimits())
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -127,7 +127,7 @@ func TestTooManySteps(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		b.WriteString("  - {id: s" + string(rune('a'+i)) + ", prompt: hi}\n")
 	}
-	_, err := ParseSpec("w.yaml", []byte(b.String()), routes, Limits{MaxSteps: 4})
+	_, err := ParseSpec("w.yaml", []byte(b.String()), routes, limitsWith(func(l *Limits) { l.MaxSteps = 4 }))
 	if err == nil || !strings.Contains(err.Error(), "over the limit of 4") {
 		t.Fatalf("err = %v", err)
 	}
@@ -146,7 +146,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(salesReport))
 	f.Add([]byte(`{"name":"j","defaults":{"route":"report"},"steps":[{"id":"a","prompt":"{{ .Input.x }}"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseSpec("fuzz", data, routes, Limits{})
+		s, err := ParseSpec("fuzz", data, routes, DefaultLimits())
 		if err != nil {
 			if len(problem.Lines(err)) == 0 {
 				t.Fatal("error without a problem line")
@@ -189,14 +189,14 @@ func TestStructuredOutputSpecErrors(t *testing.T) {
 		{strings.Replace(jsonSpec, "format: json", "format: xml", 1), `w.yaml:6: steps[0] (sql).output.format: "xml" is not text or json`},
 		{strings.Replace(jsonSpec, "format: json", "format: text", 1), `w.yaml:6: steps[0] (sql).output.schema: needs format: json`},
 	} {
-		_, err := ParseSpec("w.yaml", []byte(c.spec), routes, Limits{})
+		_, err := ParseSpec("w.yaml", []byte(c.spec), routes, DefaultLimits())
 		if lines := problem.Lines(err); len(lines) != 2 || lines[0] != c.first || !strings.Contains(lines[1], "reads .Steps.sql.JSON") {
 			t.Errorf("got %q, want %q and the dependent's problem", lines, c.first)
 		}
 	}
 	// .JSON of a step without output.format json
 	textDep := strings.Replace(jsonSpec, "format: json\n      schema: { type: object, required: [query], properties: { query: { type: string } } }", "format: text", 1)
-	if _, err := ParseSpec("w.yaml", []byte(textDep), routes, Limits{}); err == nil || !strings.Contains(err.Error(), "reads .Steps.sql.JSON, but step sql has no output.format json") {
+	if _, err := ParseSpec("w.yaml", []byte(textDep), routes, DefaultLimits()); err == nil || !strings.Contains(err.Error(), "reads .Steps.sql.JSON, but step sql has no output.format json") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -207,7 +207,7 @@ func TestSchemaFromAFileIsInlined(t *testing.T) {
 		t.Fatal(err)
 	}
 	y := strings.Replace(jsonSpec, "schema: { type: object, required: [query], properties: { query: { type: string } } }", "schema: sql.schema.yaml", 1)
-	s, err := ParseSpec(filepath.Join(dir, "w.yaml"), []byte(y), routes, Limits{SchemaDir: dir})
+	s, err := ParseSpec(filepath.Join(dir, "w.yaml"), []byte(y), routes, limitsWith(func(l *Limits) { l.SchemaDir = dir }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +229,13 @@ func TestSchemaFromAFileIsInlined(t *testing.T) {
 		}
 	}
 	missing := strings.Replace(y, "sql.schema.yaml", "nope.json", 1)
-	if _, err := ParseSpec("w.yaml", []byte(missing), routes, Limits{SchemaDir: dir}); err == nil || !strings.Contains(err.Error(), "output.schema: cannot read nope.json") {
+	if _, err := ParseSpec("w.yaml", []byte(missing), routes, limitsWith(func(l *Limits) { l.SchemaDir = dir })); err == nil || !strings.Contains(err.Error(), "output.schema: cannot read nope.json") {
 		t.Fatalf("missing schema file: %v", err)
 	}
 }
 
 func TestRenderJSONField(t *testing.T) {
-	spec, err := ParseSpec("w.yaml", []byte(jsonSpec), routes, Limits{})
+	spec, err := ParseSpec("w.yaml", []byte(jsonSpec), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestTemplateInjection(t *testing.T) {
 	}
 	for text, want := range refused {
 		y := strings.Replace(jsonSpec, `"Run {{ .Steps.sql.JSON.query }}"`, strconv.Quote(text), 1)
-		if _, err := ParseSpec("w.yaml", []byte(y), routes, Limits{}); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ParseSpec("w.yaml", []byte(y), routes, DefaultLimits()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", text, err, want)
 		}
 	}
@@ -303,7 +303,7 @@ steps:
     prompt: ""
     depends_on: [a]
 `
-	_, err := ParseSpec("w.yaml", []byte(spec), routes, Limits{})
+	_, err := ParseSpec("w.yaml", []byte(spec), routes, DefaultLimits())
 	want := []string{
 		`w.yaml:4: steps[0] (a).route: unknown route "nope"`,
 		`w.yaml:8: steps[1] (b).timeout: 500ms is under 1s`,
@@ -324,7 +324,7 @@ steps:
 	for i := 0; i < 60; i++ {
 		b.WriteString("  - { id: s" + strconv.Itoa(i) + ", route: nope, prompt: hi }\n")
 	}
-	lines = problem.Lines(func() error { _, err := ParseSpec("w.yaml", []byte(b.String()), routes, Limits{}); return err }())
+	lines = problem.Lines(func() error { _, err := ParseSpec("w.yaml", []byte(b.String()), routes, DefaultLimits()); return err }())
 	if len(lines) != 51 || !strings.Contains(lines[50], "and 10 more problems") {
 		t.Errorf("60 problems: %d lines, last %q; want 50 and a count of the rest", len(lines), lines[len(lines)-1])
 	}
@@ -346,7 +346,7 @@ func TestUnknownFieldsThroughManyAliases(t *testing.T) {
 		b.WriteString("*a")
 	}
 	b.WriteString("]\n")
-	_, err := ParseSpec("w.yaml", []byte(b.String()), nil, Limits{})
+	_, err := ParseSpec("w.yaml", []byte(b.String()), nil, DefaultLimits())
 	if err == nil || len(err.Error()) > 16<<10 {
 		t.Fatalf("a spec of %d bytes: an error of %d bytes, want it bounded", b.Len(), len(fmt.Sprint(err)))
 	}
@@ -368,4 +368,20 @@ func TestAProblemIsSaidOnceWhereItIs(t *testing.T) {
 		{"unknown field in output", "name: w\nsteps:\n  - id: a\n    route: report\n    prompt: hi\n    output: { format: json, shema: {} }\n",
 			`unknown field "shema" in output (its fields: format, schema)`},
 	})
+}
+
+// limitsWith is DefaultLimits changed by f.
+func limitsWith(f func(*Limits)) Limits {
+	l := DefaultLimits()
+	f(&l)
+	return l
+}
+
+// A limit that is not positive is the caller's mistake, refused with its
+// name: not a default, not a spec refused for being over a limit of 0.
+func TestLimitsAreTakenAsGiven(t *testing.T) {
+	_, err := ParseSpec("w.yaml", []byte("name: w\nsteps: [ { id: a, route: report, prompt: hi } ]\n"), routes, limitsWith(func(l *Limits) { l.MaxTurns = 0 }))
+	if err == nil || !strings.Contains(err.Error(), "limits.max_turns is 0") {
+		t.Fatalf("a zero max_turns: %v", err)
+	}
 }

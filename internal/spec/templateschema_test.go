@@ -36,7 +36,7 @@ steps:
 		{open, ".Steps.plan.JSON.citiez", ""},
 		{`{ type: object }`, ".Steps.plan.JSON.anything", ""},
 	} {
-		_, err := ParseSpec("test.yaml", []byte(spec(c.schema, c.read)), nil, Limits{})
+		_, err := ParseSpec("test.yaml", []byte(spec(c.schema, c.read)), nil, DefaultLimits())
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s against %s: refused: %v", c.read, c.schema, err)

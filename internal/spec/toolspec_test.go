@@ -23,14 +23,14 @@ steps:
 // then carries.
 func TestMaxTurnsDefaults(t *testing.T) {
 	spec := strings.Replace(toolsSpec, "    max_turns: 5\n", "", 1)
-	s, err := ParseSpec("w.yaml", []byte(spec), routes, Limits{})
+	s, err := ParseSpec("w.yaml", []byte(spec), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := s.Step("a"); MaxTurns(st) != DefaultMaxTurns || st.MaxTurns != 0 {
 		t.Errorf("default max turns %d (field %d)", MaxTurns(st), st.MaxTurns)
 	}
-	s, err = ParseSpec("w.yaml", []byte(spec), routes, Limits{MaxTurns: 3})
+	s, err = ParseSpec("w.yaml", []byte(spec), routes, limitsWith(func(l *Limits) { l.MaxTurns = 3 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestMaxTurnsDefaults(t *testing.T) {
 // Tools by name and by mapping; the stored (JSON) spec keeps each form;
 // Needs reports both; max_turns is kept.
 func TestToolsByNameAndByMapping(t *testing.T) {
-	s, err := ParseSpec("w.yaml", []byte(toolsSpec), routes, Limits{})
+	s, err := ParseSpec("w.yaml", []byte(toolsSpec), routes, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestToolSpecErrors(t *testing.T) {
 		{"a list", strings.Replace(toolsSpec, "- fetch_figure", "- [fetch_figure]", 1), `w.yaml:8: a tool is a name or a mapping`},
 	}
 	wantOneProblem(t, cases)
-	_, err := ParseSpec("w.yaml", []byte(strings.Replace(toolsSpec, "max_turns: 5", "max_turns: 5", 1)), routes, Limits{MaxTurns: 4})
+	_, err := ParseSpec("w.yaml", []byte(strings.Replace(toolsSpec, "max_turns: 5", "max_turns: 5", 1)), routes, limitsWith(func(l *Limits) { l.MaxTurns = 4 }))
 	if lines := problem.Lines(err); len(lines) != 1 || !strings.Contains(lines[0], "5 is over the limit of 4") {
 		t.Errorf("limit of 4: %q", lines)
 	}

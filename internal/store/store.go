@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -85,14 +84,16 @@ type Store struct {
 	fields    fieldCache
 }
 
-// New returns a store. retention is the TTL of every record (at least a
-// minute); now is the clock (nil: time.Now).
+// New returns a store. retention is the TTL of every record, taken as
+// given (the configuration's retention): under a minute panics, as a
+// caller's mistake (the configuration refuses it) that would otherwise
+// expire records as they are written. now is the clock (nil: time.Now).
 func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
 	if retention < time.Minute {
-		retention = defaults.Retention
+		panic(fmt.Sprintf("store: retention %s is under a minute (give the configuration's retention)", retention))
 	}
 	s := &Store{rdb: rdb, retention: retention, now: now}
 	s.fused.Store(fusable(rdb))

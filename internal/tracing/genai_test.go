@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/llmtest"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/tracing"
@@ -77,7 +78,7 @@ func TestLLMCallSpansFollowTheGenAIConventions(t *testing.T) {
 			{Provider: fx.OpenAI, Model: "m-oa", Timeout: 5 * time.Second},
 			{Provider: fx.Anthropic, Model: "m-an", Timeout: 5 * time.Second}}},
 		{Name: "oa", Strategy: "ordered", Targets: []router.Target{{Provider: fx.OpenAI, Model: "m-oa", Timeout: 5 * time.Second}}},
-	}, router.RouterOptions{})
+	}, routerOptions(router.RouterOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,4 +143,11 @@ func TestLLMCallSpansFollowTheGenAIConventions(t *testing.T) {
 			t.Errorf("%s: an answer has error.type %v", where, a["error.type"])
 		}
 	}
+}
+
+// routerOptions is o with the built-in key cooldowns and health scoring.
+func routerOptions(o router.RouterOptions) router.RouterOptions {
+	o.DefaultCooldown, o.MaxCooldown = defaults.KeyCooldown, defaults.KeyMaxCooldown
+	o.Health = router.NewHealth(nil, router.DefaultHealthConfig(), nil, nil)
+	return o
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/webhook"
@@ -91,7 +92,7 @@ func TestDeliveryIsArchivedAfterItsRetries(t *testing.T) {
 	res := serve(t, rdb, webhook.Options{Allow: []string{"127.0.0.1"}})
 	c := asynq.NewClientFromRedisClient(rdb)
 	t.Cleanup(func() { c.Close() })
-	if err := webhook.Enqueue(t.Context(), c, event("wf_dead", rcv.URL+"/hook?token=abc"), asynq.MaxRetry(2)); err != nil {
+	if err := webhook.Enqueue(t.Context(), c, event("wf_dead", rcv.URL+"/hook?token=abc"), defaults.Retention, asynq.MaxRetry(2)); err != nil {
 		t.Fatal(err)
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
@@ -123,7 +124,7 @@ func TestRefusedDestinationIsArchivedAtOnce(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	for wf, host := range map[string]string{"wf_ip": "127.0.0.1", "wf_name": "localhost"} {
-		if err := webhook.Enqueue(t.Context(), c, event(wf, "http://"+host+":"+rcv.port()+"/hook")); err != nil {
+		if err := webhook.Enqueue(t.Context(), c, event(wf, "http://"+host+":"+rcv.port()+"/hook"), defaults.Retention); err != nil {
 			t.Fatal(err)
 		}
 		info := waitState(t, insp, wf, webhook.Blocked, asynq.TaskStateArchived)
@@ -147,7 +148,7 @@ func TestOneTaskPerEventAndNoSecretAnywhere(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ev := event("wf_once", rcv.URL+"/hook")
 	for range 3 {
-		if err := webhook.Enqueue(t.Context(), c, ev); err != nil {
+		if err := webhook.Enqueue(t.Context(), c, ev, defaults.Retention); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -195,7 +196,7 @@ func TestEnqueueRefusesBadInput(t *testing.T) {
 		{Workflow: "wf", Event: "completed", URL: "https://user:pw@x.example/"},
 		{Workflow: "wf", Event: "done", URL: "https://x.example/"},
 	} {
-		if err := webhook.Enqueue(t.Context(), c, e); err == nil || strings.Contains(err.Error(), "pw@") {
+		if err := webhook.Enqueue(t.Context(), c, e, defaults.Retention); err == nil || strings.Contains(err.Error(), "pw@") {
 			t.Errorf("%+v: %v", e, err)
 		}
 	}

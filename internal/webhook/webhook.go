@@ -23,8 +23,6 @@ import (
 	"unicode"
 
 	"github.com/hibiken/asynq"
-
-	"github.com/agentq/agentq/internal/defaults"
 )
 
 // TypeDelivery is the asynq task type of one event's delivery.
@@ -107,11 +105,15 @@ type payload struct {
 	Body     json.RawMessage `json:"body"`
 }
 
-// Enqueue queues the event's delivery: on Queue, with DefaultMaxRetry, a
-// 24h retention and the task id TaskID, unless opts say otherwise. An
-// event already queued, delivered or archived (within its retention) is
-// not queued again: that is not an error.
-func Enqueue(ctx context.Context, c *asynq.Client, e Event, opts ...asynq.Option) error {
+// Enqueue queues the event's delivery, kept for retention once it is
+// delivered or archived (the configuration's retention: at least a
+// minute): on Queue, with DefaultMaxRetry and the task id TaskID, unless
+// opts say otherwise. An event already queued, delivered or archived
+// (within its retention) is not queued again: that is not an error.
+func Enqueue(ctx context.Context, c *asynq.Client, e Event, retention time.Duration, opts ...asynq.Option) error {
+	if retention < time.Minute {
+		return fmt.Errorf("webhook %s: retention %s is under a minute", e.ID(), retention)
+	}
 	if err := CheckURL(e.URL); err != nil {
 		return fmt.Errorf("webhook %s: url: %w", e.ID(), err)
 	}
@@ -128,7 +130,7 @@ func Enqueue(ctx context.Context, c *asynq.Client, e Event, opts ...asynq.Option
 		return err
 	}
 	all := append([]asynq.Option{asynq.Queue(Queue), asynq.TaskID(TaskID(e.Workflow, e.Event)), asynq.MaxRetry(DefaultMaxRetry),
-		asynq.Timeout(deliveryTimeout), asynq.Retention(defaults.Retention)}, opts...)
+		asynq.Timeout(deliveryTimeout), asynq.Retention(retention)}, opts...)
 	_, err = c.EnqueueContext(ctx, asynq.NewTask(TypeDelivery, p), all...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil

@@ -182,59 +182,6 @@ steps:
 	}
 }
 
-// A requeued dead letter's step is queued again in the record before its
-// task runs: the workflow it blocked is running at once, so a Wait right
-// after the requeue waits for the step (it returned blocked until a
-// worker began the task), and the step's next outcome counts once.
-func TestAWaitRightAfterARequeueWaitsForTheStep(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
-		{Requests: 1, Fault: &chaosllm.Fault{Status: 400}}, {}}}})
-	ctx := t.Context()
-	id := e.Submit(t, e.Spec(`
-name: chain
-defaults: { route: solo }
-steps:
-  - { id: first, prompt: "one" }
-  - { id: second, depends_on: [first], prompt: "two {{ .Steps.first.Output }}" }
-`))
-	e.Wait(t, id, 10*time.Second, store.StateBlocked)
-	task, err := e.Client.DeadLetterTask(ctx, id, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// no worker takes the task until the queue resumes: what a Wait sees
-	// between the requeue and the step's begin is the record alone
-	if _, err := e.Client.PauseQueue(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 5*time.Second, func() (bool, string) {
-		err := e.Client.Requeue(ctx, task)
-		return err == nil, fmt.Sprintf("requeue: %v", err)
-	})
-	wf, err := e.Client.Status(ctx, id)
-	if err != nil || wf.State != store.StateRunning || wf.Steps[0].State != store.StepQueued {
-		t.Fatalf("right after the requeue: %v, steps %+v, %v; want running with first queued", wf.State, wf.Steps, err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	wf, err = e.Client.Wait(wctx, id, 20*time.Millisecond, nil)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || wf.State != store.StateRunning {
-		t.Fatalf("a wait while the requeued step has not begun returned %v, %v; want it still waiting on a running workflow", wf.State, err)
-	}
-	if _, err := e.Client.ResumeQueue(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	wf, err = e.Client.Wait(wctx, id, 20*time.Millisecond, nil)
-	if err != nil || wf.State != store.StateCompleted || wf.Steps[0].Attempts != 2 || wf.Steps[1].Attempts != 1 {
-		t.Fatalf("after the requeue: %v %+v %v", wf.State, wf.Steps, err)
-	}
-	if raw, _ := e.Redis.HGet(ctx, "agentq:{wf:"+id+"}:wf", "nfailed").Result(); raw != "0" {
-		t.Fatalf("nfailed %q after the requeued step was done, want 0 (its death counted once, undone once)", raw)
-	}
-}
-
 func TestCancelStopsARunningWorkflow(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Latency: chaosllm.Fixed(3 * time.Second)}}}})

@@ -190,32 +190,15 @@ func (c *Client) Requeue(ctx context.Context, taskID string) error {
 	if err != nil {
 		return err
 	}
-	return c.requeue(ctx, info.Queue, info.ID, info.Payload)
-}
-
-// requeue runs dead letter id of queue again. The record first: the step
-// is queued again and a workflow it alone blocked is running, so a Wait
-// from here waits for the step; then the task leaves the archive (a task
-// asynq refuses to run leaves the step dead, as it was).
-func (c *Client) requeue(ctx context.Context, queue, id string, payload []byte) error {
-	p, perr := tasks.DecodePayload(payload)
-	if perr == nil {
+	if p, err := tasks.DecodePayload(info.Payload); err == nil {
 		// back under the reconciler's eye: a blocked workflow may have left
 		// the open index
 		if err := c.store.Watch(ctx, p.Workflow); err != nil {
-			return fmt.Errorf("requeue %s: %w", id, err)
-		}
-		if _, err := c.store.Requeue(ctx, p.Workflow, p.Step, p.Gen); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("requeue %s: %w", id, err)
+			return fmt.Errorf("requeue %s: %w", taskID, err)
 		}
 	}
-	if err := c.insp.RunTask(queue, id); err != nil {
-		if perr == nil {
-			if _, uerr := c.store.Unrequeue(ctx, p.Workflow, p.Step, p.Gen); uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
-				return fmt.Errorf("requeue %s: %w (and its step could not be marked dead again: %w)", id, err, uerr)
-			}
-		}
-		return fmt.Errorf("requeue %s: %w", id, err)
+	if err := c.insp.RunTask(info.Queue, info.ID); err != nil {
+		return fmt.Errorf("requeue %s: %w", taskID, err)
 	}
 	return nil
 }
@@ -229,12 +212,13 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 	}
 	n := 0
 	for _, d := range dls {
-		info, err := c.insp.GetTaskInfo(d.Queue, d.TaskID)
-		if err != nil {
-			return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
+		if d.Workflow != "" {
+			if err := c.store.Watch(ctx, d.Workflow); err != nil {
+				return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
+			}
 		}
-		if err := c.requeue(ctx, d.Queue, d.TaskID, info.Payload); err != nil {
-			return n, err
+		if err := c.insp.RunTask(d.Queue, d.TaskID); err != nil {
+			return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
 		}
 		n++
 	}

@@ -361,11 +361,78 @@ steps:
 	if wf.Steps[0].State != store.StepMapped {
 		t.Fatalf("map %s, want mapped with a dead instance", wf.Steps[0].State)
 	}
+	letters := func() []string {
+		t.Helper()
+		dls, err := e.Client.DeadLetters(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range dls {
+			if d.Workflow == id {
+				out = append(out, d.Step)
+			}
+		}
+		return out
+	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		got := letters()
+		return len(got) == 1 && got[0] == "m[1]", fmt.Sprintf("dead letters %v, want the instance m[1]'s", got)
+	})
 	if _, err := e.Client.Rerun(t.Context(), id, "m"); err != nil {
 		t.Fatal(err)
 	}
 	e.Wait(t, id, 20*time.Second, store.StateCompleted)
 	ranTwice(t, &mu, ran, 3)
+	// the instance's dead letter belonged to the run that ended: it went
+	// with it, as a step's does
+	if got := letters(); len(got) != 0 {
+		t.Fatalf("dead letters after the rerun: %v, want none", got)
+	}
+}
+
+// A workflow blocked by a map's dead instance, rerun from another step:
+// the map's dead instance still blocks it (the rerun counted only the
+// steps' own failures, so it came back running and waited for ever).
+func TestARerunBesideAMapsDeadInstanceStaysBlocked(t *testing.T) {
+	var mu sync.Mutex
+	xRuns := 0
+	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{
+		"item": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.Index() == 1 {
+				return nil, engine.ToDeadLetter(errors.New("bad item"))
+			}
+			return s.Index(), nil
+		},
+		"x": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			mu.Lock()
+			xRuns++
+			mu.Unlock()
+			return "x", nil
+		}}})
+	id := e.Submit(t, e.Spec(`name: beside
+input: { items: [1, 2, 3] }
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", run: item }
+  - { id: x, run: x }
+`))
+	e.Wait(t, id, 20*time.Second, store.StateBlocked)
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		wf, err := e.Client.Status(t.Context(), id)
+		return err == nil && wf.Steps[1].State == store.StepDone, fmt.Sprintf("x not done: %v", err)
+	})
+	if _, err := e.Client.Rerun(t.Context(), id, "x"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return xRuns == 2, fmt.Sprintf("x ran %d times, want 2", xRuns)
+	})
+	wf := e.Wait(t, id, 10*time.Second, store.StateBlocked)
+	if wf.Steps[1].State != store.StepDone || wf.Counts != nil && wf.Counts.Dead != 1 {
+		t.Fatalf("after the rerun of x: %s, x %s, counts %+v; want blocked by m's dead instance", wf.State, wf.Steps[1].State, wf.Counts)
+	}
 }
 
 // A canceled workflow rerun from one branch: the steps the cancel stopped

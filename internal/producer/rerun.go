@@ -62,7 +62,7 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 	}
 	var letters []flow.StepTask
 	for _, t := range flow.TasksOf(ctx, c.store, id, wspec) {
-		if rerun[t.Step] {
+		if st, _, ok := spec.StepOf(wspec, t.Step); ok && rerun[st.ID] { // a map's instances go with their map
 			letters = append(letters, t)
 		}
 	}

@@ -87,6 +87,11 @@ for x = 1, #v, 3 do
   if v[x] == '1' then nsettled = nsettled + 1 end
   if v[x + 1] == '1' then nfailed = nfailed + 1 end
   if v[x + 2] == 'waiting' then nwaiting = nwaiting + 1 end
+  if v[x + 2] == 'mapped' then -- a map the rerun leaves: its dead instances still block the workflow
+    eachInstance(K, steps[(x + 2) / 3], function(f, st)
+      if st == 'dead' and redis.call('HGET', K, string.sub(f, 1, #f - 5) .. 'failed') == '1' then nfailed = nfailed + 1 end
+    end)
+  end
 end
 local gen = tonumber(h[3] or '0') + 1
 local ns = 'running'

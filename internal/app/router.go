@@ -72,7 +72,9 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	if err := breakers.Refresh(ctx, names); err != nil {
 		return err
 	}
-	a.Health = router.NewHealth(HealthStore{HealthStats: store.NewHealthStats(rdb)}, healthConfig(cfg), nil, log)
+	if a.Health, err = router.NewHealth(HealthStore{HealthStats: store.NewHealthStats(rdb)}, healthConfig(cfg), nil, log); err != nil {
+		return err
+	}
 	a.background(bg, func(ctx context.Context) { a.Health.Run(ctx, names, time.Second) })
 	a.background(bg, func(ctx context.Context) { keys.Run(ctx, names, time.Second, pokeKeys) })
 	a.background(bg, func(ctx context.Context) { breakers.Run(ctx, names, time.Second, pokeBreakers) })

@@ -18,7 +18,11 @@ import (
 func Monitor() Part {
 	return Part{name: "Monitor", build: func(_ context.Context, a *App) error {
 		a.Breakers = store.NewBreakers(a.Redis)
-		a.Health = router.NewHealth(readOnlyHealth{store.NewHealthStats(a.Redis)}, healthConfig(a.Config), nil, a.Logger)
+		h, err := router.NewHealth(readOnlyHealth{store.NewHealthStats(a.Redis)}, healthConfig(a.Config), nil, a.Logger)
+		if err != nil {
+			return err
+		}
+		a.Health = h
 		a.Metrics = metrics.New(a.inspector(), nil)
 		return nil
 	}}

@@ -28,11 +28,14 @@ var runners = map[string]runner{
 }
 
 // registerKind adds kind k, marked in a step by its own field key: its
-// spec side (spec.RegisterKind) and its run side. Register from an init
-// function.
-func registerKind(key string, k kind) {
-	spec.RegisterKind(key, k)
+// spec side (spec.RegisterKind, which refuses a name or key taken) and its
+// run side. Register from an init function.
+func registerKind(key string, k kind) error {
+	if err := spec.RegisterKind(key, k); err != nil {
+		return err
+	}
 	runners[k.Name()] = k
+	return nil
 }
 
 // runnerOf is the run side of spec step st's kind; a map step's expands

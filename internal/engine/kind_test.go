@@ -28,10 +28,24 @@ import (
 	"github.com/agentq/agentq/retry"
 )
 
-// A new kind of step is this file's echoKind and the one line below: it
+// A new kind of step is this file's echoKind and the one registration below: it
 // is checked at submit, runs, feeds a fan-in, stops at a cancel and runs
 // again at a rerun, with nothing else of the engine changed.
-func init() { registerKind("echo", echoKind{}) }
+func init() {
+	if err := registerKind("echo", echoKind{}); err != nil {
+		panic(err)
+	}
+}
+
+// A kind's name or key registered again is refused: the two would share
+// a run side, or a step's field.
+func TestAKindIsRegisteredOnce(t *testing.T) {
+	for _, key := range []string{"echo", "shout", "prompt"} {
+		if err := registerKind(key, echoKind{}); err == nil {
+			t.Errorf("registering echoKind again under %q was accepted", key)
+		}
+	}
+}
 
 // echoKind answers its text (echo: TEXT), or with echo: { text, hold }
 // holds its first run until its context ends.

@@ -84,11 +84,10 @@ func DefaultHealthConfig() HealthConfig {
 
 // NewHealth returns a scorer; store, now and log may be nil. cfg is taken
 // as given (the configuration's resilience.health): a window that is not
-// positive, or no weights, panics, as a caller's mistake the
-// configuration refuses.
-func NewHealth(store HealthStore, cfg HealthConfig, now func() time.Time, log *slog.Logger) *Health {
+// positive, or no weights, is refused.
+func NewHealth(store HealthStore, cfg HealthConfig, now func() time.Time, log *slog.Logger) (*Health, error) {
 	if cfg.Window <= 0 || cfg.Weights == (HealthWeights{}) {
-		panic(fmt.Sprintf("router: health window %s and weights %+v must be set (the configuration's resilience.health)", cfg.Window, cfg.Weights))
+		return nil, fmt.Errorf("router: health window %s and weights %+v must be set (the configuration's resilience.health)", cfg.Window, cfg.Weights)
 	}
 	if cfg.LatencyRef <= 0 {
 		cfg.LatencyRef = 2 * time.Second
@@ -102,7 +101,7 @@ func NewHealth(store HealthStore, cfg HealthConfig, now func() time.Time, log *s
 	return &Health{store: store, cfg: cfg, now: now, log: log,
 		pending: map[string]map[int64]map[string]map[string]int64{},
 		local:   map[string]map[int64]map[string]map[string]int64{},
-		scores:  map[string]map[string]float64{}}
+		scores:  map[string]map[string]float64{}}, nil
 }
 
 func (h *Health) bucketSpan() time.Duration { return max(h.cfg.Window/10, time.Second) }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestHealthScore(t *testing.T) {
 
 func TestHealthOrder(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	h := NewHealth(nil, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, func() time.Time { return now }, nil)
+	h := mustHealth(t, nil, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, func() time.Time { return now }, nil)
 	targets := []Target{{Provider: nameOnly("a"), Model: "m"}, {Provider: nameOnly("b"), Model: "m"}, {Provider: nameOnly("c"), Model: "m"}}
 	// a fails half its calls; b and c are healthy and fast
 	for i := 0; i < 20; i++ {
@@ -101,8 +102,8 @@ func TestHealthSharedThroughRedis(t *testing.T) {
 	shared := healthStoreAdapter{store.NewHealthStats(rdb)}
 	now := time.Now()
 	clock := func() time.Time { return now }
-	w1 := NewHealth(shared, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, clock, nil)
-	w2 := NewHealth(shared, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, clock, nil)
+	w1 := mustHealth(t, shared, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, clock, nil)
+	w2 := mustHealth(t, shared, HealthConfig{Window: 10 * time.Second, Weights: DefaultHealthConfig().Weights}, clock, nil)
 	for i := 0; i < 10; i++ {
 		w1.observe("p", "m", retry.Server, time.Second)
 	}
@@ -133,7 +134,7 @@ func (h healthStoreAdapter) Add(ctx context.Context, batches []HealthBatch, ttl 
 // An invalid answer counts against the target's health (quality), while
 // key problems and cancellations do not.
 func TestInvalidOutputLowersHealth(t *testing.T) {
-	h := NewHealth(nil, HealthConfig{Window: time.Minute, Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}}, nil, nil)
+	h := mustHealth(t, nil, HealthConfig{Window: time.Minute, Weights: HealthWeights{Success: 0.4, Latency: 0.3, Trend: 0.3}}, nil, nil)
 	for i := 0; i < 10; i++ {
 		h.observe("p", "good", retry.OK, 10*time.Millisecond)
 		h.observe("p", "sloppy", retry.OK, 10*time.Millisecond)
@@ -148,4 +149,14 @@ func TestInvalidOutputLowersHealth(t *testing.T) {
 	if !(sloppy < good) || keyless != good {
 		t.Fatalf("scores: good %.3f, sloppy %.3f (want lower), keyless %.3f (want = good)", good, sloppy, keyless)
 	}
+}
+
+// mustHealth is NewHealth, its error failing the test.
+func mustHealth(t *testing.T, store HealthStore, cfg HealthConfig, now func() time.Time, log *slog.Logger) *Health {
+	t.Helper()
+	h, err := NewHealth(store, cfg, now, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

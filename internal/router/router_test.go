@@ -140,7 +140,11 @@ func routerOptions(o router.RouterOptions) router.RouterOptions {
 		o.DefaultCooldown, o.MaxCooldown = defaults.KeyCooldown, defaults.KeyMaxCooldown
 	}
 	if o.Health == nil {
-		o.Health = router.NewHealth(nil, router.DefaultHealthConfig(), o.Now, nil)
+		h, err := router.NewHealth(nil, router.DefaultHealthConfig(), o.Now, nil)
+		if err != nil {
+			panic(err) // the built-in scoring is valid
+		}
+		o.Health = h
 	}
 	return o
 }

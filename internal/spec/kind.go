@@ -2,10 +2,10 @@ package spec
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 )
 
 // Kind is one kind of step, its spec side: what makes a spec step
@@ -68,18 +68,19 @@ var kindKeys = map[string]Kind{}
 // Step.Kinds[key], not a field Step has), ahead of the built-in kinds: its
 // key is explicit, so it decides the step's kind. Kinds are read without
 // a lock: register from an init function. A name or a key registered
-// already panics, as http.Handle does: two kinds would share a run side.
-func RegisterKind(key string, k Kind) {
+// already is refused: two kinds would share a run side.
+func RegisterKind(key string, k Kind) error {
 	for _, o := range kinds {
 		if o.Name() == k.Name() {
-			panic("spec: a kind named " + strconv.Quote(k.Name()) + " is registered already")
+			return fmt.Errorf("spec: a kind named %q is registered already", k.Name())
 		}
 	}
 	if _, ok := kindKeys[key]; ok || stepKeys[key] {
-		panic("spec: the key " + strconv.Quote(key) + " is a step's field or another kind's already")
+		return fmt.Errorf("spec: the key %q is a step's field or another kind's already", key)
 	}
 	kindKeys[key] = k
 	kinds = append([]Kind{k}, kinds...)
+	return nil
 }
 
 // kindFields are the step fields that belong to some kinds only, and the

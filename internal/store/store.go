@@ -85,15 +85,11 @@ type Store struct {
 }
 
 // New returns a store. retention is the TTL of every record, taken as
-// given (the configuration's retention): under a minute panics, as a
-// caller's mistake (the configuration refuses it) that would otherwise
-// expire records as they are written. now is the clock (nil: time.Now).
+// given: the configuration's retention, which it refuses under a minute
+// (as engine.NewHandler does). now is the clock (nil: time.Now).
 func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
-	}
-	if retention < time.Minute {
-		panic(fmt.Sprintf("store: retention %s is under a minute (give the configuration's retention)", retention))
 	}
 	s := &Store{rdb: rdb, retention: retention, now: now}
 	s.fused.Store(fusable(rdb))

@@ -148,6 +148,10 @@ func TestLLMCallSpansFollowTheGenAIConventions(t *testing.T) {
 // routerOptions is o with the built-in key cooldowns and health scoring.
 func routerOptions(o router.RouterOptions) router.RouterOptions {
 	o.DefaultCooldown, o.MaxCooldown = defaults.KeyCooldown, defaults.KeyMaxCooldown
-	o.Health = router.NewHealth(nil, router.DefaultHealthConfig(), nil, nil)
+	h, err := router.NewHealth(nil, router.DefaultHealthConfig(), nil, nil)
+	if err != nil {
+		panic(err) // the built-in scoring is valid
+	}
+	o.Health = h
 	return o
 }

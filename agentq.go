@@ -102,6 +102,31 @@ const (
 	StateTimedOut  = record.StateTimedOut // its deadline passed
 )
 
+// Event is one entry of a workflow's event log (Client.Events): its
+// Type is one of the Event* constants.
+type Event = record.Event
+
+// Event types (docs/events.md).
+const (
+	EventSubmitted   = record.EventSubmitted
+	EventRerun       = record.EventRerun
+	EventEnded       = record.EventEnded
+	EventReady       = record.EventReady
+	EventStarted     = record.EventStarted
+	EventFailed      = record.EventFailed
+	EventWaiting     = record.EventWaiting
+	EventDone        = record.EventDone
+	EventDegraded    = record.EventDegraded
+	EventDead        = record.EventDead
+	EventCanceled    = record.EventCanceled
+	EventLLMCall     = record.EventLLMCall
+	EventToolTurn    = record.EventToolTurn
+	EventDo          = record.EventDo
+	EventDelta       = record.EventDelta
+	EventStreamReset = record.EventStreamReset
+	EventTruncated   = record.EventTruncated
+)
+
 // ErrNotFound is returned for a workflow id that does not exist or expired.
 var ErrNotFound = record.ErrNotFound
 

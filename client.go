@@ -3,6 +3,7 @@ package agentq
 import (
 	"context"
 	"errors"
+	"iter"
 	"time"
 
 	"github.com/agentq/agentq/internal/client"
@@ -101,6 +102,21 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration) (*Work
 		poll = 200 * time.Millisecond
 	}
 	return c.c.Wait(ctx, id, poll, nil)
+}
+
+// Events follows a workflow's event log (docs/events.md): every event
+// after the event id from ("": from the start) in order, once each, then
+// new ones as they are logged, until the workflow ends (after its
+// workflow.ended event) or ctx is done; a blocked or waiting workflow is
+// followed on. A reader that resumes passes the last id it read. An error
+// ends the sequence (ErrNotFound for a workflow that does not exist).
+//
+//	for ev, err := range c.Events(ctx, id, "") {
+//		if err != nil { return err }
+//		fmt.Println(ev.Type, ev.Step)
+//	}
+func (c *Client) Events(ctx context.Context, id, from string) iter.Seq2[Event, error] {
+	return c.c.Events(ctx, id, from)
 }
 
 // Cancel stops a workflow: pending steps never run, running ones see their

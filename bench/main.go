@@ -36,6 +36,9 @@ type params struct {
 	runs                         int
 	codestep                     bool
 	mapItems, mapParallel        int
+	events                       bool
+	followers                    int
+	eventsOff                    bool // this run keeps no event log (-events sets it per run)
 }
 
 // AgentqRun is one timed run of a workload on an agentq worker.
@@ -134,6 +137,8 @@ func main() {
 	flag.BoolVar(&p.codestep, "codestep", false, "instead of agentq against bare asynq, run each shape with prompt steps and with code steps (run: a Go function making the same chat call through s.LLM().Chat), back to back (-chords 0 or -chains 0 skips a shape)")
 	flag.IntVar(&p.runs, "runs", 1, "repeat each agentq/bare asynq measurement this many times and report the median ratio (shared machines are noisy)")
 	flag.IntVar(&p.mapItems, "map", 0, "instead of agentq against bare asynq, run one workflow mapping this many items (for_each, prompt instances) then a reduce, against as many steps of -members-member chords; reports CPU per step of each and their ratio")
+	flag.BoolVar(&p.events, "events", false, "instead of agentq against bare asynq, run each shape with the event log off and with it on and every step streaming (stream: true), back to back; reports Redis and process CPU per step of each and their ratio")
+	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
@@ -188,6 +193,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	if p.mapItems < 0 {
 		return errors.New("-map must be at least 1")
 	}
+	if p.events && (p.codestep || p.floor || p.celery || len(p.resources) > 0) {
+		return errors.New("-events runs alone: not with -codestep, -floor, -celery or -resources")
+	}
 	if p.codestep {
 		if p.floor || p.celery || len(p.resources) > 0 {
 			return errors.New("-codestep runs alone: not with -floor, -celery or -resources")
@@ -217,6 +225,12 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.codestep {
 		return runCodeSteps(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
+	if p.events {
+		return runEvents(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
+	if p.followers > 0 {
+		return runFollowers(ctx, p, out, rdb, db, chaosURL)
 	}
 	var r Report
 	r.Params.Chords, r.Params.Members, r.Params.Concurrency, r.Params.Redis = p.chords, p.members, p.concurrency, db.Kind

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,37 +144,22 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 	if err != nil {
 		return 0, nil, err
 	}
-	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"}})
-	var done atomic.Int64
-	finished := make(chan struct{})
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := make(chan struct{})
-	werr := make(chan error, 1)
-	go func() {
-		werr <- worker.Run(wctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb,
-			TaskCheckInterval: p.check, Ready: func() { close(ready) }, Steps: sh.funcs,
-			Events: func(e engine.StepEvent) {
-				if e.Step == sh.last && done.Add(1) == int64(sh.workflows) {
-					close(finished)
-				}
-			}})
-	}()
-	select {
-	case <-ready:
-	case err := <-werr:
+	cfg.Events.Off = p.eventsOff
+	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"},
+		EventLimit: cfg.Events.EventLimit()})
+	w, err := startWorker(ctx, p, sh, cfg, rdb)
+	if err != nil {
 		return 0, nil, err
 	}
+	defer w.stop()
 	m.start(ctx)
 	start := time.Now()
 	ids, err := submitAll(ctx, client, sh)
 	if err != nil {
 		return 0, nil, err
 	}
-	select {
-	case <-finished:
-	case <-time.After(10 * time.Minute):
-		return 0, nil, fmt.Errorf("only %d of %d %s finished in 10 minutes", done.Load(), sh.workflows, sh.name)
+	if err := w.wait(); err != nil {
+		return 0, nil, err
 	}
 	secs := time.Since(start).Seconds()
 	m.stop(ctx)
@@ -193,8 +179,61 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 		}
 		handoffs = append(handoffs, sh.handoffs(wf)...)
 	}
-	cancel()
-	return secs, handoffs, <-werr
+	return secs, handoffs, w.stop()
+}
+
+// benchWorker is an in-process worker running sh's workflows.
+type benchWorker struct {
+	sh       shape
+	done     *atomic.Int64
+	finished chan struct{}
+	cancel   context.CancelFunc
+	werr     chan error
+	stopped  error
+	once     sync.Once
+}
+
+// startWorker starts a worker with cfg and returns once it serves.
+func startWorker(ctx context.Context, p params, sh shape, cfg config.Config, rdb *redis.Client) (*benchWorker, error) {
+	w := &benchWorker{sh: sh, done: &atomic.Int64{}, finished: make(chan struct{}), werr: make(chan error, 1)}
+	wctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	ready := make(chan struct{})
+	go func() {
+		w.werr <- worker.Run(wctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb,
+			TaskCheckInterval: p.check, Ready: func() { close(ready) }, Steps: sh.funcs,
+			Events: func(e engine.StepEvent) {
+				if e.Step == sh.last && w.done.Add(1) == int64(sh.workflows) {
+					close(w.finished)
+				}
+			}})
+	}()
+	select {
+	case <-ready:
+		return w, nil
+	case err := <-w.werr:
+		cancel()
+		return nil, err
+	}
+}
+
+// wait waits until every workflow of the shape has settled its last step.
+func (w *benchWorker) wait() error {
+	select {
+	case <-w.finished:
+		return nil
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("only %d of %d %s finished in 10 minutes", w.done.Load(), w.sh.workflows, w.sh.name)
+	}
+}
+
+// stop stops the worker (once) and returns how it ended.
+func (w *benchWorker) stop() error {
+	w.once.Do(func() {
+		w.cancel()
+		w.stopped = <-w.werr
+	})
+	return w.stopped
 }
 
 // floorScript is the cheapest durable write of a step's answer.

@@ -27,6 +27,7 @@ func ClientOptions(cfg config.Config) producer.ClientOptions {
 		o.Routes = cfg.RouteNames()
 	}
 	o.Webhooks = Webhooks(cfg)
+	o.EventLimit = cfg.Events.EventLimit()
 	return o
 }
 

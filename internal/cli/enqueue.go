@@ -26,6 +26,7 @@ func Enqueue(env Env) *cobra.Command {
 		inputs     []string
 		queue      string
 		wait       bool
+		followed   bool
 		asJSON     bool
 		noCheck    bool
 		unused     bool
@@ -60,6 +61,9 @@ Controls:
                         that waits for a person: --reject, --comment TEXT
   rerun ID --from STEP  run an ended or blocked workflow again from STEP
                         (the steps before it keep their outputs)
+  follow ID             its events live: steps, attempts, LLM calls, tool
+                        turns, streamed text (--follow on a submit does it
+                        for the new workflow; docs/events.md)
   queue pause|resume Q  stop and restart workers taking queue Q's steps
                         (queue list shows each queue, paused or not)
   schedule list         the periodic workflows the workers run (schedules:
@@ -85,6 +89,7 @@ all (--no-check submits anyway).`,
 		Example: `  enqueue examples/hello.yaml --wait
   enqueue report.yaml --input question="Which region grew fastest?" --json
   enqueue status wf_abc123
+  enqueue report.yaml --follow    # every step, attempt and LLM call as it happens
   enqueue result wf_abc123
   enqueue order.yaml --input id=1234 --idempotency-key order-1234 --json
   enqueue report.yaml --deadline 10m --wait    # timed_out (exit 1) if not done in 10 minutes
@@ -102,6 +107,7 @@ all (--no-check submits anyway).`,
 	cmd.Flags().BoolVar(&unused, "allow-unused-input", false, "with --input, only warn about keys no template of the spec reads")
 	cmd.Flags().StringVar(&queue, "queue", "", "queue for steps that do not name one (overrides defaults.queue)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the workflow ends, then print it")
+	cmd.Flags().BoolVar(&followed, "follow", false, "print the workflow's events live until it ends (as 'enqueue follow ID'); exits as --wait")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	cmd.Flags().BoolVar(&noCheck, "no-check", false, "submit without checking the spec against what live workers serve")
 	cmd.Flags().DurationVar(&waitFor, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
@@ -175,6 +181,9 @@ all (--no-check submits anyway).`,
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s: idempotency key %q names workflow %s, submitted before with the same spec and input: nothing new was created\n", cmd.Root().Name(), idemKey, id)
 		}
 		out := cmd.OutOrStdout()
+		if followed {
+			return follow(cmd.Context(), out, cl, id, "", asJSON)
+		}
 		if !wait {
 			if !asJSON {
 				fmt.Fprintln(out, id)
@@ -214,7 +223,7 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), rerunCmd(c))
+	cmd.AddCommand(statusCmd(c), followCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), rerunCmd(c))
 	return cmd
 }
 

@@ -73,7 +73,7 @@ func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		s = s[:n] + "…"
+		s = strings.ToValidUTF8(s[:n], "") + "…" // never a rune cut in half
 	}
 	return s
 }

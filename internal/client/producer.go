@@ -6,6 +6,7 @@ package client
 
 import (
 	"context"
+	"iter"
 	"time"
 
 	"github.com/agentq/agentq/internal/apiclient"
@@ -24,6 +25,7 @@ type driver interface {
 	Result(ctx context.Context, id string) (*producer.Result, error)
 	Instances(ctx context.Context, id, step string, offset, limit int) (*producer.InstancePage, error)
 	Wait(ctx context.Context, id string, poll time.Duration, onChange func(*producer.Workflow)) (*producer.Workflow, error)
+	Events(ctx context.Context, id, after string) iter.Seq2[record.Event, error]
 	Cancel(ctx context.Context, id string) (string, error)
 	List(ctx context.Context, state string, limit int) ([]*producer.Workflow, error)
 	ListPage(ctx context.Context, o producer.ListOptions) ([]*producer.Workflow, error)

@@ -42,6 +42,31 @@ type Config struct {
 	// Budgets cap tokens and spend per route or provider per period
 	// (budgets.go); empty: none.
 	Budgets []Budget `yaml:"budgets"`
+	// Events is each workflow's event log (docs/events.md).
+	Events Events `yaml:"events"`
+}
+
+// Events configures each workflow's event log: what happened, in order,
+// for followers (the API's event stream, enqueue follow, the dashboard).
+type Events struct {
+	// Limit bounds each workflow's log: about this many newest entries
+	// are kept (a reader of the history is told how many were trimmed).
+	// 0: the default, 10,000; else between 100 and 1,000,000.
+	Limit int `yaml:"limit"`
+	// Off keeps no log: followers see nothing until a workflow ends.
+	Off bool `yaml:"off"`
+	// Content puts the text of prompts, answers and tool arguments into
+	// LLM call and tool events (redacted, bounded per entry); off by
+	// default, as OpenTelemetry treats message content.
+	Content bool `yaml:"content"`
+}
+
+// EventLimit is the bound each workflow's log is kept to; 0 when Off.
+func (e Events) EventLimit() int {
+	if e.Off {
+		return 0
+	}
+	return e.Limit
 }
 
 // Price is what a target charges per million tokens.
@@ -240,6 +265,7 @@ func Default() Config {
 			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
 		Limits: Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxOutputBytes: defaults.MaxOutputBytes,
 			MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems},
+		Events: Events{Limit: defaults.EventLimit},
 	}
 }
 

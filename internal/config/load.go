@@ -318,6 +318,9 @@ func (c *Config) applyDefaults() {
 	if l.MaxTurns == 0 {
 		l.MaxTurns = dl.MaxTurns
 	}
+	if c.Events.Limit == 0 {
+		c.Events.Limit = d.Events.Limit
+	}
 }
 
 // withSource stamps the file name on validation errors.

@@ -199,6 +199,9 @@ func (c *Config) validate() error {
 	if c.Limits.MaxTurns < 1 || c.Limits.MaxTurns > 100 {
 		bad("limits.max_turns", "%d is not between 1 and 100", c.Limits.MaxTurns)
 	}
+	if c.Events.Limit < 100 || c.Events.Limit > 1000000 {
+		bad("events.limit", "%d is not between 100 and 1,000,000", c.Events.Limit)
+	}
 	if c.Limits.MaxMapItems < 1 || c.Limits.MaxMapItems > 100000 {
 		bad("limits.max_map_items", "%d is not between 1 and 100,000", c.Limits.MaxMapItems)
 	}

@@ -22,6 +22,7 @@ import (
 //	GET  /api/v1/workflows/{id}           status
 //	GET  /api/v1/workflows/{id}/spec      the spec it was submitted with
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
+//	GET  /api/v1/workflows/{id}/events    its event log as Server-Sent Events (apievents.go)
 //	POST /api/v1/workflows/{id}/cancel
 //	GET  /api/v1/dlq?class=C              dead letters
 //	POST /api/v1/dlq?class=C              requeue every dead letter (of class C)
@@ -90,6 +91,7 @@ func (s *Server) api(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]any{"workflow": res.Workflow, "final": res.Final})
 	})
 	mux.HandleFunc("GET /api/v1/workflows/{id}/steps/{step}/instances", s.apiInstances)
+	mux.HandleFunc("GET /api/v1/workflows/{id}/events", s.apiEvents)
 	mux.HandleFunc("POST /api/v1/workflows/{id}/cancel", s.mutating(func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.client.Cancel(r.Context(), r.PathValue("id"))
 		if err != nil {

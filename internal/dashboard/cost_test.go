@@ -17,8 +17,8 @@ import (
 )
 
 // The API's workflow says what it cost at the configuration's prices, in
-// all and by who answered (a prompt step on oa, a code step's own call
-// under code:NAME), and so does the workflow page.
+// all and by the provider that answered each call (a prompt step's and a
+// code step's, both on oa), and so does the workflow page.
 func TestAPIWorkflowSaysWhatItCost(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]engine.StepFunc{
 		"ask": func(ctx context.Context, s *engine.CodeStep) (any, error) {
@@ -46,11 +46,14 @@ func TestAPIWorkflowSaysWhatItCost(t *testing.T) {
 	if r.Code != 200 || json.Unmarshal([]byte(r.Body), &got) != nil {
 		t.Fatalf("GET workflow: %d %s", r.Code, r.Body)
 	}
-	if got.State != "completed" || got.CostUSD == nil || *got.CostUSD != a+b || got.CostByProvider["oa"] != a || got.CostByProvider["code:ask"] != b || len(got.CostByProvider) != 2 {
-		t.Fatalf("cost %v by provider %v, want %v (oa %v, code:ask %v)", got.CostUSD, got.CostByProvider, a+b, a, b)
+	if got.State != "completed" || got.CostUSD == nil || *got.CostUSD != a+b || !near(got.CostByProvider["oa"], a+b) || len(got.CostByProvider) != 1 {
+		t.Fatalf("cost %v by provider %v, want %v (all oa's)", got.CostUSD, got.CostByProvider, a+b)
 	}
 	page := d.do(t, call{Path: "/workflows/" + id, Cookie: d.signIn(t, token)})
-	if want := fmt.Sprintf("cost %.4f (code:ask %.4f, oa %.4f)", a+b, b, a); page.Code != 200 || !strings.Contains(page.Body, want) {
+	// one provider paid all: no breakdown
+	if want := fmt.Sprintf("cost %.4f</p>", a+b); page.Code != 200 || !strings.Contains(page.Body, want) {
 		t.Fatalf("workflow page: %d, no %q in it", page.Code, want)
 	}
 }
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }

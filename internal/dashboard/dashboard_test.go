@@ -1,13 +1,11 @@
 package dashboard_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -119,24 +117,8 @@ func TestAPIAuthAndNoKeysAnywhere(t *testing.T) {
 // A person opens the blocked workflow, finds its dead step, signs in with
 // the token and requeues it from the page; the workflow completes.
 func TestBrowserRequeuesADeadStep(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but chromium is not installed")
-		}
-		t.Skip("no chromium on PATH (apt-get install chromium)")
-	}
+	ctx := newBrowser(t, 120*time.Second)
 	e, hs, id := blocked(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 800))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 120*time.Second) // a bound for a loaded machine, not a speed check
-	defer cancelT()
 
 	task := tasks.TaskID(id, "s")
 	must := func(err error) {

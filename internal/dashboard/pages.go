@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,8 +58,13 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 	if c, ok := s.client.Cost(wf); ok && (s.client.Priced() || c > 0) {
 		cost = fmt.Sprintf("%.4f", c) + client.CostByProvider(wf)
 	}
+	ids := make([]string, len(wf.Steps))
+	for i, st := range wf.Steps {
+		ids[i] = st.ID
+	}
+	stepIDs, _ := json.Marshal(ids)
 	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
-		"Rerunnable": ended || wf.State == record.StateBlocked})
+		"Rerunnable": ended || wf.State == record.StateBlocked, "StepIDs": string(stepIDs)})
 }
 
 func (s *Server) cancelForm(w http.ResponseWriter, r *http.Request) {

@@ -61,6 +61,9 @@ type Options struct {
 	AllowedHosts []string
 	// Now is the clock of the sign-in limiter (default time.Now).
 	Now func() time.Time
+	// KeepAlive is how often an idle event stream sends a comment, so
+	// that proxies and load balancers keep it open; 0: 15s.
+	KeepAlive time.Duration
 }
 
 // Server is the dashboard's http.Handler.
@@ -77,7 +80,7 @@ type Server struct {
 }
 
 // pageCSP is the Content-Security-Policy of the dashboard's own pages.
-const pageCSP = "default-src 'self'; script-src 'unsafe-inline'; style-src 'self'; form-action 'self'; frame-ancestors 'none'"
+const pageCSP = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self'; form-action 'self'; frame-ancestors 'none'"
 
 // New builds the dashboard.
 func New(ctx context.Context, o Options) (*Server, error) {

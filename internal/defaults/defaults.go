@@ -23,6 +23,10 @@ const (
 	MaxMapItems    = 10000   // the cap on a map step's max_items
 )
 
+// EventLimit bounds each workflow's event log (events.limit): about
+// this many newest entries are kept.
+const EventLimit = 10000
+
 // ProviderTimeout bounds one provider call (providers[].timeout).
 const ProviderTimeout = 60 * time.Second
 

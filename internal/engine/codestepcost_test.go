@@ -55,3 +55,52 @@ func TestCodeStepCallsArePricedIntoItsRecord(t *testing.T) {
 }
 
 func formatCost(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// What a workflow spent is counted by the provider that answered each
+// call: a code step's calls on two providers and a map's instances each
+// count toward their own provider (not "code:…" or "map"), and the sums
+// are the priced llm.call events'.
+func TestCostByTheProviderThatAnswered(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true,
+		Steps: map[string]engine.StepFunc{"both": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			for _, route := range []string{"solo", "limited"} {
+				if _, err := s.LLM().Chat(ctx, route, ask("question for "+route)); err != nil {
+					return nil, err
+				}
+			}
+			return "asked", nil
+		}}})
+	e.Config.Prices = map[string]config.Price{"oa/m-solo": {Prompt: 1_000_000, Completion: 2_000_000}, "capped/m-capped": {Prompt: 3_000_000, Completion: 3_000_000}}
+	e.StartWorker(t)
+	id := e.Submit(t, e.Spec(`name: spend
+steps:
+  - { id: c, run: both }
+  - { id: m, route: solo, for_each: "{{ .Input.items }}", prompt: "item {{ .Item }}" }
+input: { items: [x, y] }
+`))
+	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked)
+	if wf.State != store.StateCompleted {
+		t.Fatalf("workflow %s: %+v", wf.State, wf.Steps)
+	}
+	evs, err := e.Store.Events(context.Background(), id, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{}
+	calls := 0
+	for _, ev := range evs {
+		if ev.Type == "llm.call" {
+			want[ev.Provider] += ev.CostUSD
+			calls++
+		}
+	}
+	by := flow.CostByProvider(wf)
+	if calls != 4 || len(by) != 2 || by["oa"] == 0 || by["capped"] == 0 || !near(by["oa"], want["oa"]) || !near(by["capped"], want["capped"]) {
+		t.Fatalf("%d calls; cost by provider %v, the calls' %v", calls, by, want)
+	}
+	if total, ok := flow.Cost(wf, nil); !ok || !near(total, by["oa"]+by["capped"]) {
+		t.Fatalf("workflow cost %v %v, by provider %v", total, ok, by)
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }

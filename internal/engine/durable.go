@@ -149,6 +149,40 @@ func (l *LLM) Chat(ctx context.Context, route string, req llmclient.Request) (*l
 	return resp, nil
 }
 
+// Stream is Chat with the answer's text streamed: onDelta (nil: none)
+// gets each piece as it comes, and the workflow's event log its
+// step.delta events (followers see the text being written). When the
+// stream fails over midway the text starts again (the log says
+// step.stream_reset; onDelta gets the new target's text from its start).
+// The answer returned, and kept durably, is the final one, whole; an
+// answer an earlier attempt kept is handed to onDelta in one piece.
+func (l *LLM) Stream(ctx context.Context, route string, req llmclient.Request, onDelta func(delta string)) (*llmclient.Response, error) {
+	seq, hash, prev, err := l.d.next("llm", route, req)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil {
+		var r llmclient.Response
+		if err := json.Unmarshal([]byte(prev.Value), &r); err == nil {
+			l.d.spend(&r)
+			if onDelta != nil {
+				onDelta(r.Text)
+			}
+			return &r, nil
+		}
+	}
+	resp, err := streamChat(ctx, l.router, route, req, onDelta)
+	if err != nil {
+		return nil, err
+	}
+	l.d.spend(resp)
+	b, _ := json.Marshal(resp)
+	if err := l.d.save(ctx, seq, hash, b); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
 // Do runs fn once per step, durably: its result (JSON-encoded) is kept
 // under the step's next sequence number, so an attempt after a failure
 // returns it without running fn again. name tells calls apart in logs and
@@ -167,6 +201,7 @@ func Do[T any](ctx context.Context, s *CodeStep, name string, fn func(ctx contex
 		}
 	}
 	v, err := fn(ctx)
+	stepLogOf(ctx).do(ctx, name, err)
 	if err != nil {
 		return zero, err
 	}

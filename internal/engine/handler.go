@@ -76,6 +76,17 @@ type HandlerOptions struct {
 	Prices map[string]flow.Price
 	// Webhooks, when set, notifies workflows that end (internal/flow/notify.go); nil: none.
 	Webhooks *flow.Webhooks
+	// EventLimit bounds each workflow's event log (events.limit); 0 keeps
+	// no log. EventContent puts prompts and answers into its LLM call
+	// events (events.content).
+	EventLimit   int
+	EventContent bool
+	// Worker is this worker's name in the event log (its advertisement's
+	// id); empty: none is logged.
+	Worker string
+	// Redact removes the configuration's secrets from the text the event
+	// log keeps (events.content, tool errors); nil: none to remove.
+	Redact func(string) string
 }
 
 // Handler runs step tasks. It is an asynq.Handler.
@@ -115,7 +126,9 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Handler{o: o, st: store.New(o.Redis, o.Retention, nil), specs: newSpecCache(4096), answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
+	st := store.New(o.Redis, o.Retention, nil)
+	st.SetLog(store.LogOptions{Limit: o.EventLimit, Worker: o.Worker})
+	return &Handler{o: o, st: st, specs: newSpecCache(4096), answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
 		tools: tools}, nil
 }
 
@@ -203,7 +216,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := flow.StepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	err = h.process(ctx, stepRun{p: p, spec: wspec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt}, a)
+	run := stepRun{p: p, spec: wspec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt}
+	err = h.process(h.withStepLog(ctx, run), run, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
 		return h.timeOut(ctx, p.Workflow, wspec) // not retried: the workflow is over
 	}

@@ -69,7 +69,15 @@ func (h *Handler) askOnce(ctx context.Context, run stepRun, a *store.Attempt, ke
 	req := llmclient.Request{System: system, Messages: []llmclient.Message{{Role: "user", Content: prompt}}, MaxTokens: st.MaxTokens,
 		Temperature: st.Temperature, Tools: toolsRequest(st, nil), Output: spec.OutputRequest(st), MaxOutputBytes: h.o.MaxOutputBytes}
 	callCtx, cancel := withSettleMargin(ctx)
-	resp, err := h.o.Router.Chat(callCtx, r.Route, req)
+	var (
+		resp *llmclient.Response
+		err  error
+	)
+	if st.Stream {
+		resp, err = streamChat(callCtx, h.o.Router, r.Route, req, nil)
+	} else {
+		resp, err = h.o.Router.Chat(callCtx, r.Route, req)
+	}
 	cancel()
 	if err != nil {
 		return h.failed(ctx, run, err, key.hash)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -66,6 +68,38 @@ func TestSIGKILLMidStepRunsTheStepAgainOnce(t *testing.T) {
 		}
 		if s.Attempts != want {
 			t.Errorf("step %s ran %d times, want %d", s.ID, s.Attempts, want)
+		}
+	}
+
+	// the log has what landed: the killed attempt's start and nothing
+	// after it (its call never answered, its outcome never settled), then
+	// the second attempt's start, call and outcome; every step done once
+	evs, err := e.Store.Events(context.Background(), id, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ofHung []string
+	done, ended := map[string]int{}, 0
+	for _, ev := range evs {
+		if ev.Step == hung {
+			ofHung = append(ofHung, fmt.Sprintf("%s #%d", ev.Type, ev.Attempt))
+		}
+		switch ev.Type {
+		case record.EventDone:
+			done[ev.Step]++
+		case record.EventEnded:
+			ended++
+		}
+	}
+	if want := []string{"step.ready #0", "step.started #1", "step.started #2", "llm.call #2", "step.done #2"}; !slices.Equal(ofHung, want) {
+		t.Errorf("the log of %s: %v, want %v", hung, ofHung, want)
+	}
+	if len(done) != 4 || ended != 1 {
+		t.Errorf("step.done by step %v (want each of 4 once), workflow.ended %d times", done, ended)
+	}
+	for st, n := range done {
+		if n != 1 {
+			t.Errorf("step %s logged done %d times", st, n)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 		se.Delay = h.o.Retry.RetryDelay(retried, se, nil)
 		due = time.Now().Add(se.Delay).Truncate(time.Second) // asynq keeps the due time in whole seconds, rounded down
 	}
-	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, err.Error(), due); errors.Is(rerr, store.ErrStaleAttempt) {
+	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, string(class), err.Error(), due); errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)
 	} else if rerr != nil {
 		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))

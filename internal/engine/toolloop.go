@@ -11,7 +11,9 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -61,7 +63,8 @@ type toolLoop struct {
 	tools    map[string]*compiledTool // the registered tools the step offers
 	base     llmclient.Request        // everything but the messages
 	maxTurns int
-	maxBytes int // the longest result the model is given
+	maxBytes int  // the longest result the model is given
+	stream   bool // log each turn's text (stream: true)
 
 	mu      sync.Mutex
 	records []ToolCallRecord
@@ -141,6 +144,11 @@ func (l *toolLoop) chat(ctx context.Context, turn int, msgs []llmclient.Message)
 		if resp, err = l.router.Chat(ctx, l.route, req); err != nil {
 			return nil, err
 		}
+		if l.stream && resp.Text != "" {
+			// a streamed answer carries no tool calls: a turn that may
+			// call tools is asked whole, and its text logged as it lands
+			stepLogOf(ctx).log(ctx, store.Event{Type: record.EventDelta, Text: resp.Text})
+		}
 		b, _ := json.Marshal(resp)
 		if err := l.d.save(ctx, seq, hash, b); err != nil {
 			return nil, err
@@ -210,6 +218,7 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 		return nil, ctx.Err()
 	}
 	l.note(turn, calls, results)
+	stepLogOf(ctx).toolTurn(ctx, calls, results)
 	var fatal *fatalToolError
 	for _, err := range errs {
 		if errors.As(err, &fatal) {

@@ -35,7 +35,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 			offered[t.Name] = c
 		}
 	}
-	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: spec.MaxTurns(st), maxBytes: h.o.MaxOutputBytes,
+	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: spec.MaxTurns(st), maxBytes: h.o.MaxOutputBytes, stream: st.Stream,
 		base: llmclient.Request{System: system, MaxTokens: st.MaxTokens, Temperature: st.Temperature,
 			Tools: toolsRequest(st, h.tools), Output: spec.OutputRequest(st), MaxOutputBytes: h.o.MaxOutputBytes}}
 	callCtx, cancel := withSettleMargin(ctx)

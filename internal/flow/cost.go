@@ -31,11 +31,14 @@ func Cost(wf *record.Workflow, prices map[string]Price) (float64, bool) {
 	return total, true
 }
 
-// CostByProvider is a workflow's priced cost by who answered: the
-// provider of each step's target ("map" for a map step, whose instances'
-// targets its record does not keep; "code:NAME" for a code step, whose
-// calls may go to several). Steps without a cost are left out.
+// CostByProvider is a workflow's priced cost by the provider that
+// answered: counted call by call by the workers (Workflow.CostByProvider),
+// else, for a workflow run before they counted, the provider of each
+// step's target ("map" for a map step). Steps without a cost are left out.
 func CostByProvider(wf *record.Workflow) map[string]float64 {
+	if len(wf.CostByProvider) > 0 {
+		return wf.CostByProvider
+	}
 	by := map[string]float64{}
 	for _, s := range wf.Steps {
 		if s.CostUSD <= 0 {

@@ -62,6 +62,9 @@ type ClientOptions struct {
 	// SkipWorkerCheck submits without checking specs against what live
 	// workers serve (WithoutWorkerCheck does it for one Submit).
 	SkipWorkerCheck bool
+	// EventLimit bounds each workflow's event log (events.limit); 0 keeps
+	// no log of what the client does (submits, cancels, reruns).
+	EventLimit int
 }
 
 // Client is the producer API: parse, submit, follow and cancel workflows.
@@ -84,6 +87,7 @@ func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
 	}
 	c := &Client{o: o, rdb: rdb, store: store.New(rdb, o.Retention, o.Now),
 		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb), fleet: store.NewFleet(rdb, o.Now)}
+	c.store.SetLog(store.LogOptions{Limit: o.EventLimit})
 	if o.Routes != nil {
 		c.routes = map[string]bool{}
 		for _, r := range o.Routes {

@@ -87,7 +87,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 		}
 	}
 	deadline := c.deadlineAt(wspec, set)
-	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline}
+	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots()}
 	// The record's script enqueues the roots too, in the same round trip,
 	// where the store can (store.Task) and no deadline task has to be
 	// scheduled first (without its deadline task a workflow must not run).

@@ -74,6 +74,10 @@ type Workflow struct {
 	// Counts are the workflow's step counters, kept as steps settle:
 	// reading them costs the same however wide the workflow is.
 	Counts *Counts `json:"counts,omitempty"`
+	// CostByProvider is what its priced LLM calls cost, by the provider
+	// that answered each (code steps, tool loops and maps included, every
+	// run), counted call by call as the workers make them.
+	CostByProvider map[string]float64 `json:"cost_by_provider,omitempty"`
 }
 
 // Counts are a workflow's step counters (a map step counts once).

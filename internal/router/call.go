@@ -95,6 +95,26 @@ func (r *Router) call(ctx context.Context, route string, t Target, k int, req as
 	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.health.observe(t.Provider.Name(), t.Model, class, dur)
 	r.obs.Call(route, t, key, class, dur, usage)
+	if hook := callHookOf(ctx); hook != nil {
+		rep := CallReport{Route: route, Target: t, Key: key, Class: class, Latency: dur, Usage: usage, Request: req.Request}
+		if resp != nil && resp.stream != nil {
+			// a stream is reported when it ends: its usage, its whole time
+			resp.stream.ended = func(err error) {
+				rep.Latency, rep.Class = r.now().Sub(start), retry.OK
+				if err != nil {
+					rep.Class = retry.ClassOf(err)
+				} else if a := resp.stream.st.Response(); a != nil {
+					rep.Usage, rep.Response = a.Usage, a
+				}
+				hook(rep)
+			}
+		} else {
+			if resp != nil {
+				rep.Response = resp.Response
+			}
+			hook(rep)
+		}
+	}
 	r.log.LogAttrs(ctx, slog.LevelInfo, "llm_call",
 		slog.String("route", route), slog.String("provider", t.Provider.Name()), slog.String("model", t.Model),
 		slog.String("key", key), slog.Int("input_len", inputLen(req.Request)), slog.Duration("timeout", timeout),

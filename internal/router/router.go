@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -140,6 +141,9 @@ func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, erro
 	order := r.health.order(rt.Targets, rt.Strategy, r.random, buf[:0])
 	for n := 0; n < len(order); n++ {
 		t := rt.Targets[order[n]]
+		if slices.Contains(req.skip, t.String()) {
+			continue // its stream failed midway
+		}
 		var (
 			resp *answer
 			err  error
@@ -197,12 +201,50 @@ func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, erro
 // target's stream that starts answering; a target that fails before its
 // first piece is handled like a failed call (breaker, keys, next target).
 // Streams are not hedged: the first piece decides.
+//
+// A stream that fails midway fails over too: its target's breaker and
+// health hear of the failure, and the stream goes on with the route's
+// targets not tried midway yet; Recv says so with ErrStreamReset.
 func (r *Router) ChatStream(ctx context.Context, route string, req llmclient.Request) (*Stream, error) {
-	resp, err := r.chat(ctx, route, ask{Request: req, stream: true})
+	return r.stream(ctx, route, ask{Request: req, stream: true})
+}
+
+// stream opens req's stream along the route, skipping the targets in
+// req.skip, and arms its failover midway.
+func (r *Router) stream(ctx context.Context, route string, req ask) (*Stream, error) {
+	resp, err := r.chat(ctx, route, req)
 	if err != nil {
 		return nil, err
 	}
-	return resp.stream, nil
+	s, t := resp.stream, r.targetOf(route, resp.Provider, resp.Model)
+	s.resume = func(cause error) (*Stream, error) {
+		class := retry.ClassOf(cause)
+		if class == retry.Canceled || ctx.Err() != nil || t == nil {
+			return nil, cause
+		}
+		r.breakers.record(ctx, t.Provider.Name(), t.Model, class, false)
+		r.health.observe(t.Provider.Name(), t.Model, class, 0)
+		r.obs.Call(route, *t, resp.Key, class, 0, llmclient.Usage{})
+		next := req
+		next.skip = append(slices.Clip(req.skip), t.String())
+		return r.stream(ctx, route, next)
+	}
+	return s, nil
+}
+
+// targetOf finds the route's target (fallbacks included) by provider and
+// model.
+func (r *Router) targetOf(route, provider, model string) *Target {
+	rt, ok := r.routes[route]
+	if !ok {
+		return nil
+	}
+	for _, t := range append(rt.Targets[:len(rt.Targets):len(rt.Targets)], fallbacks(rt)...) {
+		if t.Provider.Name() == provider && t.Model == model {
+			return &t
+		}
+	}
+	return nil
 }
 
 // TargetState is one target's breaker and health, for gauges.

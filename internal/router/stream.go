@@ -1,6 +1,8 @@
 package router
 
 import (
+	"context"
+	"errors"
 	"io"
 	"sync"
 
@@ -8,10 +10,12 @@ import (
 )
 
 // ask is a request on its way down the router's policies: the caller's
-// request and whether a stream is asked (Router.ChatStream).
+// request, whether a stream is asked (Router.ChatStream), and the targets
+// a stream failed on midway (not asked again).
 type ask struct {
 	llmclient.Request
 	stream bool
+	skip   []string
 }
 
 // answer is what comes back up: a whole answer, or for a stream its
@@ -32,10 +36,33 @@ type Stream struct {
 	pending *string
 	closers []func()
 	once    sync.Once
+	// resume opens the route's stream on the targets left when this one
+	// fails midway (Router.stream); nil: a failure is returned.
+	resume func(cause error) (*Stream, error)
+	// ended, when set, hears once how the stream ended (nil: answered
+	// whole; a call hook's report, call.go).
+	ended func(err error)
 }
 
-// Recv returns the next piece of text, io.EOF after the last one, or the
-// call's error.
+// end reports how the stream ended, once.
+func (s *Stream) end(err error) {
+	s.mu.Lock()
+	f := s.ended
+	s.ended = nil
+	s.mu.Unlock()
+	if f != nil {
+		f(err)
+	}
+}
+
+// ErrStreamReset is what Recv returns when the stream failed midway and
+// the router went on with the route's next target: the text received so
+// far is void, and the next target's answer starts with the next Recv.
+var ErrStreamReset = errors.New("the stream failed midway and starts again on another target")
+
+// Recv returns the next piece of text, io.EOF after the last one, the
+// call's error, or ErrStreamReset once for each target the stream failed
+// over from midway.
 func (s *Stream) Recv() (string, error) {
 	s.mu.Lock()
 	if p := s.pending; p != nil {
@@ -43,18 +70,48 @@ func (s *Stream) Recv() (string, error) {
 		s.mu.Unlock()
 		return *p, nil
 	}
+	st, resume := s.st, s.resume
 	s.mu.Unlock()
-	return s.st.Recv()
+	piece, err := st.Recv()
+	switch {
+	case err == nil:
+		return piece, nil
+	case errors.Is(err, io.EOF):
+		s.end(nil)
+		return piece, err
+	}
+	s.end(err)
+	if resume == nil {
+		return piece, err
+	}
+	next, rerr := resume(err)
+	if rerr != nil {
+		return "", err // the route had nothing better: this target's failure
+	}
+	s.mu.Lock()
+	old, closers := s.st, s.closers
+	s.st, s.pending, s.closers, s.resume, s.ended = next.st, next.pending, next.closers, next.resume, next.ended
+	s.mu.Unlock()
+	old.Close()
+	for _, f := range closers {
+		f()
+	}
+	return "", ErrStreamReset
 }
 
 // Response is the whole answer once Recv has returned io.EOF, else nil.
-func (s *Stream) Response() *llmclient.Response { return s.st.Response() }
+func (s *Stream) Response() *llmclient.Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Response()
+}
 
 // Close stops the stream and releases what the router holds for it.
 func (s *Stream) Close() error {
+	s.end(context.Canceled) // closed before its end: abandoned
 	s.once.Do(func() {
-		s.st.Close()
 		s.mu.Lock()
+		s.st.Close()
 		closers := s.closers
 		s.mu.Unlock()
 		for _, f := range closers {
@@ -70,7 +127,7 @@ func (s *Stream) Collect() (*llmclient.Response, error) {
 	for {
 		if _, err := s.Recv(); err == io.EOF {
 			return s.Response(), nil
-		} else if err != nil {
+		} else if err != nil && !errors.Is(err, ErrStreamReset) {
 			return nil, err
 		}
 	}

@@ -98,6 +98,7 @@ var kindFields = []struct {
 	{"max_tokens", "prompt steps", func(st *Step) bool { return st.MaxTokens != 0 }},
 	{"temperature", "prompt steps", func(st *Step) bool { return st.Temperature != nil }},
 	{"output", "prompt steps", func(st *Step) bool { return st.Output != nil }},
+	{"stream", "prompt steps", func(st *Step) bool { return st.Stream }},
 	{"tools", "prompt steps", func(st *Step) bool { return len(st.Tools) > 0 }},
 	{"max_turns", "steps with tools", func(st *Step) bool { return st.MaxTurns != 0 }},
 	{"run", "code steps (run:)", func(st *Step) bool { return st.Run != "" }},

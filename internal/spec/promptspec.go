@@ -18,7 +18,7 @@ func (promptKind) Check(s *Spec, st *Step, where string, _ Limits, bad ProblemFu
 }
 
 // promptFields are the fields every prompt step takes.
-var promptFields = []string{"route", "system", "prompt", "degrade", "max_tokens", "temperature", "output", "timeout"}
+var promptFields = []string{"route", "system", "prompt", "degrade", "max_tokens", "temperature", "output", "timeout", "stream"}
 
 func (promptKind) Takes(*Step) ([]string, string) { return promptFields, "a prompt step without tools" }
 
@@ -38,6 +38,9 @@ func checkPrompt(s *Spec, st *Step, where string, bad ProblemFunc) {
 	}
 	if t := st.Temperature; t != nil && (*t < 0 || *t > 2) {
 		bad(lineOr(st.fieldLines["temperature"], st.line), where+".temperature", "%v is not between 0 and 2", *t)
+	}
+	if st.Stream && st.Output != nil {
+		bad(lineOr(st.fieldLines["stream"], st.line), where+".stream", "a streamed answer is text: it cannot be checked against output: (drop one)")
 	}
 }
 

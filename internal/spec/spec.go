@@ -72,6 +72,9 @@ type Step struct {
 	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
 	// Output asks for JSON (format: json) matching an optional schema.
 	Output *OutputSpec `yaml:"output" json:"output,omitempty"`
+	// Stream sends the answer's text to the workflow's event log as it is
+	// written (step.delta events); the step's output is the final answer.
+	Stream bool `yaml:"stream" json:"stream,omitempty"`
 	// Tools are offered to the model: a tool registered on the worker is
 	// run and its result fed back (see ToolSpec); any other is passed
 	// through, its calls kept with the step's output.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/record"
 )
 
 // waitScript parks an approval step: it waits for a person's decision,
@@ -12,7 +14,7 @@ import (
 // "waiting" while any step does. Parking it again changes nothing.
 // KEYS: wf. ARGV: the step's state and output field names, message.
 // Returns the workflow's state after the call (empty if gone).
-var waitScript = redis.NewScript(`
+var waitScript = redis.NewScript(luaEvents + `
 local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'nwaiting')
 local s = v[1]
 if not s then return '' end
@@ -24,6 +26,7 @@ if s == 'running' or s == 'pending' then
   w[#w + 1] = 'state'; w[#w + 1] = s
 end
 redis.call('HSET', KEYS[1], unpack(w))
+flush()
 return s
 `)
 
@@ -31,7 +34,9 @@ return s
 // Outcome.Decided); message is what the person is asked. It returns the
 // workflow's state.
 func (s *Store) Wait(ctx context.Context, wf, step, message string) (string, error) {
-	st, err := waitScript.Run(ctx, s.rdb, []string{wfKey(wf)}, step+".state", step+".output", Excerpt(message)).Text()
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{step + ".state", step + ".output", Excerpt(message)},
+		Event{Type: record.EventWaiting, Step: step, Reason: message})
+	st, err := waitScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("store: wait %s/%s: %w", wf, step, err)
 	}

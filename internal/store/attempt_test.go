@@ -24,10 +24,10 @@ func TestStaleAttemptCannotOverwriteANewerOne(t *testing.T) {
 			t.Fatalf("begin %d: %+v %v", i, a, err)
 		}
 	}
-	if err := s.RecordError(ctx, "wf", "a", 0, 2, "server: attempt two failed", time.Time{}); err != nil {
+	if err := s.RecordError(ctx, "wf", "a", 0, 2, "server", "server: attempt two failed", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordError(ctx, "wf", "a", 0, 1, "timeout: attempt one, late", time.Time{}); !errors.Is(err, store.ErrStaleAttempt) {
+	if err := s.RecordError(ctx, "wf", "a", 0, 1, "timeout", "timeout: attempt one, late", time.Time{}); !errors.Is(err, store.ErrStaleAttempt) {
 		t.Fatalf("stale record error: %v, want ErrStaleAttempt", err)
 	}
 	for _, o := range []store.Outcome{
@@ -105,7 +105,7 @@ func TestStoredErrorsAreBounded(t *testing.T) {
 	ctx := context.Background()
 	create(t, s, "wf")
 	huge := strings.Repeat("é", 100<<10) // 200 KiB, two bytes a rune
-	if err := s.RecordError(ctx, "wf", "a", 0, 0, huge, time.Time{}); err != nil {
+	if err := s.RecordError(ctx, "wf", "a", 0, 0, "server", huge, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	wf, _ := s.Get(ctx, "wf")
@@ -123,7 +123,7 @@ func TestStoredErrorsAreBounded(t *testing.T) {
 		t.Fatalf("Excerpt(short) = %q", got)
 	}
 	// a gone workflow is not recreated by a late error
-	if err := s.RecordError(ctx, "nope", "a", 0, 1, "x", time.Time{}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.RecordError(ctx, "nope", "a", 0, 1, "server", "x", time.Time{}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("record error on a gone workflow: %v", err)
 	}
 	if rdb.Exists(ctx, store.Prefix+"{wf:nope}:wf").Val() != 0 {
@@ -148,7 +148,7 @@ func TestAnEarlierRunsWritesAreRefused(t *testing.T) {
 	if _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Output: "old", Attempt: 1}, nil); !errors.Is(err, store.ErrOtherRun) {
 		t.Fatalf("settle of run 0: %v, want ErrOtherRun", err)
 	}
-	if err := s.RecordError(ctx, "wf", "a", 0, 1, "late", time.Time{}); !errors.Is(err, store.ErrStaleAttempt) {
+	if err := s.RecordError(ctx, "wf", "a", 0, 1, "server", "late", time.Time{}); !errors.Is(err, store.ErrStaleAttempt) {
 		t.Fatalf("record error of run 0: %v, want ErrStaleAttempt", err)
 	}
 	if err := s.SaveCall(ctx, "wf", "a", 0, 1, 0, store.Call{Hash: "h", Value: "old"}); !errors.Is(err, store.ErrStaleAttempt) {

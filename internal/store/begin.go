@@ -32,7 +32,7 @@ import (
 // this layout, else the workflow's state and settled count followed by the
 // values of the fields asked for, the step's as they are after the call,
 // and for a done step its checkpoint (Go's checkpointFields order).
-var beginScript = redis.NewScript(luaHelpers + `
+var beginScript = redis.NewScript(luaEvents + luaHelpers + `
 local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local q = {'state', 'nsettled'}
 for i = 6, #ARGV do q[#q + 1] = ARGV[i] end
@@ -52,6 +52,7 @@ if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- en
     local attempts = tonumber(v[6] or '0') + 1
     w = {ARGV[6], 'running', ARGV[7], owner, ARGV[8], tostring(now + tonumber(ARGV[3])), ARGV[9], attempts}
     v[3], v[4], v[6] = 'running', owner, tostring(attempts)
+    ev('{"type":"step.started","step":"' .. string.sub(ARGV[5], 1, -2) .. '","attempt":' .. attempts)
     if not v[7] then
       w[#w + 1] = ARGV[10]; w[#w + 1] = ARGV[1]
       v[7] = ARGV[1]
@@ -61,7 +62,10 @@ if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- en
     w[#w + 1] = 'state'; w[#w + 1] = 'running'
     v[1] = 'running'
   end
-  if #w > 0 then redis.call('HSET', K, unpack(w)) end
+  if #w > 0 then
+    redis.call('HSET', K, unpack(w))
+    flush()
+  end
 end
 if v[3] == 'done' then
   local p = ARGV[5]
@@ -127,7 +131,8 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, leas
 		}
 	}
 	args = append(args, "deadline_at", "gen") // read last, after the inputs
-	res, err := beginScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	keys, args := s.loggedWith(wf, s.now(), s.workerField, []string{wfKey(wf)}, args)
+	res, err := beginScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).
-var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen"}
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen", "spend"}
 
 // workflowRecord builds a workflow's own record (no steps) from its values
 // in workflowFields' order.
@@ -25,6 +25,15 @@ func workflowRecord(h []any) *Workflow {
 	w.Counts.Dead, _ = strconv.Atoi(str(h[8]))
 	w.DeadlineAt, w.Error = parseTS(str(h[9])), str(h[10])
 	w.Generation, _ = strconv.Atoi(str(h[11]))
+	if sp := str(h[12]); sp != "" {
+		var micros map[string]float64
+		if json.Unmarshal([]byte(sp), &micros) == nil && len(micros) > 0 {
+			w.CostByProvider = make(map[string]float64, len(micros))
+			for p, m := range micros {
+				w.CostByProvider[p] = m / 1e6
+			}
+		}
+	}
 	return w
 }
 

@@ -35,7 +35,7 @@ var ErrNotFinished = errors.New("the workflow has not finished")
 // number of those that are not run again, then their settled fields.
 // Returns {generation, index (1-based) of each step now queued...},
 // {'gone'}, {'running', state} or {'inflight', state, step ids...}.
-var rerunScript = redis.NewScript(luaHelpers + luaInstances + `
+var rerunScript = redis.NewScript(luaEvents + luaHelpers + luaInstances + `
 local K = KEYS[1]
 local h = redis.call('HMGET', K, 'state', 'steps', 'gen')
 if not h[1] then return {'gone'} end
@@ -98,6 +98,7 @@ local ns = 'running'
 if nfailed > 0 then ns = 'blocked' end -- a dead step the rerun does not run again still blocks it
 local w = {'state', ns, 'nsettled', nsettled, 'nfailed', nfailed, 'nwaiting', nwaiting, 'gen', gen}
 local out = {gen}
+ev('{"type":"workflow.rerun","gen":' .. gen .. ',"steps":' .. cjson.encode(order))
 for n, id in ipairs(order) do
   local nd, d = deps[n][1], deps[n][2]
   local nin = 0
@@ -109,9 +110,11 @@ for n, id in ipairs(order) do
   if nin >= nd then
     w[#w + 1] = id .. '.state'; w[#w + 1] = 'queued'
     out[#out + 1] = n
+    ev('{"type":"step.ready","step":"' .. id .. '"')
   end
 end
 hset(K, w, 1)
+flush()
 return out
 `)
 
@@ -137,7 +140,8 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 		}
 		args = append(append(args, id, len(inputs[id]), len(outside)), outside...)
 	}
-	res, err := rerunScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, args)
+	res, err := rerunScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("store: rerun %s: %w", wf, err)
 	}
@@ -161,7 +165,7 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 			ready = append(ready, again[i-1])
 		}
 	}
-	keys := make([]string, 0, len(again))
+	keys = make([]string, 0, len(again))
 	for _, id := range again {
 		keys = append(keys, callsKey(wf, id))
 		for n := range items[id] {

@@ -58,7 +58,7 @@ end
 // KEYS: wf, then per root task its task key and pending key. ARGV: ttl,
 // n, n field/value arguments, then per root task its id and message, then
 // now in nanoseconds. Returns 1, or 0 if taken.
-var createScript = redis.NewScript(luaEnqueue + `
+var createScript = redis.NewScript(luaEvents + luaEnqueue + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local n = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], unpack(ARGV, 3, 2 + n))
@@ -68,6 +68,7 @@ for i = 2, #KEYS, 2 do
   local a = 3 + n + (i - 2)
   enqueue(KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1], nowns)
 end
+flush()
 return 1
 `)
 
@@ -126,7 +127,7 @@ return 1
 // here else 0, ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
 // {'stale', current attempt}, {'gen', current generation} or {'settled',
 // workflow state} (dead_if_open on a settled step).
-var settleScript = redis.NewScript(luaHelpers + luaEnqueue + `
+var settleScript = redis.NewScript(luaEvents + luaHelpers + luaEnqueue + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
 local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
 local attempt = tonumber(ARGV[11])
@@ -177,6 +178,7 @@ elseif outcome == 'decided' then -- a person's decision on an approval step, onc
   outcome = 'done'
   w = {fstate, outcome, ARGV[8], now}
 end
+if prev == outcome then EV = '' end -- logged when it first settled so
 if prev == 'waiting' and outcome ~= 'waiting' then
   nwaiting = nwaiting - 1
   w[#w + 1] = 'nwaiting'; w[#w + 1] = nwaiting
@@ -235,6 +237,7 @@ if inst then
     w[#w + 1] = ARGV[mf + 1]; w[#w + 1] = 'done'
     w[#w + 1] = ARGV[mf + 2]; w[#w + 1] = '1'
     w[#w + 1] = ARGV[mf + 3]; w[#w + 1] = now
+    ev('{"type":"step.done","step":"' .. string.sub(ARGV[mf + 1], 1, -7) .. '"')
   end
 elseif flipped then
   nsettled = nsettled + 1
@@ -255,7 +258,10 @@ for n, e in ipairs(deps) do
   end
   local ds = v[at]
   if up and nin >= nd and not over and not late and (not ds or ds == 'pending' or ds == 'queued') then
-    if ds ~= 'queued' then w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued' end
+    if ds ~= 'queued' then
+      w[#w + 1] = ARGV[from]; w[#w + 1] = 'queued'
+      ev('{"type":"step.ready","step":"' .. string.sub(ARGV[from], 1, -7) .. '"')
+    end
     if e[4] > 0 and tgen == (v[ig] or '0') then
       enqueue(KEYS[e[4]], KEYS[e[4] + 1], ARGV[from + 4], ARGV[from + 5], nowns)
       out[#out + 1] = -n
@@ -268,7 +274,10 @@ if not over then
   local ns = 'running'
   if nsettled >= tonumber(v[2]) then
     ns = 'completed'
-    if wfstate ~= 'completed' then w[#w + 1] = 'finished_at'; w[#w + 1] = now end
+    if wfstate ~= 'completed' then
+      w[#w + 1] = 'finished_at'; w[#w + 1] = now
+      ev('{"type":"workflow.ended","state":"completed"')
+    end
   elseif nfailed > 0 then
     ns = 'blocked'
   elseif nwaiting > 0 then
@@ -293,6 +302,7 @@ hset(K, w, 1)
 -- workflow's state changes and whenever less than three quarters of the
 -- TTL is left, not at every settle
 if refresh or redis.call('PTTL', K) < tonumber(ARGV[4]) * 750 then redis.call('EXPIRE', K, ARGV[4]) end
+flush()
 out[1] = wfstate
 return out
 `)
@@ -305,7 +315,7 @@ return out
 // KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
 // id and its state field. Returns {the state after the call, 1 if this
 // call ended the workflow else 0}, or {} if it is gone.
-var endScript = redis.NewScript(luaHelpers + luaInstances + `
+var endScript = redis.NewScript(luaEvents + luaHelpers + luaInstances + `
 local q = {'state', 'deadline_at'}
 for i = 5, #ARGV, 2 do q[#q + 1] = ARGV[i] end
 local v = hmget(KEYS[1], q)
@@ -320,6 +330,7 @@ for i = 3, #v do
     local id = ARGV[2 * i - 2]
     w[#w + 1] = ARGV[2 * i - 1]; w[#w + 1] = 'canceled'
     open[#open + 1] = id
+    ev('{"type":"step.canceled","step":"' .. id .. '"')
     if v[i] == 'mapped' then -- its released instances that began and did not finish
       eachInstance(KEYS[1], id, function(f, st)
         if st and st ~= 'done' and st ~= 'dead' then w[#w + 1] = f; w[#w + 1] = 'canceled' end
@@ -331,17 +342,22 @@ if ARGV[3] ~= '' then
   local why = ARGV[3]
   if #open > 0 then why = why .. '; unfinished: ' .. table.concat(open, ', ') end
   w[#w + 1] = 'error'; w[#w + 1] = why
+  ev('{"type":"workflow.ended","state":"' .. ARGV[2] .. '","reason":' .. cjson.encode(why))
+else
+  ev('{"type":"workflow.ended","state":"' .. ARGV[2] .. '"')
 end
 hset(KEYS[1], w, 1)
+flush()
 return {ARGV[2], 1}
 `)
 
 // failScript ends a blocked workflow as failed (its dead step was
 // discarded). KEYS: wf. ARGV: now. Returns the state after the call.
-var failScript = redis.NewScript(`
+var failScript = redis.NewScript(luaEvents + `
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s then return '' end
 if s ~= 'blocked' then return s end
 redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[1])
+flush()
 return 'failed'
 `)

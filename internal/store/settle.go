@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/agentq/agentq/internal/record"
 )
 
 // Outcome is how a step ended.
@@ -151,10 +153,11 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	} else {
 		args = append(args, "0")
 	}
+	ev := settledEvent(step, o)
 	fused := s.fused.Load()
-	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused)
+	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused, ev)
 	if fused && s.crossSlot(err) {
-		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false)
+		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false, ev)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
@@ -202,7 +205,7 @@ type release struct {
 // runSettle runs settleScript with args (up to the dependents) and, per
 // dependent, its fields and, when fused, its task; when fused, a map
 // instance's released instance is enqueued too (rel).
-func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool) ([]any, error) {
+func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, ev Event) ([]any, error) {
 	args = append(args, s.nowNanos(), strconv.Itoa(gen)) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
 	if rel.at > 0 {
@@ -228,5 +231,25 @@ func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, d
 		}
 		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
 	}
+	keys, args = s.logged(wf, s.now(), keys, args, ev)
 	return settleScript.Run(ctx, s.rdb, keys, args...).Slice()
+}
+
+// settledEvent is what the log says of a step's outcome (settleScript
+// logs it when the step's state changes).
+func settledEvent(step string, o Outcome) Event {
+	e := Event{Step: step, Attempt: max(o.Attempt, 0)}
+	switch {
+	case !o.Done:
+		e.Type, e.Class, e.Reason = record.EventDead, o.Class, o.Error
+	case o.Degraded:
+		e.Type = record.EventDegraded
+	default:
+		e.Type = record.EventDone
+	}
+	if o.Done {
+		e.Target, e.PromptTokens, e.CompletionTokens = o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens
+		e.CostUSD = float64(o.CostMicros) / 1e6
+	}
+	return e
 }

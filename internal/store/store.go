@@ -82,6 +82,9 @@ type Store struct {
 	fused     atomic.Bool // Create and Settle enqueue the Tasks they are given (asynqtask.go)
 	queues    sync.Map    // queue names added to asynq's set of queues
 	fields    fieldCache
+	// eventLimit bounds each workflow's event log (0: no log).
+	eventLimit  int
+	workerField string // ,"worker":"…" (SetLog)
 }
 
 // New returns a store. retention is the TTL of every record, taken as
@@ -110,6 +113,9 @@ type NewWorkflow struct {
 	// Roots are the tasks of the steps that depend on nothing, enqueued
 	// with the record when the store EnqueuesTasks (else ignored).
 	Roots []Task
+	// Ready are the steps that depend on nothing: the log says they are
+	// ready.
+	Ready []string
 }
 
 func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
@@ -151,6 +157,10 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 	}
 	args[1] = len(args) - 2
 	keys := []string{wfKey(w.ID)}
+	events := []Event{{Type: record.EventSubmitted, Name: w.Name}}
+	for _, id := range w.Ready {
+		events = append(events, Event{Type: record.EventReady, Step: id})
+	}
 	if withRoots {
 		for i := range w.Roots {
 			if err := s.registerQueue(ctx, w.Roots[i].Queue); err != nil {
@@ -161,6 +171,7 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 		}
 		args = append(args, s.nowNanos())
 	}
+	keys, args = s.logged(w.ID, now, keys, args, events...)
 	// One round trip: the record script (with the root tasks) and the
 	// index entry (another slot, so a separate command; a cluster client
 	// splits the pipeline by slot). EVAL, not EVALSHA: a pipeline cannot
@@ -204,7 +215,8 @@ func (s *Store) end(ctx context.Context, wf, state string, steps []string, reaso
 	for _, st := range steps {
 		args = append(args, st, st+".state")
 	}
-	res, err := endScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, args)
+	res, err := endScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return "", false, fmt.Errorf("store: %s %s: %w", state, wf, err)
 	}
@@ -217,7 +229,9 @@ func (s *Store) end(ctx context.Context, wf, state string, steps []string, reaso
 
 // Fail ends a blocked workflow as failed; other states are left alone.
 func (s *Store) Fail(ctx context.Context, wf string) error {
-	st, err := failScript.Run(ctx, s.rdb, []string{wfKey(wf)}, ts(s.now())).Text()
+	now := s.now()
+	keys, args := s.logged(wf, now, []string{wfKey(wf)}, []any{ts(now)}, Event{Type: record.EventEnded, State: StateFailed})
+	st, err := failScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return fmt.Errorf("store: fail %s: %w", wf, err)
 	}

@@ -212,7 +212,8 @@ func Start(t *testing.T, o Options) *Env {
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		// tests submit before their workers start: no check against live workers
-		Client: producer.NewClient(rdb, producer.ClientOptions{Limits: app.ClientOptions(cfg).Limits, Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true}),
+		Client: producer.NewClient(rdb, producer.ClientOptions{Limits: app.ClientOptions(cfg).Limits, Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true,
+			EventLimit: cfg.Events.EventLimit()}),
 		Events: make(chan engine.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
 	e.Spec = func(y string) *spec.Spec {
 		t.Helper()

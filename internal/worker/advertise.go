@@ -24,13 +24,19 @@ import (
 // it lapses after three intervals without one (a killed worker).
 const DefaultAdvertiseInterval = 10 * time.Second
 
-// advertisement builds what this worker serves from its options and the
-// queues its asynq server serves (the configured ones, and the webhooks
-// queue when it delivers webhooks).
-func advertisement(o Options, served map[string]int) store.WorkerAd {
+// newWorkerID names this worker process: host, pid and a random part
+// (a restarted pod on the same host is another worker).
+func newWorkerID() string {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// advertisement builds what this worker serves from its options and the
+// queues its asynq server serves (the configured ones, and the webhooks
+// queue when it delivers webhooks).
+func advertisement(o Options, id string, served map[string]int) store.WorkerAd {
 	queues := maps.Clone(served)
 	if queues == nil {
 		queues = map[string]int{}
@@ -52,7 +58,7 @@ func advertisement(o Options, served map[string]int) store.WorkerAd {
 		now = o.Now
 	}
 	return store.WorkerAd{
-		ID:      fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+		ID:      id,
 		Version: buildVersion(),
 		Queues:  queues, Routes: o.Config.RouteNames(), Handlers: handlers,
 		Tools: tools,
@@ -106,11 +112,11 @@ func (a *advertiser) current() bool { return !a.failing.Load() }
 // advertise writes the worker's advertisement of the queues it serves (an
 // error if it cannot), then renews it every interval (0:
 // DefaultAdvertiseInterval) with a TTL of three intervals until stop.
-func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, served map[string]int, interval time.Duration) (*advertiser, error) {
+func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, id string, served map[string]int, interval time.Duration) (*advertiser, error) {
 	if interval <= 0 {
 		interval = DefaultAdvertiseInterval
 	}
-	a := &advertiser{fleet: store.NewFleet(rdb, o.Now), ad: advertisement(o, served), interval: interval, log: o.Logger, done: make(chan struct{})}
+	a := &advertiser{fleet: store.NewFleet(rdb, o.Now), ad: advertisement(o, id, served), interval: interval, log: o.Logger, done: make(chan struct{})}
 	if err := a.fleet.Advertise(ctx, a.ad, 3*interval); err != nil {
 		return nil, err
 	}

@@ -119,9 +119,10 @@ func Run(ctx context.Context, o Options) error {
 	// one policy: the handler decides (and records) each failed attempt's
 	// wait with it, and asynq's RetryDelayFunc answers with it
 	policy := engine.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
+	id := newWorkerID()
 	h, err := engine.NewHandler(engine.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
 		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
-		Prices: app.Prices(cfg), Retry: &policy})
+		Prices: app.Prices(cfg), Retry: &policy, EventLimit: cfg.Events.EventLimit(), EventContent: cfg.Events.Content, Worker: id, Redact: built.Redactor.String})
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func Run(ctx context.Context, o Options) error {
 		close(reconciled)
 	}
 	defer func() { stopBG(); <-reconciled }()
-	ad, err := advertise(ctx, rdb, o, wh.queues, o.AdvertiseInterval)
+	ad, err := advertise(ctx, rdb, o, id, wh.queues, o.AdvertiseInterval)
 	if err != nil {
 		srv.Shutdown()
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/record"
+)
+
+// Event is one entry of a workflow's event log (record.Event).
+type Event = record.Event
+
+// A workflow's event log is a Redis stream beside its record, under its
+// hash tag: entry field "e" holds the event as JSON (its id is the
+// entry's). The scripts that change a workflow's state append the events
+// that report the change in the same script, so an event is logged
+// exactly when its change lands. The stream is bounded (MAXLEN ~, the
+// store's EventLimit) and expires with the record: each append sets its
+// TTL to the record's.
+func eventsKey(wf string) string { return Prefix + "{wf:" + wf + "}:events" }
+
+// MaxEventTextBytes bounds the text an event carries (streamed text,
+// prompts and answers): a longer one is cut, and says so.
+const MaxEventTextBytes = 4 << 10
+
+// luaEvents opens every script that logs events. It takes the event
+// log's arguments off the script's: the last key is the log, and the
+// first three arguments are the log's bound ('0': no log), the events Go
+// built for the change (one JSON object a line) and the tail that closes
+// an event the script builds itself (its time). ev adds an event the
+// script builds; flush appends them all, Go's first, once the change is
+// written. The scripts' comments on their KEYS and ARGV leave these out.
+const luaEvents = `
+local EK, EN, EV, ET = table.remove(KEYS), table.remove(ARGV, 1), table.remove(ARGV, 1), table.remove(ARGV, 1)
+local EVS = {}
+local function ev(head) EVS[#EVS + 1] = head .. ET end
+local function flush()
+  if EN == '0' then return end
+  for e in string.gmatch(EV, '[^\n]+') do redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e) end
+  for _, e in ipairs(EVS) do redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e) end
+  local t = redis.call('PTTL', KEYS[1])
+  if t > 0 then redis.call('PEXPIRE', EK, t) end
+end
+`
+
+// LogOptions say what the store logs of the changes it writes.
+type LogOptions struct {
+	// Limit bounds each workflow's event log to about this many entries
+	// (older ones are trimmed); 0, as New leaves it, keeps no log.
+	Limit int
+	// Worker names this process in the steps it starts; empty: none.
+	Worker string
+}
+
+// SetLog sets what the store logs; call it before the store is used.
+func (s *Store) SetLog(o LogOptions) {
+	s.eventLimit = o.Limit
+	if o.Worker != "" {
+		w, _ := json.Marshal(o.Worker)
+		s.workerField = `,"worker":` + string(w)
+	}
+}
+
+// logged returns a script's keys and arguments with the event log's put
+// where luaEvents takes them: events are logged if the change lands,
+// besides those the script builds (at now).
+func (s *Store) logged(wf string, now time.Time, keys []string, args []any, events ...Event) ([]string, []any) {
+	return s.loggedWith(wf, now, "", keys, args, events...)
+}
+
+// loggedWith is logged, with fields (JSON members, each after a comma)
+// added to the events the script builds.
+func (s *Store) loggedWith(wf string, now time.Time, fields string, keys []string, args []any, events ...Event) ([]string, []any) {
+	var lines strings.Builder
+	if s.eventLimit > 0 {
+		for i := range events {
+			events[i].At = now
+			b, _ := json.Marshal(storedEvent(events[i]))
+			if lines.Len() > 0 {
+				lines.WriteByte('\n')
+			}
+			lines.Write(b)
+		}
+	}
+	at, _ := json.Marshal(now.UTC())
+	out := make([]any, 0, 3+len(args))
+	out = append(out, s.eventLimit, lines.String(), fields+`,"at":`+string(at)+`}`)
+	return append(keys, eventsKey(wf)), append(out, args...)
+}
+
+// storedEvent is e as the log keeps it: no id (the entry's is), text
+// bounded.
+func storedEvent(e Event) Event {
+	e.ID = ""
+	e.Text, e.Prompt, e.Answer = cutText(e.Text), cutText(e.Prompt), cutText(e.Answer)
+	e.Reason = Excerpt(e.Reason)
+	e.Error = Excerpt(e.Error)
+	return e
+}
+
+func cutText(s string) string {
+	if len(s) <= MaxEventTextBytes {
+		return s
+	}
+	note := " … (" + strconv.Itoa(len(s)) + " bytes, cut)"
+	return strings.ToValidUTF8(s[:MaxEventTextBytes-len(note)], "") + note
+}
+
+// Log appends events that report no state change of their own (LLM
+// calls, tool turns, durable calls, streamed text) to a workflow's log,
+// in order, unless the workflow is gone.
+func (s *Store) Log(ctx context.Context, wf string, events ...Event) error {
+	if s.eventLimit <= 0 || len(events) == 0 {
+		return nil
+	}
+	return s.log(ctx, wf, "", 0, events)
+}
+
+// LogCall logs an LLM call's event and counts what it cost (micros, in
+// millionths of the prices' currency) toward the workflow's spend by the
+// provider that answered (Workflow.CostByProvider), in one script: the
+// spend is counted with the log off too.
+func (s *Store) LogCall(ctx context.Context, wf, provider string, micros int64, e Event) error {
+	if micros <= 0 {
+		return s.Log(ctx, wf, e)
+	}
+	return s.log(ctx, wf, provider, micros, []Event{e})
+}
+
+func (s *Store) log(ctx context.Context, wf, provider string, micros int64, events []Event) error {
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{provider, micros}, events...)
+	if err := logScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("store: log events of %s: %w", wf, err)
+	}
+	return nil
+}
+
+// logScript appends events to a workflow's log, and adds what a call
+// cost to the workflow's spend by provider (the JSON object in its
+// "spend" field, in micros), if the workflow exists.
+// KEYS: wf. ARGV: provider, micros (0: nothing spent).
+var logScript = redis.NewScript(luaEvents + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local micros = tonumber(ARGV[2])
+if micros > 0 then
+  local sp = cjson.decode(redis.call('HGET', KEYS[1], 'spend') or '{}')
+  sp[ARGV[1]] = (sp[ARGV[1]] or 0) + micros
+  redis.call('HSET', KEYS[1], 'spend', cjson.encode(sp))
+end
+flush()
+return 1
+`)
+
+// Events returns up to n events of a workflow's log after the entry id
+// after ("": from the start), oldest first.
+func (s *Store) Events(ctx context.Context, wf, after string, n int) ([]Event, error) {
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	msgs, err := s.rdb.XRangeN(ctx, eventsKey(wf), start, "+", int64(n)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: events of %s: %w", wf, err)
+	}
+	out := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var e Event
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			return nil, fmt.Errorf("store: event %s of %s: %w", m.ID, wf, err)
+		}
+		e.ID = m.ID
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// LogInfo is what a workflow's event log holds.
+type LogInfo struct {
+	Length int64  // entries it holds
+	Added  int64  // entries ever appended (Redis 7 reports it; else Length)
+	First  string // the oldest entry's id ("": empty)
+}
+
+// Trimmed is how many entries the log's bound removed.
+func (i LogInfo) Trimmed() int64 { return max(i.Added-i.Length, 0) }
+
+// EventLog describes a workflow's event log; a log that does not exist
+// is empty.
+func (s *Store) EventLog(ctx context.Context, wf string) (LogInfo, error) {
+	info, err := s.rdb.XInfoStream(ctx, eventsKey(wf)).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") || errors.Is(err, redis.Nil) {
+			return LogInfo{}, nil
+		}
+		return LogInfo{}, fmt.Errorf("store: event log of %s: %w", wf, err)
+	}
+	out := LogInfo{Length: info.Length, Added: info.EntriesAdded, First: info.FirstEntry.ID}
+	if out.Added < out.Length {
+		out.Added = out.Length
+	}
+	return out, nil
+}

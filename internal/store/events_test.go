@@ -1,0 +1,207 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+)
+
+func loggingStore(t *testing.T, limit int) (*store.Store, func(string) int64) {
+	_, rdb := redistest.New(t)
+	s := store.New(rdb, time.Hour, nil)
+	s.SetLog(store.LogOptions{Limit: limit, Worker: "w-1"})
+	pttl := func(key string) int64 { return rdb.PTTL(context.Background(), key).Val().Milliseconds() }
+	return s, pttl
+}
+
+// seen renders a log as "type step attempt" lines.
+func seen(t *testing.T, s *store.Store, wf string) []string {
+	t.Helper()
+	evs, err := s.Events(context.Background(), wf, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	last := ""
+	for _, e := range evs {
+		if e.ID <= last || e.At.IsZero() {
+			t.Fatalf("event %+v: id not increasing after %s, or no time", e, last)
+		}
+		last = e.ID
+		line := e.Type
+		if e.Step != "" {
+			line += " " + e.Step
+		}
+		if e.Attempt > 0 {
+			line += fmt.Sprintf(" #%d", e.Attempt)
+		}
+		if e.State != "" {
+			line += " " + e.State
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestTheLogSaysWhatLandedOnceEachInOrder(t *testing.T) {
+	s, pttl := loggingStore(t, 1000)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, store.NewWorkflow{ID: "wf", Name: "chord", Spec: []byte(`{}`), Steps: []string{"a", "b", "c", "d"},
+		Ready: []string{"a", "b", "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	begin := func(step, owner string) {
+		t.Helper()
+		if _, err := s.Begin(ctx, "wf", step, owner, 0, time.Minute, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	begin("a", "t1")
+	due := time.Now().Add(time.Minute)
+	if err := s.RecordError(ctx, "wf", "a", 0, 1, "server", "server: 503", due); err != nil {
+		t.Fatal(err)
+	}
+	begin("a", "t1")
+	// attempt 1's late error and settle land nowhere, and so say nothing
+	if err := s.RecordError(ctx, "wf", "a", 0, 1, "server", "late", time.Time{}); !errors.Is(err, store.ErrStaleAttempt) {
+		t.Fatalf("late error: %v", err)
+	}
+	if _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true, Attempt: 1}, chordDeps); !errors.Is(err, store.ErrStaleAttempt) {
+		t.Fatalf("late settle: %v", err)
+	}
+	for _, st := range []string{"a", "b", "c"} {
+		if st != "a" {
+			begin(st, "t-"+st)
+		}
+		o := store.Outcome{Done: true, Output: st, Target: "p/m", Usage: store.Usage{PromptTokens: 3, CompletionTokens: 4}, CostMicros: 1500}
+		if st == "a" {
+			o.Attempt = 2
+		}
+		if _, err := s.Settle(ctx, "wf", st, o, chordDeps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a settle delivered again lands nothing new
+	if _, err := s.Settle(ctx, "wf", "c", store.Outcome{Done: true, Output: "c"}, chordDeps); err != nil {
+		t.Fatal(err)
+	}
+	begin("d", "t-d")
+	begin("d", "t-d") // a redelivery to the same task: another attempt, logged
+	if _, err := s.Settle(ctx, "wf", "d", store.Outcome{Done: true, Output: "d", Degraded: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"workflow.submitted", "step.ready a", "step.ready b", "step.ready c",
+		"step.started a #1", "step.failed a #1", "step.started a #2", "step.done a #2",
+		"step.started b #1", "step.done b", "step.started c #1", "step.done c", "step.ready d",
+		"step.started d #1", "step.started d #2", "step.degraded d", "workflow.ended completed"}
+	if got := seen(t, s, "wf"); !slices.Equal(got, want) {
+		t.Fatalf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	evs, _ := s.Events(ctx, "wf", "", 100)
+	if e := evs[4]; e.Worker != "w-1" {
+		t.Errorf("step.started names worker %q", e.Worker)
+	}
+	if e := evs[5]; e.Class != "server" || e.Reason != "server: 503" || e.NextAttemptAt == nil || e.NextAttemptAt.UnixMilli() != due.UnixMilli() {
+		t.Errorf("step.failed = %+v", e)
+	}
+	if e := evs[7]; e.Target != "p/m" || e.PromptTokens != 3 || e.CompletionTokens != 4 || e.CostUSD != 0.0015 {
+		t.Errorf("step.done = %+v", e)
+	}
+	if e := evs[0]; e.Name != "chord" {
+		t.Errorf("workflow.submitted = %+v", e)
+	}
+	// after an id, a reader gets what follows it, once
+	after, _ := s.Events(ctx, "wf", evs[12].ID, 100)
+	if len(after) != len(want)-13 || after[0].Type != record.EventStarted {
+		t.Errorf("after %s: %d events, first %+v", evs[12].ID, len(after), after[0])
+	}
+	// the log goes with the record
+	if rec, log := pttl("agentq:{wf:wf}:wf"), pttl("agentq:{wf:wf}:events"); log <= 0 || rec-log > 1000 || log-rec > 1000 {
+		t.Errorf("the log's TTL %dms, the record's %dms", log, rec)
+	}
+}
+
+func TestTheLogSaysWhatCancelAndRerunDid(t *testing.T) {
+	s, _ := loggingStore(t, 1000)
+	ctx := context.Background()
+	create(t, s, "wf")
+	if _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true}, chordDeps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, "wf", []string{"a", "b", "c", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, "wf", []string{"a", "b", "c", "d"}); err != nil { // again: nothing changes
+		t.Fatal(err)
+	}
+	if _, _, err := s.Rerun(ctx, "wf", []string{"b"}, map[string][]string{"b": nil}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"workflow.submitted", "step.done a", "step.canceled b", "step.canceled c", "step.canceled d",
+		"workflow.ended canceled", "workflow.rerun", "step.ready b"}
+	if got := seen(t, s, "wf"); !slices.Equal(got, want) {
+		t.Fatalf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	evs, _ := s.Events(ctx, "wf", "", 100)
+	if e := evs[6]; e.Gen != 1 || !slices.Equal(e.Steps, []string{"b"}) {
+		t.Errorf("workflow.rerun = %+v", e)
+	}
+}
+
+func TestTheLogIsBoundedAndSaysHowMuchWasTrimmed(t *testing.T) {
+	s, _ := loggingStore(t, 100)
+	ctx := context.Background()
+	create(t, s, "wf")
+	for i := range 1000 {
+		if err := s.Log(ctx, "wf", store.Event{Type: record.EventDelta, Step: "a", Text: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := s.EventLog(ctx, "wf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MAXLEN ~ trims whole macro nodes: about the bound is kept
+	if info.Added != 1001 || info.Length < 100 || info.Length > 300 || info.Trimmed() != info.Added-info.Length || info.First == "" {
+		t.Fatalf("log info %+v", info)
+	}
+	evs, _ := s.Events(ctx, "wf", "", 1000)
+	if int64(len(evs)) != info.Length || evs[len(evs)-1].Text != "999" || evs[0].ID != info.First {
+		t.Fatalf("%d events, last %+v", len(evs), evs[len(evs)-1])
+	}
+	// text is bounded per entry
+	if err := s.Log(ctx, "wf", store.Event{Type: record.EventDelta, Text: strings.Repeat("x", 1<<20)}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ = s.Events(ctx, "wf", evs[len(evs)-1].ID, 10)
+	if len(evs) != 1 || len(evs[0].Text) > store.MaxEventTextBytes || !strings.HasSuffix(evs[0].Text, "bytes, cut)") {
+		t.Fatalf("a 1 MiB text logged as %d bytes", len(evs[0].Text))
+	}
+	// a gone workflow's log is not recreated
+	if err := s.Log(ctx, "gone", store.Event{Type: record.EventDelta}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.EventLog(ctx, "gone"); info.Length != 0 {
+		t.Fatalf("a gone workflow has a log: %+v", info)
+	}
+}
+
+func TestNoLogWhenItIsOff(t *testing.T) {
+	s, _ := loggingStore(t, 0)
+	ctx := context.Background()
+	create(t, s, "wf")
+	if _, err := s.Settle(ctx, "wf", "a", store.Outcome{Done: true}, chordDeps); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.EventLog(ctx, "wf"); info.Length != 0 {
+		t.Fatalf("log kept while off: %+v", info)
+	}
+}

@@ -201,7 +201,7 @@ func Do[T any](ctx context.Context, s *CodeStep, name string, fn func(ctx contex
 		}
 	}
 	v, err := fn(ctx)
-	stepLogOf(ctx).do(ctx, name, err)
+	stepLogOf(ctx).do(name, err)
 	if err != nil {
 		return zero, err
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/router"
@@ -12,24 +14,38 @@ import (
 )
 
 // stepLog logs what one attempt of a step does besides changing its state
-// (its LLM calls, tool turns, durable calls) to its workflow's event log.
-// The state changes are logged by the store, with the change. A nil
-// stepLog (no log, or a step run by a test) logs nothing.
+// (its LLM calls, tool turns, durable calls, streamed text) to its
+// workflow's event log; the state changes are logged by the store, with
+// the change. What the attempt did waits (pending) for the attempt's
+// outcome, which the store logs with it in the same script, or at most
+// passengerWait, so that a step that answers fast costs the log no write
+// of its own and a slow one is still seen live. A nil stepLog (a step run
+// by a test) logs nothing.
 type stepLog struct {
 	h       *Handler
+	ctx     context.Context
 	wf      string
 	step    string
 	attempt int
+
+	wmu     sync.Mutex // one write at a time, in order
+	mu      sync.Mutex
+	pending []store.Event
+	timer   *time.Timer
 }
+
+// passengerWait is the longest an event waits for its step's outcome.
+const passengerWait = 500 * time.Millisecond
 
 type stepLogKey struct{}
 
 // withStepLog returns ctx carrying the attempt's log and hearing the
-// router's calls under it, when the worker keeps an event log.
+// router's calls under it. It is there with the log off too: the calls'
+// cost by provider is counted with their events.
 func (h *Handler) withStepLog(ctx context.Context, run stepRun) context.Context {
-	l := &stepLog{h: h, wf: run.p.Workflow, step: run.p.Step, attempt: run.attempt}
+	l := &stepLog{h: h, ctx: context.WithoutCancel(ctx), wf: run.p.Workflow, step: run.p.Step, attempt: run.attempt}
 	ctx = context.WithValue(ctx, stepLogKey{}, l)
-	return router.WithCallHook(ctx, func(c router.CallReport) { l.call(ctx, c) })
+	return router.WithCallHook(ctx, l.call)
 }
 
 func stepLogOf(ctx context.Context) *stepLog {
@@ -37,60 +53,102 @@ func stepLogOf(ctx context.Context) *stepLog {
 	return l
 }
 
-// log appends events, waiting for Redis no longer than a settle: an event
-// that cannot be written is noted in the worker's log and dropped (the
-// state changes it accompanies are logged by the store, atomically).
-func (l *stepLog) log(ctx context.Context, evs ...store.Event) {
-	if l == nil || l.h.o.EventLimit <= 0 {
+// add keeps an event for the attempt's outcome to carry, or for the
+// write passengerWait later, whichever comes first.
+func (l *stepLog) add(e store.Event) {
+	if l == nil || (l.h.o.EventLimit <= 0 && e.CostUSD <= 0) {
 		return
 	}
-	l.write(ctx, evs[0].Type, func(ctx context.Context) error { return l.h.st.Log(ctx, l.wf, l.own(evs)...) })
+	e.Step, e.Attempt, e.At = l.step, l.attempt, time.Now().UTC()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, e)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(passengerWait, func() { l.log() })
+	}
 }
 
-func (l *stepLog) own(evs []store.Event) []store.Event {
+// log writes what is pending, then evs, now.
+func (l *stepLog) log(evs ...store.Event) {
+	if l == nil {
+		return
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	for i := range evs {
 		evs[i].Step, evs[i].Attempt = l.step, l.attempt
+	}
+	l.write(append(l.take(), evs...))
+}
+
+// take returns what is pending and forgets it.
+func (l *stepLog) take() []store.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	evs := l.pending
+	l.pending = nil
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
 	}
 	return evs
 }
 
-func (l *stepLog) write(ctx context.Context, typ string, w func(context.Context) error) {
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+// carry hands what is pending to the attempt's outcome (store.Outcome's
+// Events), holding the log's writes until done is called with whether
+// the outcome landed: if not, they are written on their own (the store
+// refused a stale outcome, yet the calls were made).
+func (l *stepLog) carry() (evs []store.Event, done func(landed bool)) {
+	if l == nil {
+		return nil, func(bool) {}
+	}
+	l.wmu.Lock()
+	evs = l.take()
+	return evs, func(landed bool) {
+		if !landed {
+			l.write(evs)
+		}
+		l.wmu.Unlock()
+	}
+}
+
+// write appends events, waiting for Redis no longer than a settle: an
+// event that cannot be written is noted in the worker's log and dropped
+// (the state changes it accompanies are logged by the store, atomically).
+func (l *stepLog) write(evs []store.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, settleTimeout)
 	defer cancel()
-	if err := w(lctx); err != nil {
-		l.h.o.Logger.Warn("event not logged", "wf", l.wf, "step", l.step, "type", typ, "err", store.Excerpt(err.Error()))
+	if err := l.h.st.Log(ctx, l.wf, evs...); err != nil {
+		l.h.o.Logger.Warn("events not logged", "wf", l.wf, "step", l.step, "first", evs[0].Type, "n", len(evs), "err", store.Excerpt(err.Error()))
 	}
 }
 
 // call logs one LLM call: who answered, with which key (its fingerprint),
 // how long it took, its tokens and cost, and its class when it failed;
 // with events.content its messages and answer, redacted.
-func (l *stepLog) call(ctx context.Context, c router.CallReport) {
+func (l *stepLog) call(c router.CallReport) {
 	target := c.Target.Provider.Name() + "/" + c.Target.Model
 	e := store.Event{Type: record.EventLLMCall, Route: c.Route, Target: target, Provider: c.Target.Provider.Name(), Key: c.Key,
 		LatencyMS: c.Latency.Milliseconds(), PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
 	if c.Class != retry.OK {
 		e.Class = string(c.Class)
 	}
-	micros := costMicros(l.h.o.Prices, target, c.Usage.PromptTokens, c.Usage.CompletionTokens)
-	e.CostUSD = float64(micros) / 1e6
+	e.CostUSD = float64(costMicros(l.h.o.Prices, target, c.Usage.PromptTokens, c.Usage.CompletionTokens)) / 1e6
 	if l.h.o.EventContent {
 		e.Prompt = l.h.redact(promptText(c.Request))
 		if c.Response != nil {
 			e.Answer = l.h.redact(c.Response.Text)
 		}
 	}
-	if micros <= 0 && l.h.o.EventLimit <= 0 {
-		return
-	}
-	l.write(ctx, e.Type, func(ctx context.Context) error {
-		return l.h.st.LogCall(ctx, l.wf, e.Provider, micros, l.own([]store.Event{e})[0])
-	})
+	l.add(e)
 }
 
 // toolTurn logs a turn of tool calls: the tools called, and the first
 // error one answered with.
-func (l *stepLog) toolTurn(ctx context.Context, calls []llmclient.ToolCall, results []toolResult) {
+func (l *stepLog) toolTurn(calls []llmclient.ToolCall, results []toolResult) {
 	if l == nil {
 		return
 	}
@@ -108,11 +166,11 @@ func (l *stepLog) toolTurn(ctx context.Context, calls []llmclient.ToolCall, resu
 		}
 		e.Prompt = l.h.redact(b.String())
 	}
-	l.log(ctx, e)
+	l.add(e)
 }
 
 // do logs a durable call a code step made (not one it replayed).
-func (l *stepLog) do(ctx context.Context, name string, err error) {
+func (l *stepLog) do(name string, err error) {
 	if l == nil {
 		return
 	}
@@ -120,7 +178,7 @@ func (l *stepLog) do(ctx context.Context, name string, err error) {
 	if err != nil {
 		e.Error = l.h.redact(err.Error())
 	}
-	l.log(ctx, e)
+	l.add(e)
 }
 
 // redact removes the configuration's secrets from text bound for the log.

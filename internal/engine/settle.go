@@ -107,6 +107,9 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		o.CostMicros = costMicros(h.o.Prices, o.Target, o.Usage.PromptTokens, o.Usage.CompletionTokens)
 	}
 	deps := h.withTasks(flow.DependentsOf(wspec, st.ID), p.Workflow, p.Gen, wspec)
+	// what the attempt did is logged with its outcome, in the same script
+	carried, logged := stepLogOf(ctx).carry()
+	o.Events = append(o.Events, carried...)
 	var res *store.Settled
 	// both writes are idempotent, so a Redis that is restarting is waited
 	// for (within settleTimeout) rather than losing an answer already paid for
@@ -117,6 +120,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		}
 		return err
 	})
+	logged(err == nil || errors.Is(err, store.ErrNotFound))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

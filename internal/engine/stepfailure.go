@@ -53,7 +53,10 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 		se.Delay = h.o.Retry.RetryDelay(retried, se, nil)
 		due = time.Now().Add(se.Delay).Truncate(time.Second) // asynq keeps the due time in whole seconds, rounded down
 	}
-	if rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, string(class), err.Error(), due); errors.Is(rerr, store.ErrStaleAttempt) {
+	carried, logged := stepLogOf(ctx).carry()
+	rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, string(class), err.Error(), due, carried...)
+	logged(rerr == nil || errors.Is(rerr, store.ErrNotFound))
+	if errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)
 	} else if rerr != nil {
 		h.o.Logger.Warn("could not record step error", "wf", p.Workflow, "step", p.Step, "err", store.Excerpt(rerr.Error()))

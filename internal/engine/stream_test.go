@@ -39,8 +39,10 @@ func streamedText(t *testing.T, e *testenv.Env, wf, step string) (string, int) {
 	return b.String(), resets
 }
 
-const longAnswer = "Streams arrive piece by piece; this answer is long enough to be sent in many pieces, " +
-	"and a reader that joins them gets back exactly what the step stored as its output, no more and no less."
+// longAnswer is over 1 KiB several times: its text is logged in several
+// step.delta events however fast it streams.
+var longAnswer = strings.Repeat("Streams arrive piece by piece; this answer is long enough to be sent in many pieces, "+
+	"and a reader that joins them gets back exactly what the step stored as its output, no more and no less. ", 20)
 
 // A streaming prompt step's deltas, joined, are its stored output, on
 // both dialects.
@@ -58,7 +60,7 @@ steps:
 		if text != s.Output || s.Output != longAnswer || resets != 0 {
 			t.Errorf("%s: the deltas join to %q (%d resets), the output is %q", s.ID, text, resets, s.Output)
 		}
-		if n := countEvents(t, e, id, s.ID, record.EventDelta); n < 2 {
+		if n := countEvents(t, e, id, s.ID, record.EventDelta); n < 3 {
 			t.Errorf("%s: %d deltas: the text did not stream", s.ID, n)
 		}
 	}

@@ -26,13 +26,16 @@ type streamer interface {
 	ChatStream(ctx context.Context, route string, req llmclient.Request) (*router.Stream, error)
 }
 
-// deltaLog coalesces a step's streamed text into step.delta events.
+// deltaLog coalesces a step's streamed text into step.delta events,
+// written once deltaBytes wait or deltaEvery after the last write (the
+// stream's start, at first); the last piece rides with the step's outcome.
 type deltaLog struct {
 	l    *stepLog
-	ctx  context.Context
 	buf  strings.Builder
 	last time.Time
 }
+
+func newDeltaLog(l *stepLog) *deltaLog { return &deltaLog{l: l, last: time.Now()} }
 
 func (d *deltaLog) add(text string) {
 	if d.l == nil || text == "" {
@@ -40,27 +43,32 @@ func (d *deltaLog) add(text string) {
 	}
 	d.buf.WriteString(text)
 	if d.buf.Len() >= deltaBytes || time.Since(d.last) >= deltaEvery {
-		d.flush()
+		d.push()
+		d.l.log()
 	}
 }
 
-func (d *deltaLog) flush() {
-	if d.l == nil || d.buf.Len() == 0 {
+// push hands the text waiting to the step's log.
+func (d *deltaLog) push() {
+	if d.l == nil {
 		return
 	}
-	d.l.log(d.ctx, store.Event{Type: record.EventDelta, Text: d.buf.String()})
-	d.buf.Reset()
+	if d.buf.Len() > 0 {
+		d.l.add(store.Event{Type: record.EventDelta, Text: d.buf.String()})
+		d.buf.Reset()
+	}
 	d.last = time.Now()
 }
 
 // reset says the text streamed so far is void (a failover midway, or a
-// failed stream whose attempt will be retried).
+// failed stream whose attempt will be retried), at once.
 func (d *deltaLog) reset() {
 	if d.l == nil {
 		return
 	}
 	d.buf.Reset()
-	d.l.log(d.ctx, store.Event{Type: record.EventStreamReset})
+	d.l.add(store.Event{Type: record.EventStreamReset})
+	d.l.log()
 	d.last = time.Now()
 }
 
@@ -68,13 +76,13 @@ func (d *deltaLog) reset() {
 // it comes and handing each piece to onDelta (nil: none); it returns the
 // whole answer. A caller that cannot stream answers whole (one piece).
 func streamChat(ctx context.Context, c Caller, route string, req llmclient.Request, onDelta func(string)) (*llmclient.Response, error) {
-	d := &deltaLog{l: stepLogOf(ctx), ctx: ctx}
+	d := newDeltaLog(stepLogOf(ctx))
 	sr, ok := c.(streamer)
 	if !ok {
 		resp, err := c.Chat(ctx, route, req)
 		if err == nil {
 			d.add(resp.Text)
-			d.flush()
+			d.push()
 			if onDelta != nil {
 				onDelta(resp.Text)
 			}
@@ -86,6 +94,7 @@ func streamChat(ctx context.Context, c Caller, route string, req llmclient.Reque
 		return nil, err
 	}
 	defer st.Close()
+	streamed := false
 	for {
 		piece, err := st.Recv()
 		switch {
@@ -93,15 +102,16 @@ func streamChat(ctx context.Context, c Caller, route string, req llmclient.Reque
 			d.reset()
 			continue
 		case errors.Is(err, io.EOF):
-			d.flush()
+			d.push()
 			return st.Response(), nil
 		case err != nil:
-			if d.buf.Len() > 0 || !d.last.IsZero() {
+			if streamed {
 				d.reset() // this attempt's text is void: a retry starts it again
 			}
 			return nil, err
 		}
 		d.add(piece)
+		streamed = streamed || piece != ""
 		if onDelta != nil && piece != "" {
 			onDelta(piece)
 		}

@@ -147,7 +147,7 @@ func (l *toolLoop) chat(ctx context.Context, turn int, msgs []llmclient.Message)
 		if l.stream && resp.Text != "" {
 			// a streamed answer carries no tool calls: a turn that may
 			// call tools is asked whole, and its text logged as it lands
-			stepLogOf(ctx).log(ctx, store.Event{Type: record.EventDelta, Text: resp.Text})
+			stepLogOf(ctx).add(store.Event{Type: record.EventDelta, Text: resp.Text})
 		}
 		b, _ := json.Marshal(resp)
 		if err := l.d.save(ctx, seq, hash, b); err != nil {
@@ -218,7 +218,7 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 		return nil, ctx.Err()
 	}
 	l.note(turn, calls, results)
-	stepLogOf(ctx).toolTurn(ctx, calls, results)
+	stepLogOf(ctx).toolTurn(calls, results)
 	var fatal *fatalToolError
 	for _, err := range errs {
 		if errors.As(err, &fatal) {

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -71,7 +72,7 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 		return 0, err
 	}
 	for _, t := range letters {
-		deleteArchived(c.insp, t.Queue, t.ID) // one left behind is listed, and acts for nothing: Begin refuses an old run's task
+		deleteArchived(ctx, c.insp, t.Queue, t.ID) // one left behind is listed, and acts for nothing: Begin refuses an old run's task
 	}
 	if err := c.store.Watch(ctx, id); err != nil {
 		return gen, err
@@ -112,9 +113,34 @@ func downstream(wspec *spec.Spec, from ...string) []string {
 	return out
 }
 
-// deleteArchived deletes the task if it is a dead letter (archived).
-func deleteArchived(insp *asynq.Inspector, queue, tid string) {
-	if info, err := insp.GetTaskInfo(queue, tid); err == nil && info.State == asynq.TaskStateArchived {
-		_ = insp.DeleteTask(queue, tid)
+// deleteArchived deletes the task if it is a dead letter (archived). A
+// task still active is one whose handler has settled the step dead and is
+// returning: asynq archives it a moment later, which is waited for
+// (within archiveWait).
+func deleteArchived(ctx context.Context, insp *asynq.Inspector, queue, tid string) {
+	wait := time.NewTimer(archiveWait)
+	defer wait.Stop()
+	for {
+		info, err := insp.GetTaskInfo(queue, tid)
+		switch {
+		case err != nil:
+			return
+		case info.State == asynq.TaskStateArchived:
+			_ = insp.DeleteTask(queue, tid)
+			return
+		case info.State != asynq.TaskStateActive:
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait.C:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
+
+// archiveWait bounds how long a rerun waits for asynq to archive a dead
+// letter whose handler is returning.
+const archiveWait = 5 * time.Second

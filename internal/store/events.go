@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -31,22 +32,38 @@ func eventsKey(wf string) string { return Prefix + "{wf:" + wf + "}:events" }
 const MaxEventTextBytes = 4 << 10
 
 // luaEvents opens every script that logs events. It takes the event
-// log's arguments off the script's: the last key is the log, and the
-// first three arguments are the log's bound ('0': no log), the events Go
-// built for the change (one JSON object a line) and the tail that closes
-// an event the script builds itself (its time). ev adds an event the
-// script builds; flush appends them all, Go's first, once the change is
-// written. The scripts' comments on their KEYS and ARGV leave these out.
+// log's arguments off the script's: the last key is the log, and the last
+// four arguments are what the events' LLM calls cost by provider
+// ("provider micros ..."), the tail that closes an event the script
+// builds itself (its time), the events Go built for the change (one JSON
+// object a line) and the log's bound ('0': no log). ev adds an event the
+// script builds; flush, once the change is written, adds the spend to the
+// workflow's (its "spend" field, a JSON object of micros by provider, kept
+// with the log off too) and appends the events, Go's first. The scripts'
+// comments on their KEYS and ARGV leave these out.
+//
+// Only the create script makes the log (and gives it the record's TTL);
+// the others append to it if it exists (NOMKSTREAM: a workflow submitted
+// with the log off has none), and the settle script refreshes its TTL
+// with the record's.
 const luaEvents = `
-local EK, EN, EV, ET = table.remove(KEYS), table.remove(ARGV, 1), table.remove(ARGV, 1), table.remove(ARGV, 1)
+local EK, EN, EV, ET, ES = table.remove(KEYS), table.remove(ARGV), table.remove(ARGV), table.remove(ARGV), table.remove(ARGV)
 local EVS = {}
 local function ev(head) EVS[#EVS + 1] = head .. ET end
-local function flush()
+local function flush(make)
+  if ES ~= '' then
+    local sp = cjson.decode(redis.call('HGET', KEYS[1], 'spend') or '{}')
+    for p, m in string.gmatch(ES, '(%S+) (%d+)') do sp[p] = (sp[p] or 0) + tonumber(m) end
+    redis.call('HSET', KEYS[1], 'spend', cjson.encode(sp))
+  end
   if EN == '0' then return end
-  for e in string.gmatch(EV, '[^\n]+') do redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e) end
-  for _, e in ipairs(EVS) do redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e) end
-  local t = redis.call('PTTL', KEYS[1])
-  if t > 0 then redis.call('PEXPIRE', EK, t) end
+  local function xadd(e)
+    if make then redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e)
+    else redis.call('XADD', EK, 'NOMKSTREAM', 'MAXLEN', '~', EN, '*', 'e', e) end
+  end
+  for e in string.gmatch(EV, '[^\n]+') do xadd(e) end
+  for _, e in ipairs(EVS) do xadd(e) end
+  if make then redis.call('PEXPIRE', EK, redis.call('PTTL', KEYS[1])) end
 end
 `
 
@@ -78,10 +95,15 @@ func (s *Store) logged(wf string, now time.Time, keys []string, args []any, even
 // loggedWith is logged, with fields (JSON members, each after a comma)
 // added to the events the script builds.
 func (s *Store) loggedWith(wf string, now time.Time, fields string, keys []string, args []any, events ...Event) ([]string, []any) {
-	var lines strings.Builder
-	if s.eventLimit > 0 {
-		for i := range events {
+	var lines, spend strings.Builder
+	for i := range events {
+		if events[i].At.IsZero() {
 			events[i].At = now
+		}
+		if m := int64(math.Round(events[i].CostUSD * 1e6)); events[i].Type == record.EventLLMCall && m > 0 && events[i].Provider != "" {
+			fmt.Fprintf(&spend, "%s %d ", events[i].Provider, m)
+		}
+		if s.eventLimit > 0 {
 			b, _ := json.Marshal(storedEvent(events[i]))
 			if lines.Len() > 0 {
 				lines.WriteByte('\n')
@@ -90,9 +112,7 @@ func (s *Store) loggedWith(wf string, now time.Time, fields string, keys []strin
 		}
 	}
 	at, _ := json.Marshal(now.UTC())
-	out := make([]any, 0, 3+len(args))
-	out = append(out, s.eventLimit, lines.String(), fields+`,"at":`+string(at)+`}`)
-	return append(keys, eventsKey(wf)), append(out, args...)
+	return append(keys, eventsKey(wf)), append(args, spend.String(), fields+`,"at":`+string(at)+`}`, lines.String(), s.eventLimit)
 }
 
 // storedEvent is e as the log keeps it: no id (the entry's is), text
@@ -116,44 +136,27 @@ func cutText(s string) string {
 // Log appends events that report no state change of their own (LLM
 // calls, tool turns, durable calls, streamed text) to a workflow's log,
 // in order, unless the workflow is gone.
+// An LLM call's event (llm.call) with a cost also counts it toward the
+// workflow's spend by the provider that answered (Workflow.CostByProvider),
+// with the log off too.
 func (s *Store) Log(ctx context.Context, wf string, events ...Event) error {
-	if s.eventLimit <= 0 || len(events) == 0 {
+	if len(events) == 0 {
 		return nil
 	}
-	return s.log(ctx, wf, "", 0, events)
-}
-
-// LogCall logs an LLM call's event and counts what it cost (micros, in
-// millionths of the prices' currency) toward the workflow's spend by the
-// provider that answered (Workflow.CostByProvider), in one script: the
-// spend is counted with the log off too.
-func (s *Store) LogCall(ctx context.Context, wf, provider string, micros int64, e Event) error {
-	if micros <= 0 {
-		return s.Log(ctx, wf, e)
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, nil, events...)
+	if args[0] == "" && args[2] == "" {
+		return nil // nothing spent, no log
 	}
-	return s.log(ctx, wf, provider, micros, []Event{e})
-}
-
-func (s *Store) log(ctx context.Context, wf, provider string, micros int64, events []Event) error {
-	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{provider, micros}, events...)
 	if err := logScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("store: log events of %s: %w", wf, err)
 	}
 	return nil
 }
 
-// logScript appends events to a workflow's log, and adds what a call
-// cost to the workflow's spend by provider (the JSON object in its
-// "spend" field, in micros), if the workflow exists.
-// KEYS: wf. ARGV: provider, micros (0: nothing spent).
+// logScript appends events to a workflow's log (and counts their spend)
+// if the workflow exists. KEYS: wf. ARGV: luaEvents' only.
 var logScript = redis.NewScript(luaEvents + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local micros = tonumber(ARGV[2])
-if micros > 0 then
-  local sp = cjson.decode(redis.call('HGET', KEYS[1], 'spend') or '{}')
-  sp[ARGV[1]] = (sp[ARGV[1]] or 0) + micros
-  redis.call('HSET', KEYS[1], 'spend', cjson.encode(sp))
-end
 flush()
 return 1
 `)

@@ -39,7 +39,10 @@ return 1
 // known), and logs it as step.failed with its class. gen and attempt are checked as Settle checks Outcome.Gen and
 // Outcome.Attempt (ErrStaleAttempt for both); a gone workflow is
 // ErrNotFound and is not recreated.
-func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt int, class, msg string, due time.Time) error {
+//
+// before are what the attempt did before it failed (Outcome.Events),
+// logged before its step.failed when the error is recorded.
+func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt int, class, msg string, due time.Time, before ...Event) error {
 	p := step + "."
 	at := ""
 	ev := Event{Type: record.EventFailed, Step: step, Attempt: max(attempt, 0), Class: class, Reason: msg}
@@ -49,7 +52,7 @@ func (s *Store) RecordError(ctx context.Context, wf, step string, gen, attempt i
 		ev.NextAttemptAt = &d
 	}
 	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{p + "attempts", p + "abandoned", p + "error", max(attempt, 0), Excerpt(msg),
-		strconv.Itoa(gen), p + "retry_at", at}, ev)
+		strconv.Itoa(gen), p + "retry_at", at}, append(before[:len(before):len(before)], ev)...)
 	n, err := recordErrorScript.Run(ctx, s.rdb, keys, args...).Int()
 	switch {
 	case err != nil:

@@ -68,7 +68,7 @@ for i = 2, #KEYS, 2 do
   local a = 3 + n + (i - 2)
   enqueue(KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1], nowns)
 end
-flush()
+flush(true)
 return 1
 `)
 
@@ -178,7 +178,7 @@ elseif outcome == 'decided' then -- a person's decision on an approval step, onc
   outcome = 'done'
   w = {fstate, outcome, ARGV[8], now}
 end
-if prev == outcome then EV = '' end -- logged when it first settled so
+if prev == outcome then EV, ES = '', '' end -- logged (and spent) when it first settled so: a settle delivered again
 if prev == 'waiting' and outcome ~= 'waiting' then
   nwaiting = nwaiting - 1
   w[#w + 1] = 'nwaiting'; w[#w + 1] = nwaiting
@@ -301,7 +301,10 @@ hset(K, w, 1)
 -- the record lives for the TTL after its last activity: refreshed when the
 -- workflow's state changes and whenever less than three quarters of the
 -- TTL is left, not at every settle
-if refresh or redis.call('PTTL', K) < tonumber(ARGV[4]) * 750 then redis.call('EXPIRE', K, ARGV[4]) end
+if refresh or redis.call('PTTL', K) < tonumber(ARGV[4]) * 750 then
+  redis.call('EXPIRE', K, ARGV[4])
+  if EN ~= '0' then redis.call('EXPIRE', EK, ARGV[4]) end -- the log lives as long as the record
+end
 flush()
 out[1] = wfstate
 return out

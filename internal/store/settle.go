@@ -54,6 +54,12 @@ type Outcome struct {
 	// positive, Settle refuses it with ErrStaleAttempt if the step has
 	// begun a later attempt or this one was abandoned. Zero: not checked.
 	Attempt int
+
+	// Events are what the attempt did before its outcome (its LLM calls,
+	// tool turns, streamed text), logged with it, before its own event,
+	// when the settle lands (and their calls' spend counted): a step that
+	// answers fast costs the log no write of its own.
+	Events []Event
 }
 
 // Dependent is a step that may become ready, with its number of inputs
@@ -153,7 +159,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	} else {
 		args = append(args, "0")
 	}
-	ev := settledEvent(step, o)
+	ev := append(o.Events[:len(o.Events):len(o.Events)], settledEvent(step, o))
 	fused := s.fused.Load()
 	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused, ev)
 	if fused && s.crossSlot(err) {
@@ -205,7 +211,7 @@ type release struct {
 // runSettle runs settleScript with args (up to the dependents) and, per
 // dependent, its fields and, when fused, its task; when fused, a map
 // instance's released instance is enqueued too (rel).
-func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, ev Event) ([]any, error) {
+func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, ev []Event) ([]any, error) {
 	args = append(args, s.nowNanos(), strconv.Itoa(gen)) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
 	if rel.at > 0 {
@@ -231,7 +237,7 @@ func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, d
 		}
 		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
 	}
-	keys, args = s.logged(wf, s.now(), keys, args, ev)
+	keys, args = s.logged(wf, s.now(), keys, args, ev...)
 	return settleScript.Run(ctx, s.rdb, keys, args...).Slice()
 }
 

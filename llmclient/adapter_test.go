@@ -51,8 +51,12 @@ func TestChatSuccess(t *testing.T) {
 	}
 }
 
+// A stream's text comes in pieces, the whole answer's once it ends; the
+// last holdBack bytes (longer than a secret) are held until the end, so a
+// short answer comes in one piece and a long one in several.
 func TestChatStream(t *testing.T) {
-	f := newFixture(t, chaosllm.Scenario{})
+	story := strings.Repeat("Once upon a time a stream was read piece by piece. ", 40)
+	f := newFixture(t, chaosllm.Scenario{Answers: []chaosllm.Answer{{Match: "story", Text: story}}})
 	for ep, p := range f.Providers() {
 		t.Run(ep, func(t *testing.T) {
 			st, err := p.ChatStream(context.Background(), ask("stream me a story please"))
@@ -71,9 +75,9 @@ func TestChatStream(t *testing.T) {
 				}
 				pieces = append(pieces, d)
 			}
-			want := chaosllm.Reply("stream me a story please\n")
-			if len(pieces) < 3 || strings.Join(pieces, "") != want {
-				t.Errorf("pieces = %q, want %q in several pieces", pieces, want)
+			want := story
+			if len(pieces) < 3 || strings.Join(pieces, "") != want || len(pieces[len(pieces)-1]) < 512 {
+				t.Errorf("%d pieces, the last %d bytes; want %d bytes in several pieces, the last holding the end back", len(pieces), len(pieces[len(pieces)-1]), len(want))
 			}
 			resp := st.Response()
 			if resp == nil || resp.Text != want || resp.Usage.PromptTokens != 5 || resp.Usage.CompletionTokens != len(strings.Fields(want)) {
@@ -197,5 +201,52 @@ func TestTransportErrors(t *testing.T) {
 	e, ok := llmclient.AsError(err)
 	if !ok || e.Status != 0 || e.Timeout || e.Err == nil {
 		t.Fatalf("refused: err = %v", err)
+	}
+}
+
+// A provider that echoes the key in its answer (whole, or across the
+// pieces of a stream) has it removed: the text, the pieces and the
+// answer's Text hold its fingerprint, never a piece of it.
+func TestAnAnswerEchoingTheKeyIsRedacted(t *testing.T) {
+	echo := strings.Repeat("filler text before the key. ", 30) + "the key is " + goodKey + " and " + goodKey[:10] + "|" + goodKey[10:] + strings.Repeat(" and after.", 30)
+	f := newFixture(t, chaosllm.Scenario{Answers: []chaosllm.Answer{{Match: "key", Text: echo}}})
+	clean := func(where, text string) {
+		t.Helper()
+		for i := 0; i+8 <= len(goodKey); i++ {
+			if strings.Contains(text, goodKey[i:i+8]) {
+				t.Fatalf("%s holds a piece of the key: %q", where, goodKey[i:i+8])
+			}
+		}
+	}
+	for ep, p := range f.Providers() {
+		t.Run(ep, func(t *testing.T) {
+			resp, err := p.Chat(context.Background(), ask("say the key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clean("the answer", resp.Text)
+			st, err := p.ChatStream(context.Background(), ask("stream the key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var pieces []string
+			for {
+				d, err := st.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				clean("a piece", d)
+				pieces = append(pieces, d)
+			}
+			clean("the pieces joined", strings.Join(pieces, ""))
+			if got := st.Response().Text; got != strings.Join(pieces, "") || len(pieces) < 2 {
+				t.Fatalf("the streamed answer %q is not its %d pieces joined", got, len(pieces))
+			}
+			clean("the streamed answer", st.Response().Text)
+		})
 	}
 }

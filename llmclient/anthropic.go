@@ -112,7 +112,7 @@ func (a *anthropicProvider) Chat(ctx context.Context, req Request) (*Response, e
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			calls = append(calls, ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+			calls = append(calls, ToolCall{ID: b.ID, Name: b.Name, Arguments: a.red.String(string(b.Input))})
 		}
 	}
 	if text.Len() == 0 && len(calls) == 0 {
@@ -123,7 +123,7 @@ func (a *anthropicProvider) Chat(ctx context.Context, req Request) (*Response, e
 		ToolCalls:     calls,
 		FinishReason:  anthropicFinish(msg.StopReason),
 		ResponseModel: a.red.Truncate(string(msg.Model), 128),
-		Text:          text.String(),
+		Text:          a.red.String(text.String()), // a provider may echo a key in its answer
 		Usage:         Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)},
 		Provider:      a.name,
 		Model:         req.Model,
@@ -175,7 +175,7 @@ func (a *anthropicProvider) ChatStream(ctx context.Context, req Request) (*Strea
 		st = a.clients[k].Messages.NewStreaming(cctx, a.params(req), a.opts(req)...)
 		return src, func() { st.Close() }, nil
 	}
-	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
+	return newStream(sctx, cancel, req.StallTimeout, a.now, a.red, open, onErr), nil
 }
 
 // Probe makes the cheapest authenticated call (list models) with the key

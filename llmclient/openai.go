@@ -93,13 +93,13 @@ func (a *openaiProvider) Chat(ctx context.Context, req Request) (*Response, erro
 	_, h, _ := c.snapshot()
 	var calls []ToolCall
 	for _, tc := range resp.Choices[0].Message.ToolCalls {
-		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: a.red.String(tc.Function.Arguments)})
 	}
 	return &Response{
 		ToolCalls:     calls,
 		FinishReason:  openAIFinish(resp.Choices[0].FinishReason),
 		ResponseModel: a.red.Truncate(resp.Model, 128),
-		Text:          resp.Choices[0].Message.Content,
+		Text:          a.red.String(resp.Choices[0].Message.Content), // a provider may echo a key in its answer
 		Usage:         Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
 		Provider:      a.name,
 		Model:         req.Model,
@@ -153,7 +153,7 @@ func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, 
 		}
 		return src, func() { st.Close() }, nil
 	}
-	return newStream(sctx, cancel, req.StallTimeout, a.now, open, onErr), nil
+	return newStream(sctx, cancel, req.StallTimeout, a.now, a.red, open, onErr), nil
 }
 
 // Probe makes the cheapest authenticated call (list models) with the key

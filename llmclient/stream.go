@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/agentq/agentq/redact"
 )
 
 // Stream is an answer arriving piece by piece. Recv returns the next piece
@@ -26,6 +29,12 @@ type Stream struct {
 
 	started time.Time
 	now     func() time.Time
+	// red removes secrets from the text; a piece is handed out only once
+	// holdBack bytes of text follow it, so a secret split across pieces
+	// is seen whole.
+	red  *redact.Redactor
+	held string          // redacted text not handed out yet
+	out  strings.Builder // the text handed out: the answer's Text
 
 	mu   sync.Mutex
 	text strings.Builder
@@ -48,8 +57,12 @@ type streamSource func() (delta string, final *Response, err error)
 // that the stall limit covers the wait for the response headers too.
 type streamOpener func() (src streamSource, closeSrc func(), err error)
 
-func newStream(ctx context.Context, cancel context.CancelFunc, stall time.Duration, now func() time.Time, open streamOpener, onErr func(error) error) *Stream {
-	s := &Stream{events: make(chan streamEvent), cancel: cancel, ctx: ctx, stall: stall, onErr: onErr, started: now(), now: now}
+// holdBack is how much of a stream's text is held until more follows:
+// longer than any secret (and its base64 form) the redactor knows.
+const holdBack = 512
+
+func newStream(ctx context.Context, cancel context.CancelFunc, stall time.Duration, now func() time.Time, red *redact.Redactor, open streamOpener, onErr func(error) error) *Stream {
+	s := &Stream{events: make(chan streamEvent), cancel: cancel, ctx: ctx, stall: stall, onErr: onErr, started: now(), now: now, red: red}
 	go func() {
 		src, closeSrc, err := open()
 		if err != nil {
@@ -105,20 +118,25 @@ func (s *Stream) Recv() (string, error) {
 					s.mu.Unlock()
 					return "", s.fail(s.onErr(errEmptyAnswer))
 				}
+				piece := s.release(ev.delta, true)
 				r := *ev.final
-				r.Text = s.text.String()
+				r.Text = s.out.String()
 				r.Latency = s.now().Sub(s.started)
 				s.resp = &r
 				s.err = io.EOF
 				s.mu.Unlock()
-				return ev.delta, nil
+				return piece, nil
 			case ev.delta == "":
 				continue
 			default:
 				s.mu.Lock()
 				s.text.WriteString(ev.delta)
+				piece := s.release(ev.delta, false)
 				s.mu.Unlock()
-				return ev.delta, nil
+				if piece == "" {
+					continue // held until more text follows
+				}
+				return piece, nil
 			}
 		case <-stall:
 			s.cancel()
@@ -127,6 +145,29 @@ func (s *Stream) Recv() (string, error) {
 			return "", s.fail(s.onErr(s.ctx.Err()))
 		}
 	}
+}
+
+// release redacts what is held and delta, and hands out all but the
+// last holdBack bytes of it (all, at the end). Called with s.mu held.
+func (s *Stream) release(delta string, final bool) string {
+	text := s.held + delta
+	if s.red != nil {
+		text = s.red.String(text)
+	}
+	cut := len(text)
+	if !final {
+		cut -= holdBack
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+	}
+	if cut <= 0 {
+		s.held = text
+		return ""
+	}
+	s.held = text[cut:]
+	s.out.WriteString(text[:cut])
+	return text[:cut]
 }
 
 func (s *Stream) fail(err error) error {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/dashboard"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/llmclient"
@@ -192,6 +194,9 @@ func huntSecrets(t *testing.T, e *testenv.Env, logs *testenv.Buffer, ids, secret
 		"/asynq/api/queues/default/retry_tasks", "/asynq/api/servers"}
 	for _, id := range ids {
 		paths = append(paths, "/workflows/"+id, "/api/v1/workflows/"+id, "/api/v1/workflows/"+id+"/result")
+		if wf, err := e.Store.Summary(ctx, id); err == nil && store.Terminal(wf.State) {
+			paths = append(paths, "/api/v1/workflows/"+id+"/events") // an ended workflow's event stream ends
+		}
 	}
 	dls, err := e.Client.DeadLetters(ctx, "")
 	if err != nil {
@@ -279,7 +284,7 @@ func TestNoSecretAnywhereAfterKeysEchoedInPieces(t *testing.T) {
 		}
 		return append(ps, last...)
 	}
-	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, Scenario: chaosllm.Scenario{
+	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, NoWorker: true, Scenario: chaosllm.Scenario{
 		Timelines: []chaosllm.Timeline{
 			// k1's last echo is a 401: the key is disabled, and k2 takes over
 			{Endpoint: "openai", Key: k1, Phases: echoes(k1,
@@ -287,6 +292,8 @@ func TestNoSecretAnywhereAfterKeysEchoedInPieces(t *testing.T) {
 			{Endpoint: "openai", Key: k2, Phases: echoes(k2, chaosllm.Phase{})},
 			{Endpoint: "anthropic", Key: k1, Phases: echoes(k1, chaosllm.Phase{})},
 		}}})
+	e.Config.Events.Content = true // prompts, answers and errors in the event log too: redacted
+	e.StartWorker(t)
 	var ids []string
 	submit := func(n int) {
 		for range n {
@@ -328,4 +335,34 @@ func base64Middles(s string) []string {
 		}
 	}
 	return out
+}
+
+// A provider whose answers quote the key (whole and split, in a plain
+// answer, in a stream and in a code step's answer), with the log keeping
+// content: no piece of it in Redis (outputs, the event log, durable
+// calls), the logs, the metrics or the dashboard, its event stream
+// included.
+func TestNoSecretAnywhereAfterAnswersEchoTheKey(t *testing.T) {
+	k1 := testenv.Keys[0]
+	var logs testenv.Buffer
+	quote := strings.Repeat("a long answer, ", 60) + "your key: " + k1 + " and again " + k1[:12] + " / " + k1[12:] + strings.Repeat(" more text", 60)
+	e := testenv.Start(t, testenv.Options{Metrics: true, LogTo: &logs, NoWorker: true,
+		Scenario: chaosllm.Scenario{Answers: []chaosllm.Answer{{Match: "quote", Text: quote}}},
+		Steps: map[string]engine.StepFunc{"quoter": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			resp, err := s.LLM().Stream(ctx, "solo", llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: "quote it"}}}, nil)
+			if err != nil {
+				return nil, err
+			}
+			return resp.Text, nil
+		}}})
+	e.Config.Events.Content = true
+	e.StartWorker(t)
+	id := e.Submit(t, e.Spec(`name: quotes
+steps:
+  - { id: plain, route: solo, prompt: "quote the key" }
+  - { id: streamed, route: main, prompt: "quote it as you go", stream: true }
+  - { id: code, run: quoter }
+`))
+	e.Wait(t, id, 30*time.Second, store.StateCompleted)
+	huntSecrets(t, e, &logs, []string{id}, []string{k1})
 }

@@ -68,3 +68,38 @@ func ExampleDo() {
 	// attempt 1: the CMS is down
 	// attempt 2: map[headline:Sales up 12% id:post-1] - model requests: 1
 }
+
+// Following a workflow as it runs: its steps, attempts, LLM calls and the
+// text a streaming step writes, until it ends.
+func ExampleClient_Events() {
+	cfg, err := agentq.LoadConfig("agentq.yaml")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	ctx := context.Background()
+	c, err := agentq.NewClient(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	defer c.Close()
+	last := "" // the id of the last event read: pass it to resume
+	for ev, err := range c.Events(ctx, "wf_abc123", last) {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
+		switch ev.Type {
+		case agentq.EventDelta:
+			fmt.Print(ev.Text)
+		case agentq.EventFailed:
+			fmt.Printf("\n%s attempt %d failed (%s), next at %v\n", ev.Step, ev.Attempt, ev.Class, ev.NextAttemptAt)
+		case agentq.EventLLMCall:
+			fmt.Printf("\n%s: %s answered in %dms\n", ev.Step, ev.Target, ev.LatencyMS)
+		case agentq.EventEnded:
+			fmt.Printf("\nworkflow %s\n", ev.State)
+		}
+		last = ev.ID
+	}
+}

@@ -2,6 +2,7 @@ package llmclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http/httptest"
@@ -247,6 +248,46 @@ func TestAnAnswerEchoingTheKeyIsRedacted(t *testing.T) {
 				t.Fatalf("the streamed answer %q is not its %d pieces joined", got, len(pieces))
 			}
 			clean("the streamed answer", st.Response().Text)
+		})
+	}
+}
+
+// A streamed answer that calls tools carries them whole at its end, on
+// both dialects, with the text before them streamed as usual.
+func TestAStreamCarriesToolCalls(t *testing.T) {
+	f := newFixture(t, chaosllm.Scenario{ToolScript: []chaosllm.ScriptTurn{{Text: "let me look that up", Calls: []chaosllm.ScriptCall{
+		{Name: "lookup", Arguments: map[string]any{"city": "Lyon", "days": 3}}, {Name: "clock"}}}}})
+	req := ask("weather?")
+	req.Tools = []llmclient.Tool{{Name: "lookup", Parameters: map[string]any{"type": "object"}}, {Name: "clock", Parameters: map[string]any{"type": "object"}}}
+	for ep, p := range f.Providers() {
+		t.Run(ep, func(t *testing.T) {
+			st, err := p.ChatStream(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var text strings.Builder
+			for {
+				d, err := st.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				text.WriteString(d)
+			}
+			resp := st.Response()
+			if text.String() != "let me look that up" || resp.Text != text.String() || len(resp.ToolCalls) != 2 {
+				t.Fatalf("text %q, response %+v", text.String(), resp)
+			}
+			var args map[string]any
+			if c := resp.ToolCalls[0]; c.Name != "lookup" || c.ID == "" || json.Unmarshal([]byte(c.Arguments), &args) != nil || args["city"] != "Lyon" {
+				t.Fatalf("first call %+v", c)
+			}
+			if c := resp.ToolCalls[1]; c.Name != "clock" || c.ID == "" || c.ID == resp.ToolCalls[0].ID {
+				t.Fatalf("second call %+v", c)
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -142,14 +143,30 @@ func (a *anthropicProvider) ChatStream(ctx context.Context, req Request) (*Strea
 	var usage Usage
 	var finish string
 	var st *ssestream.Stream[anthropic.MessageStreamEventUnion]
+	var calls []ToolCall
+	blocks := map[int64]int{} // a tool_use block's index -> its call
 	src := func() (string, *Response, error) {
 		for st.Next() {
 			ev := st.Current()
 			switch ev.Type {
+			case "content_block_start":
+				if ev.ContentBlock.Type == "tool_use" {
+					if len(calls) >= maxStreamedToolCalls {
+						return "", nil, fmt.Errorf("over %d streamed tool calls", maxStreamedToolCalls)
+					}
+					blocks[ev.Index] = len(calls)
+					calls = append(calls, ToolCall{ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
+				}
 			case "message_start":
 				usage.PromptTokens = int(ev.Message.Usage.InputTokens)
 				usage.CompletionTokens = int(ev.Message.Usage.OutputTokens)
 			case "content_block_delta":
+				if i, ok := blocks[ev.Index]; ok && ev.Delta.Type == "input_json_delta" {
+					if calls[i].Arguments += ev.Delta.PartialJSON; len(calls[i].Arguments) > maxToolArgumentBytes {
+						return "", nil, fmt.Errorf("a streamed tool call's arguments are over %d bytes", maxToolArgumentBytes)
+					}
+					continue
+				}
 				if ev.Delta.Text != "" {
 					return ev.Delta.Text, nil, nil
 				}
@@ -163,7 +180,14 @@ func (a *anthropicProvider) ChatStream(ctx context.Context, req Request) (*Strea
 				}
 			case "message_stop":
 				_, h, _ := c.snapshot()
-				return "", &Response{Usage: usage, FinishReason: finish, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
+				for i := range calls {
+					if calls[i].Arguments == "" {
+						calls[i].Arguments = "{}" // a tool that takes nothing
+					}
+					calls[i].Arguments = a.red.String(calls[i].Arguments)
+				}
+				return "", &Response{Usage: usage, FinishReason: finish, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h),
+					ToolCalls: calls}, nil
 			}
 		}
 		if err := st.Err(); err != nil {

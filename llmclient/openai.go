@@ -118,6 +118,7 @@ func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, 
 	var usage Usage
 	var st *openai.ChatCompletionStream
 	finished, finish := false, ""
+	var calls []ToolCall // by the chunks' index: id and name first, then the arguments in pieces
 	src := func() (string, *Response, error) {
 		for {
 			chunk, err := st.Recv()
@@ -126,7 +127,11 @@ func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, 
 					return "", nil, ErrStreamTruncated
 				}
 				_, h, _ := c.snapshot()
-				return "", &Response{Usage: usage, FinishReason: finish, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h)}, nil
+				for i := range calls {
+					calls[i].Arguments = a.red.String(calls[i].Arguments)
+				}
+				return "", &Response{Usage: usage, FinishReason: finish, Provider: a.name, Model: req.Model, Key: a.fps[k], RequestID: requestID(h),
+					ToolCalls: calls}, nil
 			}
 			if err != nil {
 				return "", nil, err
@@ -139,6 +144,27 @@ func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, 
 			}
 			if r := chunk.Choices[0].FinishReason; r != "" {
 				finished, finish = true, openAIFinish(r)
+			}
+			for _, tc := range chunk.Choices[0].Delta.ToolCalls {
+				i := len(calls)
+				if tc.Index != nil {
+					i = *tc.Index
+				}
+				if i < 0 || i > len(calls) || i >= maxStreamedToolCalls {
+					return "", nil, fmt.Errorf("a streamed tool call at index %d (after %d)", i, len(calls))
+				}
+				if i == len(calls) {
+					calls = append(calls, ToolCall{})
+				}
+				if tc.ID != "" {
+					calls[i].ID = tc.ID
+				}
+				if tc.Function.Name != "" {
+					calls[i].Name = tc.Function.Name
+				}
+				if calls[i].Arguments += tc.Function.Arguments; len(calls[i].Arguments) > maxToolArgumentBytes {
+					return "", nil, fmt.Errorf("a streamed tool call's arguments are over %d bytes", maxToolArgumentBytes)
+				}
 			}
 			if d := chunk.Choices[0].Delta.Content; d != "" {
 				return d, nil, nil

@@ -16,10 +16,10 @@ import (
 // then returns the whole answer with its usage. Close releases the
 // connection and must be called in every case.
 //
-// A stream carries text only: tool calls in a streamed answer are not read
-// (Response.ToolCalls stays empty, and an answer made only of tool calls
-// ends as an empty answer), so a turn that may call tools goes through
-// Chat. The request itself may hold a whole tool conversation.
+// A stream's tool calls are read whole at its end (Response.ToolCalls):
+// their arguments arrive in pieces that mean nothing alone, so Recv hands
+// out only text. At most maxStreamedToolCalls calls of at most
+// maxToolArgumentBytes arguments each are read; more fails the stream.
 type Stream struct {
 	events chan streamEvent
 	cancel context.CancelFunc
@@ -203,3 +203,10 @@ func (s *Stream) Collect() (*Response, error) {
 		}
 	}
 }
+
+// Bounds on the tool calls a stream may carry: a provider that sends
+// endless calls or arguments fails the stream instead of filling memory.
+const (
+	maxStreamedToolCalls = 128
+	maxToolArgumentBytes = 1 << 20
+)

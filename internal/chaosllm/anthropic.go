@@ -175,6 +175,33 @@ var anthropicDialect = &dialect{
 				sse(w, "message_stop", map[string]any{"type": "message_stop"})
 			}
 	},
+	toolStream: func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
+			"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},
+			"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": in, "output_tokens": 1}}})
+		n := 0
+		if text != "" {
+			sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+			for _, c := range chunks(text) {
+				sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": c}})
+			}
+			sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+			n++
+		}
+		for _, c := range calls {
+			sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": n,
+				"content_block": map[string]any{"type": "tool_use", "id": "toolu_" + c.id, "name": c.name, "input": map[string]any{}}})
+			half := len(c.args) / 2
+			for _, part := range []string{c.args[:half], c.args[half:]} {
+				sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": n, "delta": map[string]string{"type": "input_json_delta", "partial_json": part}})
+			}
+			sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": n})
+			n++
+		}
+		sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "tool_use", "stop_sequence": nil}, "usage": map[string]int{"output_tokens": out}})
+		sse(w, "message_stop", map[string]any{"type": "message_stop"})
+	},
 	streamError: func(w http.ResponseWriter, typ, msg string) {
 		sse(w, "error", map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
 	},

@@ -81,10 +81,10 @@ func (req *request) readConversation(msgs []message, oneMessage bool) error {
 }
 
 // toolMove is what the model does with a request: the tool calls it makes
-// and the text sent with them, or no calls when it answers with text.
-// Streams never call tools.
+// and the text sent with them, or no calls when it answers with text. A
+// stream calls tools as a plain request does (its dialect's toolStream).
 func (s *Server) toolMove(req request, id string) ([]toolCall, string) {
-	if len(req.tools) == 0 || req.stream {
+	if len(req.tools) == 0 {
 		return nil, ""
 	}
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package chaosllm
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ type dialect struct {
 	// toolAnswer writes a whole answer that calls tools, with text before
 	// the calls unless it is empty.
 	toolAnswer func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int)
+	// toolStream is toolAnswer as a stream: the text in chunks, then each
+	// call, its arguments in two pieces.
+	toolStream func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int)
 	// stream writes the start of a stream and returns a function per chunk
 	// and one that ends the stream.
 	stream func(w http.ResponseWriter, id, model string, in int) (chunk func(string), end func(out int))
@@ -120,7 +124,11 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 		for _, c := range calls {
 			out += tokens(c.args)
 		}
-		d.toolAnswer(w, id, model, callText, calls, in, out)
+		if stream {
+			d.toolStream(w, id, model, callText, calls, in, out)
+		} else {
+			d.toolAnswer(w, id, model, callText, calls, in, out)
+		}
 		return
 	}
 	if !stream {
@@ -182,7 +190,7 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 		s.count(ep, key, outcome, in)
 		if stream && f.Kind == KindReset {
 			chunk, _ := d.stream(w, id, model, in)
-			for _, c := range firstChunks(text, 2) {
+			for _, c := range firstChunks(text, cmp.Or(f.Chunks, 2)) {
 				chunk(c)
 			}
 		}
@@ -201,7 +209,7 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 			return
 		}
 		chunk, _ := d.stream(w, id, model, in)
-		for _, c := range firstChunks(text, 2) {
+		for _, c := range firstChunks(text, cmp.Or(f.Chunks, 2)) {
 			chunk(c)
 		}
 		d.streamError(w, typ, msg)

@@ -143,6 +143,27 @@ var openAIDialect = &dialect{
 				fmt.Fprint(w, "data: [DONE]\n\n")
 			}
 	},
+	toolStream: func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(delta map[string]any, finish any) map[string]any {
+			return map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1, "model": model,
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		}
+		sse(w, "", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+		for _, c := range chunks(text) {
+			sse(w, "", chunk(map[string]any{"content": c}, nil))
+		}
+		for i, c := range calls {
+			half := len(c.args) / 2
+			sse(w, "", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": "call_" + c.id, "type": "function",
+				"function": map[string]string{"name": c.name, "arguments": c.args[:half]}}}}, nil))
+			sse(w, "", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]string{"arguments": c.args[half:]}}}}, nil))
+		}
+		sse(w, "", chunk(map[string]any{}, "tool_calls"))
+		sse(w, "", map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1, "model": model, "choices": []any{},
+			"usage": map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}})
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	},
 	streamError: func(w http.ResponseWriter, typ, msg string) {
 		sse(w, "", map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
 	},

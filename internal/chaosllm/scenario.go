@@ -36,8 +36,8 @@ type Scenario struct {
 	// advancing on its own; the first match wins.
 	Timelines []Timeline `yaml:"timelines" json:"timelines"`
 	// ToolScript is what the model does, turn by turn, with requests that
-	// offer tools (both endpoints, plain requests; streams answer with
-	// text). Empty: it calls the first tool offered, with arguments built
+	// offer tools (both endpoints, plain and streamed). Empty: it calls the
+	// first tool offered, with arguments built
 	// from its parameters, then answers once the conversation holds a
 	// tool result.
 	ToolScript []ScriptTurn `yaml:"tool_script" json:"tool_script"`
@@ -121,6 +121,9 @@ type Fault struct {
 	Echo string `yaml:"echo" json:"echo"`
 	// Split is where "split" cuts the key (bytes from its start).
 	Split int `yaml:"split" json:"split"`
+	// Chunks is how many chunks of the answer a stream_error or reset
+	// stream sends before it fails; 0 means 2.
+	Chunks int `yaml:"chunks" json:"chunks"`
 }
 
 // Duration is a time.Duration read from a string such as "1.5s".

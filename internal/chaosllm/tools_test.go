@@ -124,16 +124,18 @@ func TestScriptedTurnsOnTheAnthropicWire(t *testing.T) {
 	if code, _, body := post(t, an, "k", start+calls+split+`]}`); code != 400 || !strings.Contains(body, "go in one user message") {
 		t.Fatalf("split results: %d %s", code, body)
 	}
-	// a stream answers with text, the final text once there are results
+	// a stream follows the script too: turn 2's text, then its call, its
+	// arguments in pieces
 	code, _, body = post(t, an, "k", strings.Replace(start, `"model"`, `"stream":true,"model"`, 1)+calls+results+`]}`)
-	if code != 200 || !strings.Contains(body, "north ") || !strings.Contains(body, "error: ") || strings.Contains(body, "tool_use") {
+	if code != 200 || !strings.Contains(body, `"text":"adding "`) || !strings.Contains(body, `"type":"tool_use"`) || !strings.Contains(body, `"name":"add"`) ||
+		strings.Count(body, "input_json_delta") != 2 || !strings.Contains(body, `"stop_reason":"tool_use"`) {
 		t.Fatalf("stream: %d %s", code, body)
 	}
 	st := srv.Snapshot()
 	if got := st.ToolTurn("anthropic", 1); got.Calls != 2 || got.Results != 4 || got.ErrorResults != 2 || got.Answers != 1 {
 		t.Errorf("turn 1 (two requests brought its results back): %+v", got)
 	}
-	if got := st.ToolTurn("anthropic", 2); got.Answers != 2 || got.Calls != 1 {
+	if got := st.ToolTurn("anthropic", 2); got.Answers != 2 || got.Calls != 2 { // the plain request and the stream, each calling add
 		t.Errorf("turn 2: %+v", got)
 	}
 }

@@ -238,3 +238,23 @@ func rawSSE(ctx context.Context, base, id, after string) ([]record.Event, error)
 	}
 	return out, fmt.Errorf("the stream closed without its end: %v", sc.Err())
 }
+
+// follow of a workflow that was blocked and then rerun to completion
+// reads the first run's dead step and goes on through the rerun to the
+// end (it used to stop at the dead step, whose workflow had completed).
+func TestFollowReadsAReranWorkflowToItsEnd(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Requests: 1, Fault: &chaosllm.Fault{Status: 400}}, {}}}})
+	id := e.Submit(t, e.Spec(hello))
+	e.Wait(t, id, 15*time.Second, "blocked")
+	if _, err := e.Client.Rerun(t.Context(), id, "greet"); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 15*time.Second, "completed")
+	vars, cfgFile := envFor(t, e)
+	r := run(t, cli.Enqueue, vars, "--config", cfgFile, "follow", id)
+	if r.code != 0 || !strings.Contains(r.out, "greet dead-lettered") || !strings.Contains(r.out, "workflow rerun (run 1) from greet") ||
+		!strings.Contains(r.out, "workflow completed") {
+		t.Fatalf("follow: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}

@@ -49,6 +49,7 @@ canceled, times out or is blocked on a dead-lettered step, and exits as
 // ended, or blocked), then its state, and returns the exit --wait would.
 func follow(ctx context.Context, w io.Writer, cl *client.Client, id, after string, asJSON bool) error {
 	p := &eventPrinter{w: w, json: asJSON}
+	gen := -1 // the run the events read are of (-1: not known yet, from a resumed read)
 	for e, err := range cl.Events(ctx, id, after) {
 		if err != nil {
 			p.endLine()
@@ -57,13 +58,20 @@ func follow(ctx context.Context, w io.Writer, cl *client.Client, id, after strin
 		if err := p.print(e); err != nil {
 			return err
 		}
-		// a dead step may block the workflow: --wait stops there, so does follow
+		switch e.Type {
+		case record.EventSubmitted:
+			gen = 0
+		case record.EventRerun:
+			gen = e.Gen
+		}
+		// a dead step may block the workflow: --wait stops there, so does
+		// follow, unless this is the history of a run a rerun followed
 		if e.Type == record.EventDead || e.Type == record.EventEnded {
 			wf, err := cl.Status(ctx, id)
 			if err != nil {
 				return notFound(err, id)
 			}
-			if producer.Settled(wf.State) {
+			if producer.Settled(wf.State) && (gen < 0 || wf.Generation == gen) {
 				p.endLine()
 				if !asJSON && e.Type != record.EventEnded {
 					fmt.Fprintf(w, "workflow %s is %s\n", id, wf.State)

@@ -53,6 +53,8 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	stop := context.AfterFunc(s.streams, cancel) // the server shuts down: the stream ends (a reader resumes elsewhere)
+	defer stop()
 	type item struct {
 		e   record.Event
 		err error
@@ -77,6 +79,8 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case it, ok := <-items:
 			switch {
+			case ctx.Err() != nil:
+				return // the reader left, or the server shuts down: not the end (a reader resumes)
 			case !ok:
 				send("event: end\ndata: {}\n\n")
 				return

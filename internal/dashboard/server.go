@@ -77,6 +77,9 @@ type Server struct {
 	hosts    hostCheck
 	signins  *signInLimiter
 	mon      *asynqmon.HTTPHandler
+	// streams ends with StopStreams: the event streams' handlers watch it
+	streams     context.Context
+	stopStreams context.CancelFunc
 }
 
 // pageCSP is the Content-Security-Policy of the dashboard's own pages.
@@ -111,6 +114,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}()
 	s := &Server{o: o, client: client,
 		pages: map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
+	s.streams, s.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
 	if o.Token != "" {
 		m := hmac.New(sha256.New, []byte(o.Token))
 		m.Write([]byte("agentq dashboard session"))
@@ -181,7 +185,15 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 // Close releases asynqmon's Redis connection and what the client built.
-func (s *Server) Close() error { return errors.Join(s.mon.Close(), s.client.Close()) }
+func (s *Server) Close() error {
+	s.StopStreams()
+	return errors.Join(s.mon.Close(), s.client.Close())
+}
+
+// StopStreams ends every open event stream (apievents.go), as a server
+// shutting down does (http.Server.RegisterOnShutdown): they last as long
+// as their workflows, and a graceful shutdown waits for its handlers.
+func (s *Server) StopStreams() { s.stopStreams() }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

@@ -91,6 +91,7 @@ listen address, localhost with its port, or --allowed-hosts.`,
 		}
 		defer srv.Close()
 		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+		hs.RegisterOnShutdown(srv.StopStreams) // event streams last as long as their workflows: a shutdown ends them
 		fmt.Fprintf(cmd.OutOrStdout(), "dashboard on http://%s (read-only: %v)\n", ln.Addr(), readOnly)
 		errc := make(chan error, 1)
 		go func() { errc <- hs.Serve(ln) }()

@@ -126,27 +126,7 @@ type LLM struct {
 // attempt of this step got for the same request at the same point.
 // Failures are not kept: a retried step asks again.
 func (l *LLM) Chat(ctx context.Context, route string, req llmclient.Request) (*llmclient.Response, error) {
-	seq, hash, prev, err := l.d.next("llm", route, req)
-	if err != nil {
-		return nil, err
-	}
-	if prev != nil {
-		var r llmclient.Response
-		if err := json.Unmarshal([]byte(prev.Value), &r); err == nil {
-			l.d.spend(&r)
-			return &r, nil
-		}
-	}
-	resp, err := l.router.Chat(ctx, route, req)
-	if err != nil {
-		return nil, err
-	}
-	l.d.spend(resp)
-	b, _ := json.Marshal(resp)
-	if err := l.d.save(ctx, seq, hash, b); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return l.ask(ctx, route, req, nil, func() (*llmclient.Response, error) { return l.router.Chat(ctx, route, req) })
 }
 
 // Stream is Chat with the answer's text streamed: onDelta (nil: none)
@@ -157,6 +137,12 @@ func (l *LLM) Chat(ctx context.Context, route string, req llmclient.Request) (*l
 // The answer returned, and kept durably, is the final one, whole; an
 // answer an earlier attempt kept is handed to onDelta in one piece.
 func (l *LLM) Stream(ctx context.Context, route string, req llmclient.Request, onDelta func(delta string)) (*llmclient.Response, error) {
+	return l.ask(ctx, route, req, onDelta, func() (*llmclient.Response, error) { return streamChat(ctx, l.router, route, req, onDelta) })
+}
+
+// ask is one durable LLM call: the answer kept for it (handed to replayed,
+// when set, as one piece), else call's, kept.
+func (l *LLM) ask(ctx context.Context, route string, req llmclient.Request, replayed func(string), call func() (*llmclient.Response, error)) (*llmclient.Response, error) {
 	seq, hash, prev, err := l.d.next("llm", route, req)
 	if err != nil {
 		return nil, err
@@ -165,13 +151,13 @@ func (l *LLM) Stream(ctx context.Context, route string, req llmclient.Request, o
 		var r llmclient.Response
 		if err := json.Unmarshal([]byte(prev.Value), &r); err == nil {
 			l.d.spend(&r)
-			if onDelta != nil {
-				onDelta(r.Text)
+			if replayed != nil {
+				replayed(r.Text)
 			}
 			return &r, nil
 		}
 	}
-	resp, err := streamChat(ctx, l.router, route, req, onDelta)
+	resp, err := call()
 	if err != nil {
 		return nil, err
 	}

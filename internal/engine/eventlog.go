@@ -32,6 +32,7 @@ type stepLog struct {
 	mu      sync.Mutex
 	pending []store.Event
 	timer   *time.Timer
+	closed  bool // the outcome was logged: what comes later is dropped
 }
 
 // passengerWait is the longest an event waits for its step's outcome.
@@ -62,6 +63,9 @@ func (l *stepLog) add(e store.Event) {
 	e.Step, e.Attempt, e.At = l.step, l.attempt, time.Now().UTC()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return // after the outcome (a hedge's loser, a goroutine the step left): a reader has stopped at the end
+	}
 	l.pending = append(l.pending, e)
 	if l.timer == nil {
 		l.timer = time.AfterFunc(passengerWait, func() { l.log() })
@@ -96,8 +100,9 @@ func (l *stepLog) take() []store.Event {
 
 // carry hands what is pending to the attempt's outcome (store.Outcome's
 // Events), holding the log's writes until done is called with whether
-// the outcome landed: if not, they are written on their own (the store
-// refused a stale outcome, yet the calls were made).
+// the outcome may have landed: if so, the log is closed (what comes after
+// the outcome is dropped); if the store refused it (a stale outcome), the
+// events are written on their own, since the calls were made.
 func (l *stepLog) carry() (evs []store.Event, done func(landed bool)) {
 	if l == nil {
 		return nil, func(bool) {}
@@ -105,7 +110,11 @@ func (l *stepLog) carry() (evs []store.Event, done func(landed bool)) {
 	l.wmu.Lock()
 	evs = l.take()
 	return evs, func(landed bool) {
-		if !landed {
+		if landed {
+			l.mu.Lock()
+			l.closed = true
+			l.mu.Unlock()
+		} else {
 			l.write(evs)
 		}
 		l.wmu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -78,6 +79,19 @@ steps:
 	waitQueueEmpty(t, e)
 	if w, _ := e.Store.Get(t.Context(), id); w.Steps[2].Attempts != 1 || w.Steps[2].Output != "2" {
 		t.Errorf("a task of the first run touched step c: %+v", w.Steps[2])
+	}
+	// the log: b's durable call once a run, the rerun between the runs,
+	// a's call in the first run only; the stray task logged nothing
+	var lines []string
+	evs, _ := e.Store.Events(t.Context(), id, "", 100)
+	for _, ev := range evs {
+		switch ev.Type {
+		case record.EventDo, record.EventRerun, record.EventEnded:
+			lines = append(lines, fmt.Sprintf("%s %s%s", ev.Type, ev.Step, ev.Name))
+		}
+	}
+	if want := "do.call acount do.call bcount do.call ccount workflow.ended  workflow.rerun  do.call bcount do.call ccount workflow.ended "; strings.Join(lines, " ") != want {
+		t.Errorf("log %q\nwant %q", strings.Join(lines, " "), want)
 	}
 }
 

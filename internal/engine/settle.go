@@ -120,7 +120,9 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		}
 		return err
 	})
-	logged(err == nil || errors.Is(err, store.ErrNotFound))
+	// refused: written on their own; landed, or not known (a reply lost):
+	// not again (twice would log them twice and count their spend twice)
+	logged(!errors.Is(err, store.ErrStaleAttempt) && !errors.Is(err, store.ErrOtherRun) && !errors.Is(err, store.ErrAlreadySettled))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

@@ -55,7 +55,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 	}
 	carried, logged := stepLogOf(ctx).carry()
 	rerr := h.st.RecordError(ctx, p.Workflow, p.Step, p.Gen, attempt, string(class), err.Error(), due, carried...)
-	logged(rerr == nil || errors.Is(rerr, store.ErrNotFound))
+	logged(!errors.Is(rerr, store.ErrStaleAttempt)) // refused: written on their own
 	if errors.Is(rerr, store.ErrStaleAttempt) {
 		return h.stale(p, attempt, rerr)
 	} else if rerr != nil {

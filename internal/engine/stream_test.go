@@ -72,7 +72,9 @@ func TestAStreamFailingMidwayFailsOverAndSaysSo(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{
 		Answers: []chaosllm.Answer{{Match: "stream", Text: longAnswer}},
 		Timelines: []chaosllm.Timeline{{Endpoint: "openai", Phases: []chaosllm.Phase{
-			{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindStreamError}}, {}}}}}})
+			// the error comes after 300 chunks: well past the text a stream
+			// holds back, so readers have seen some when it fails
+			{Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindStreamError, Chunks: 300}}, {}}}}}})
 	id := e.Submit(t, e.Spec(`
 name: failover
 steps:
@@ -134,4 +136,53 @@ func countEvents(t *testing.T, e *testenv.Env, wf, step, typ string) int {
 
 func chatRequest(prompt string) llmclient.Request {
 	return llmclient.Request{Messages: []llmclient.Message{{Role: "user", Content: prompt}}}
+}
+
+// A step with tools and stream: true streams each turn's text; its tool
+// turns come between them, and the text after the last turn of tool
+// calls joins to the stored output (the final answer), on both dialects.
+func TestAToolStepStreamsEachTurn(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{
+		Scenario: chaosllm.Scenario{ToolScript: []chaosllm.ScriptTurn{
+			{Text: "checking the figures first", Calls: []chaosllm.ScriptCall{call("fetch_figure", map[string]any{"region": "north"})}}}},
+		Tools: map[string]engine.Tool{"fetch_figure": figureTool("streaming worker", nil)}})
+	for _, d := range dialects {
+		id := e.Submit(t, e.Spec(toolStep(d.route, "[fetch_figure]", "    stream: true\n")))
+		wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked)
+		s := wf.Steps[0]
+		if wf.State != store.StateCompleted {
+			t.Fatalf("%s: %s %+v", d.route, wf.State, s)
+		}
+		evs, _ := e.Store.Events(context.Background(), id, "", 1000)
+		var seq []string
+		var before, after strings.Builder
+		turned := false
+		for _, ev := range evs {
+			if ev.Step != "ask" {
+				continue
+			}
+			switch ev.Type {
+			case record.EventDelta:
+				if turned {
+					after.WriteString(ev.Text)
+				} else {
+					before.WriteString(ev.Text)
+				}
+				if len(seq) == 0 || seq[len(seq)-1] != "delta" {
+					seq = append(seq, "delta")
+				}
+			case record.EventToolTurn:
+				turned = true
+				seq = append(seq, "tool.turn "+strings.Join(ev.Tools, ","))
+			case record.EventLLMCall, record.EventDone:
+				seq = append(seq, ev.Type)
+			}
+		}
+		if want := "delta llm.call tool.turn fetch_figure delta llm.call step.done"; strings.Join(seq, " ") != want {
+			t.Errorf("%s: the step's log %q, want %q", d.route, strings.Join(seq, " "), want)
+		}
+		if before.String() != "checking the figures first" || after.String() != s.Output || !strings.Contains(s.Output, "north: 1200") {
+			t.Errorf("%s: streamed %q then %q; output %q", d.route, before.String(), after.String(), s.Output)
+		}
+	}
 }

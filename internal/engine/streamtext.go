@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/router"
@@ -53,11 +54,22 @@ func (d *deltaLog) push() {
 	if d.l == nil {
 		return
 	}
-	if d.buf.Len() > 0 {
-		d.l.add(store.Event{Type: record.EventDelta, Text: d.buf.String()})
-		d.buf.Reset()
-	}
+	d.l.addText(d.buf.String())
+	d.buf.Reset()
 	d.last = time.Now()
+}
+
+// addText adds text as step.delta events, each within the log's bound on
+// an event's text (never cut: the deltas join to the answer).
+func (l *stepLog) addText(text string) {
+	for len(text) > 0 {
+		n := min(len(text), store.MaxEventTextBytes)
+		for n < len(text) && n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		l.add(store.Event{Type: record.EventDelta, Text: text[:n]})
+		text = text[n:]
+	}
 }
 
 // reset says the text streamed so far is void (a failover midway, or a

@@ -11,9 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
-	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -64,7 +62,7 @@ type toolLoop struct {
 	base     llmclient.Request        // everything but the messages
 	maxTurns int
 	maxBytes int  // the longest result the model is given
-	stream   bool // log each turn's text (stream: true)
+	stream   bool // stream each turn's text to the log (stream: true)
 
 	mu      sync.Mutex
 	records []ToolCallRecord
@@ -141,13 +139,13 @@ func (l *toolLoop) chat(ctx context.Context, turn int, msgs []llmclient.Message)
 		}
 	}
 	if resp == nil {
-		if resp, err = l.router.Chat(ctx, l.route, req); err != nil {
-			return nil, err
+		if l.stream { // the turn's text to the log as it comes; its calls whole at its end
+			resp, err = streamChat(ctx, l.router, l.route, req, nil)
+		} else {
+			resp, err = l.router.Chat(ctx, l.route, req)
 		}
-		if l.stream && resp.Text != "" {
-			// a streamed answer carries no tool calls: a turn that may
-			// call tools is asked whole, and its text logged as it lands
-			stepLogOf(ctx).add(store.Event{Type: record.EventDelta, Text: resp.Text})
+		if err != nil {
+			return nil, err
 		}
 		b, _ := json.Marshal(resp)
 		if err := l.d.save(ctx, seq, hash, b); err != nil {

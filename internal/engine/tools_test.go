@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -242,6 +243,15 @@ func TestToolCallErrorsGoBackToTheModel(t *testing.T) {
 		recs := records(t, s)
 		if len(recs) != 5 || recs[0].Error != "" || recs[1].Error == "" || recs[2].Error == "" || recs[3].Error != "warehouse offline" || recs[4].Result != "" {
 			t.Errorf("%s: tool_calls %s", d.route, s.ToolCalls)
+		}
+		// the log has the turn: its tools, and the first that answered with an error
+		turns := eventsOf(t, e, id, s.ID, record.EventToolTurn)
+		if len(turns) != 1 || strings.Join(turns[0].Tools, ",") != "fetch_figure,delete_everything,fetch_figure,warehouse,boom" ||
+			!strings.HasPrefix(turns[0].Error, "delete_everything: ") {
+			t.Errorf("%s: tool.turn events %+v", d.route, turns)
+		}
+		if calls := eventsOf(t, e, id, s.ID, record.EventLLMCall); len(calls) != 2 {
+			t.Errorf("%s: %d llm.call events for a conversation of two turns", d.route, len(calls))
 		}
 	}
 }

@@ -52,8 +52,16 @@ func (c *Client) Events(ctx context.Context, id, after string) iter.Seq2[Event, 
 		idle := time.NewTimer(0)
 		defer idle.Stop()
 		<-idle.C
-		ended := false // the last event read was workflow.ended
+		ended := false  // the last event read was workflow.ended
+		behind := false // the last page was full: the log's bound may have passed this reader
 		for {
+			if behind {
+				if info, err := c.store.EventLog(ctx, id); err == nil && info.Trimmed() > 0 && record.EventIDBefore(after, info.First) {
+					if !yield(Event{Type: record.EventTruncated, Dropped: info.Trimmed(), At: time.Now().UTC()}, nil) {
+						return
+					}
+				}
+			}
 			evs, err := c.store.Events(ctx, id, after, eventPage)
 			if err != nil {
 				yield(Event{}, c.eventsErr(id, err))
@@ -65,7 +73,7 @@ func (c *Client) Events(ctx context.Context, id, after string) iter.Seq2[Event, 
 				}
 				after, ended = e.ID, e.Final()
 			}
-			if len(evs) == eventPage {
+			if behind = len(evs) == eventPage; behind {
 				continue
 			}
 			if ended {

@@ -182,7 +182,7 @@ func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, erro
 		case class.RequestFault():
 			// the request, not the target, is the problem: only the route's
 			// fallback for this class can help
-			if fb := rt.fallbackFor(class); fb != nil {
+			if fb := rt.fallbackFor(class); fb != nil && !slices.Contains(req.skip, fb.String()) {
 				if resp, err := r.attempt(ctx, route, *fb, req, rerr); err == nil {
 					r.obs.Fallback(route, t.String(), fb.String())
 					return resp, nil
@@ -222,9 +222,10 @@ func (r *Router) stream(ctx context.Context, route string, req ask) (*Stream, er
 		if class == retry.Canceled || ctx.Err() != nil || t == nil {
 			return nil, cause
 		}
+		// the call counted as answered at its first piece: its failure
+		// midway is what the breaker and the health scores hear of now
 		r.breakers.record(ctx, t.Provider.Name(), t.Model, class, false)
 		r.health.observe(t.Provider.Name(), t.Model, class, 0)
-		r.obs.Call(route, *t, resp.Key, class, 0, llmclient.Usage{})
 		next := req
 		next.skip = append(slices.Clip(req.skip), t.String())
 		return r.stream(ctx, route, next)

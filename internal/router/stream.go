@@ -40,8 +40,11 @@ type Stream struct {
 	// fails midway (Router.stream); nil: a failure is returned.
 	resume func(cause error) (*Stream, error)
 	// ended, when set, hears once how the stream ended (nil: answered
-	// whole; a call hook's report, call.go).
-	ended func(err error)
+	// whole; a call hook's report, call.go): at Close, after the caller
+	// has read all, or when it fails.
+	ended  func(err error)
+	eof    bool // Recv returned io.EOF
+	closed bool
 }
 
 // end reports how the stream ended, once.
@@ -77,8 +80,10 @@ func (s *Stream) Recv() (string, error) {
 	case err == nil:
 		return piece, nil
 	case errors.Is(err, io.EOF):
-		s.end(nil)
-		return piece, err
+		s.mu.Lock()
+		s.eof = true
+		s.mu.Unlock()
+		return piece, err // reported at Close: after what the caller does with the last piece
 	}
 	s.end(err)
 	if resume == nil {
@@ -89,6 +94,11 @@ func (s *Stream) Recv() (string, error) {
 		return "", err // the route had nothing better: this target's failure
 	}
 	s.mu.Lock()
+	if s.closed { // closed meanwhile: the next target's stream is not wanted
+		s.mu.Unlock()
+		next.Close()
+		return "", err
+	}
 	old, closers := s.st, s.closers
 	s.st, s.pending, s.closers, s.resume, s.ended = next.st, next.pending, next.closers, next.resume, next.ended
 	s.mu.Unlock()
@@ -108,9 +118,17 @@ func (s *Stream) Response() *llmclient.Response {
 
 // Close stops the stream and releases what the router holds for it.
 func (s *Stream) Close() error {
-	s.end(context.Canceled) // closed before its end: abandoned
+	s.mu.Lock()
+	eof := s.eof
+	s.mu.Unlock()
+	if eof {
+		s.end(nil)
+	} else {
+		s.end(context.Canceled) // closed before its end: abandoned
+	}
 	s.once.Do(func() {
 		s.mu.Lock()
+		s.closed = true
 		s.st.Close()
 		closers := s.closers
 		s.mu.Unlock()

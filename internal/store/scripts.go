@@ -303,7 +303,7 @@ hset(K, w, 1)
 -- TTL is left, not at every settle
 if refresh or redis.call('PTTL', K) < tonumber(ARGV[4]) * 750 then
   redis.call('EXPIRE', K, ARGV[4])
-  if EN ~= '0' then redis.call('EXPIRE', EK, ARGV[4]) end -- the log lives as long as the record
+  redis.call('EXPIRE', EK, ARGV[4]) -- the log lives as long as the record (whether this worker logs or not)
 end
 flush()
 out[1] = wfstate

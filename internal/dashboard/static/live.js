@@ -136,7 +136,8 @@
       tr.appendChild(td);
     }
     box.querySelector("table").appendChild(tr);
-    box.querySelector("summary").textContent = row + ": " + (box.querySelectorAll("tr.call").length) + " entries";
+    box.dataset.n = (Number(box.dataset.n || 0) + 1).toString();
+    box.querySelector("summary").textContent = row + ": " + box.dataset.n + " entries";
   }
 
   // streamed text, per step, since its last reset
@@ -193,6 +194,14 @@
       .catch(() => {});
   }
   const later = () => { if (!refreshTimer) refreshTimer = setTimeout(refresh, 150); };
+  // one drawing a frame, however many events a frame brings (a history
+  // of thousands arrives at once)
+  let drawPending = false;
+  const redraw = () => {
+    if (drawPending) return;
+    drawPending = true;
+    requestAnimationFrame(() => { drawPending = false; drawTimeline(); });
+  };
 
   const src = new EventSource("/api/v1/workflows/" + encodeURIComponent(wf) + "/events");
   const onEvent = (m) => {
@@ -201,12 +210,12 @@
     inspect(e);
     stream(e);
     if (e.type.startsWith("step.") && e.type !== "step.delta" || e.type.startsWith("workflow.")) later();
-    drawTimeline();
+    redraw();
   };
   for (const t of ["workflow.submitted", "workflow.rerun", "workflow.ended", "step.ready", "step.started", "step.failed",
     "step.waiting", "step.done", "step.degraded", "step.dead", "step.canceled", "llm.call", "tool.turn", "do.call",
     "step.delta", "step.stream_reset", "log.truncated"]) src.addEventListener(t, onEvent);
-  src.addEventListener("end", () => { ended = true; src.close(); live.dataset.live = "ended"; later(); drawTimeline(); });
+  src.addEventListener("end", () => { ended = true; src.close(); later(); redraw(); requestAnimationFrame(() => { live.dataset.live = "ended"; }); });
   src.addEventListener("error", () => { if (ended) src.close(); });
   setInterval(() => { if (!ended) drawTimeline(); }, 1000); // running bars grow
   live.dataset.live = "following";

@@ -165,7 +165,7 @@ func (a *anthropicProvider) ChatStream(ctx context.Context, req Request) (*Strea
 					if calls[i].Arguments += ev.Delta.PartialJSON; len(calls[i].Arguments) > maxToolArgumentBytes {
 						return "", nil, fmt.Errorf("a streamed tool call's arguments are over %d bytes", maxToolArgumentBytes)
 					}
-					continue
+					return "", nil, nil // no text, but the stream is alive (its stall limit)
 				}
 				if ev.Delta.Text != "" {
 					return ev.Delta.Text, nil, nil

@@ -147,8 +147,11 @@ func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, 
 			}
 			for _, tc := range chunk.Choices[0].Delta.ToolCalls {
 				i := len(calls)
-				if tc.Index != nil {
+				switch {
+				case tc.Index != nil:
 					i = *tc.Index
+				case tc.ID == "" && len(calls) > 0:
+					i = len(calls) - 1 // a piece of the last call's arguments, sent without its index
 				}
 				if i < 0 || i > len(calls) || i >= maxStreamedToolCalls {
 					return "", nil, fmt.Errorf("a streamed tool call at index %d (after %d)", i, len(calls))
@@ -166,8 +169,8 @@ func (a *openaiProvider) ChatStream(ctx context.Context, req Request) (*Stream, 
 					return "", nil, fmt.Errorf("a streamed tool call's arguments are over %d bytes", maxToolArgumentBytes)
 				}
 			}
-			if d := chunk.Choices[0].Delta.Content; d != "" {
-				return d, nil, nil
+			if d := chunk.Choices[0].Delta.Content; d != "" || len(chunk.Choices[0].Delta.ToolCalls) > 0 {
+				return d, nil, nil // a chunk of tool calls only: no text, but the stream is alive
 			}
 		}
 	}

@@ -33,7 +33,7 @@ type Stream struct {
 	// holdBack bytes of text follow it, so a secret split across pieces
 	// is seen whole.
 	red  *redact.Redactor
-	held string          // redacted text not handed out yet
+	held string          // text not handed out yet, as it came
 	out  strings.Builder // the text handed out: the answer's Text
 
 	mu   sync.Mutex
@@ -99,15 +99,21 @@ func (s *Stream) Recv() (string, error) {
 		return "", err
 	}
 	s.mu.Unlock()
-	var stall <-chan time.Time
+	var (
+		stall <-chan time.Time
+		timer *time.Timer
+	)
 	if s.stall > 0 {
-		t := time.NewTimer(s.stall)
-		defer t.Stop()
-		stall = t.C
+		timer = time.NewTimer(s.stall)
+		defer timer.Stop()
+		stall = timer.C
 	}
 	for {
 		select {
 		case ev := <-s.events:
+			if timer != nil { // the stream is alive: a piece held back, or one of tool calls, counts
+				timer.Reset(s.stall)
+			}
 			switch {
 			case ev.err != nil:
 				return "", s.fail(s.onErr(ev.err))
@@ -147,27 +153,33 @@ func (s *Stream) Recv() (string, error) {
 	}
 }
 
-// release redacts what is held and delta, and hands out all but the
-// last holdBack bytes of it (all, at the end). Called with s.mu held.
+// release hands out what is held and delta, redacted. Text with no
+// secret in it is handed out but its last holdBack bytes (a secret may be
+// arriving there); a window that holds a secret (whole, or a run of 8 or
+// more of its characters) is handed out whole, redacted, so no secret is
+// ever cut in two by what is handed out and what is held; at the end, all
+// of it. Called with s.mu held.
 func (s *Stream) release(delta string, final bool) string {
 	text := s.held + delta
-	if s.red != nil {
-		text = s.red.String(text)
-	}
-	cut := len(text)
-	if !final {
-		cut -= holdBack
+	var out string
+	switch red := s.red.Part(text); {
+	case final:
+		out, s.held = s.red.String(text), ""
+	case red != text:
+		out, s.held = red, ""
+	default:
+		cut := len(text) - holdBack
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
 			cut--
 		}
+		if cut <= 0 {
+			s.held = text
+			return ""
+		}
+		out, s.held = text[:cut], text[cut:]
 	}
-	if cut <= 0 {
-		s.held = text
-		return ""
-	}
-	s.held = text[cut:]
-	s.out.WriteString(text[:cut])
-	return text[:cut]
+	s.out.WriteString(out)
+	return out
 }
 
 func (s *Stream) fail(err error) error {

@@ -106,7 +106,16 @@ func (r *Redactor) Merge(o *Redactor) *Redactor {
 // such run of the secret's base64 forms (a gateway echoing "Basic
 // base64(user:key)"), any piece of a secret at its start or end, or any
 // key-shaped token.
-func (r *Redactor) String(s string) string {
+func (r *Redactor) String(s string) string { return r.redact(s, true) }
+
+// Part is String for a part of a longer text handed out piece by piece
+// (a stream): a short run of a secret's characters at its start or end
+// is left, since the text before or after it decides whether it is one
+// (the caller holds back enough of what follows that a secret there is
+// seen whole, or as a run of 8 or more).
+func (r *Redactor) Part(s string) string { return r.redact(s, false) }
+
+func (r *Redactor) redact(s string, edges bool) string {
 	if s == "" {
 		return s
 	}
@@ -117,7 +126,9 @@ func (r *Redactor) String(s string) string {
 			}
 		}
 		s = r.pieces.remove(s)
-		s = r.edges(s)
+		if edges {
+			s = r.edges(s)
+		}
 	}
 	for _, sh := range shapes {
 		s = sh.re.ReplaceAllString(s, sh.repl)

@@ -13,7 +13,7 @@ import (
 
 // apiEvents streams a workflow's event log as Server-Sent Events
 // (GET /api/v1/workflows/{id}/events): the history first, then events as
-// they are logged. Each event is "id:" its log entry's id, "event:" its
+// they are logged. Each event is "id:" its id (record.EventID), "event:" its
 // type and "data:" the event as JSON. A reader resumes with
 // Last-Event-ID (or ?after=ID). The stream ends after the workflow ends
 // (its workflow.ended event) with "event: end"; a blocked or waiting

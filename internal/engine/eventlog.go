@@ -63,8 +63,11 @@ func (l *stepLog) add(e store.Event) {
 	e.Step, e.Attempt, e.At = l.step, l.attempt, time.Now().UTC()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return // after the outcome (a hedge's loser, a goroutine the step left): a reader has stopped at the end
+	if l.closed { // after the outcome (a hedge's loser, a goroutine the step left)
+		if e.CostUSD > 0 {
+			go l.write([]store.Event{e}) // it was paid for: its spend counts (and the history says so)
+		}
+		return
 	}
 	l.pending = append(l.pending, e)
 	if l.timer == nil {

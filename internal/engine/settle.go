@@ -122,7 +122,8 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	})
 	// refused: written on their own; landed, or not known (a reply lost):
 	// not again (twice would log them twice and count their spend twice)
-	logged(!errors.Is(err, store.ErrStaleAttempt) && !errors.Is(err, store.ErrOtherRun) && !errors.Is(err, store.ErrAlreadySettled))
+	logged(!errors.Is(err, store.ErrStaleAttempt) && !errors.Is(err, store.ErrOtherRun) && !errors.Is(err, store.ErrAlreadySettled) &&
+		!errors.Is(err, store.ErrOldLayout))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

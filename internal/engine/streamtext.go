@@ -67,6 +67,9 @@ func (l *stepLog) addText(text string) {
 		for n < len(text) && n > 0 && !utf8.RuneStart(text[n]) {
 			n--
 		}
+		if n == 0 { // no rune start in reach: not UTF-8; cut where the bound is
+			n = min(len(text), store.MaxEventTextBytes)
+		}
 		l.add(store.Event{Type: record.EventDelta, Text: text[:n]})
 		text = text[n:]
 	}

@@ -17,10 +17,10 @@ type Event = record.Event
 // EventPoll is how often a follower looks for new events while none come.
 const EventPoll = 200 * time.Millisecond
 
-// eventPage is how many events one read takes.
+// eventPage is how many log entries one read takes.
 const eventPage = 500
 
-// Events follows a workflow's event log: every event after the entry id
+// Events follows a workflow's event log: every event after the event id
 // after ("": from the start), in order, once each; then new ones as they
 // are logged, until the workflow ends (completed, failed, canceled,
 // timed_out: after its workflow.ended event) or ctx does. A blocked or
@@ -62,7 +62,7 @@ func (c *Client) Events(ctx context.Context, id, after string) iter.Seq2[Event, 
 					}
 				}
 			}
-			evs, err := c.store.Events(ctx, id, after, eventPage)
+			evs, full, err := c.store.EventsPage(ctx, id, after, eventPage)
 			if err != nil {
 				yield(Event{}, c.eventsErr(id, err))
 				return
@@ -73,7 +73,7 @@ func (c *Client) Events(ctx context.Context, id, after string) iter.Seq2[Event, 
 				}
 				after, ended = e.ID, e.Final()
 			}
-			if behind = len(evs) == eventPage; behind {
+			if behind = full; behind {
 				continue
 			}
 			if ended {

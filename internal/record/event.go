@@ -32,7 +32,7 @@ const (
 // Go client and `enqueue follow` give it. Fields a type does not use are
 // left out of its JSON.
 type Event struct {
-	// ID is the log entry's id: a reader resumes after it (SSE's
+	// ID is the event's id (EventID): a reader resumes after it (SSE's
 	// Last-Event-ID). It increases along the log.
 	ID      string    `json:"id"`
 	Type    string    `json:"type"`
@@ -76,20 +76,49 @@ type Event struct {
 // (a rerun may continue the log after it).
 func (e Event) Final() bool { return e.Type == EventEnded }
 
-// ValidEventID reports whether s is an event log entry's id: ms-seq.
+// An event's id is its log entry's ("ms-seq"), followed for the second
+// and later events of an entry by "." and its place ("ms-seq.2").
+
+// EventID is the id of the event at place i of entry.
+func EventID(entry string, i int) string {
+	if i == 0 {
+		return entry
+	}
+	return entry + "." + strconv.Itoa(i)
+}
+
+// SplitEventID returns an event id's entry and place.
+func SplitEventID(id string) (entry string, place int, ok bool) {
+	entry, p, dotted := strings.Cut(id, ".")
+	if _, _, ok := parseEntryID(entry); !ok {
+		return "", 0, false
+	}
+	if dotted {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || strconv.Itoa(n) != p {
+			return "", 0, false
+		}
+		place = n
+	}
+	return entry, place, true
+}
+
+// ValidEventID reports whether s is an event's id.
 func ValidEventID(s string) bool {
-	_, _, ok := parseEventID(s)
+	_, _, ok := SplitEventID(s)
 	return ok
 }
 
-// EventIDBefore reports whether entry id a comes before b (both valid).
+// EventIDBefore reports whether event id a comes before b (both valid).
 func EventIDBefore(a, b string) bool {
-	am, as, _ := parseEventID(a)
-	bm, bs, _ := parseEventID(b)
-	return am < bm || am == bm && as < bs
+	ae, ap, _ := SplitEventID(a)
+	be, bp, _ := SplitEventID(b)
+	am, as, _ := parseEntryID(ae)
+	bm, bs, _ := parseEntryID(be)
+	return am < bm || am == bm && (as < bs || as == bs && ap < bp)
 }
 
-func parseEventID(s string) (ms, seq uint64, ok bool) {
+func parseEntryID(s string) (ms, seq uint64, ok bool) {
 	m, q, found := strings.Cut(s, "-")
 	if !found {
 		return 0, 0, false

@@ -119,6 +119,7 @@ func (s *Stream) Response() *llmclient.Response {
 // Close stops the stream and releases what the router holds for it.
 func (s *Stream) Close() error {
 	s.mu.Lock()
+	s.closed = true // a failover under way closes what it opens
 	eof := s.eof
 	s.mu.Unlock()
 	if eof {
@@ -128,7 +129,6 @@ func (s *Stream) Close() error {
 	}
 	s.once.Do(func() {
 		s.mu.Lock()
-		s.closed = true
 		s.st.Close()
 		closers := s.closers
 		s.mu.Unlock()

@@ -19,8 +19,12 @@ import (
 type Event = record.Event
 
 // A workflow's event log is a Redis stream beside its record, under its
-// hash tag: entry field "e" holds the event as JSON (its id is the
-// entry's). The scripts that change a workflow's state append the events
+// hash tag: one entry a script (a state change and what rode with it),
+// whose field "e" holds its events as JSON, one a line. An event's id is
+// its entry's, followed for the second and later events of an entry by
+// "." and its place ("1764752527774-0", "1764752527774-0.2"): one XADD a
+// change, not one an event (a settle logs an LLM call, streamed text, the
+// step's outcome and the dependents it made ready). The scripts that change a workflow's state append the events
 // that report the change in the same script, so an event is logged
 // exactly when its change lands. The stream is bounded (MAXLEN ~, the
 // store's EventLimit) and expires with the record: each append sets its
@@ -57,13 +61,18 @@ local function flush(make)
     redis.call('HSET', KEYS[1], 'spend', cjson.encode(sp))
   end
   if EN == '0' then return end
-  local function xadd(e)
-    if make then redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e)
-    else redis.call('XADD', EK, 'NOMKSTREAM', 'MAXLEN', '~', EN, '*', 'e', e) end
+  local e = EV
+  if #EVS > 0 then
+    local own = table.concat(EVS, '\n')
+    if e == '' then e = own else e = e .. '\n' .. own end
   end
-  for e in string.gmatch(EV, '[^\n]+') do xadd(e) end
-  for _, e in ipairs(EVS) do xadd(e) end
-  if make then redis.call('PEXPIRE', EK, redis.call('PTTL', KEYS[1])) end
+  if e == '' then return end
+  if make then
+    redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e)
+    redis.call('PEXPIRE', EK, redis.call('PTTL', KEYS[1]))
+  else
+    redis.call('XADD', EK, 'NOMKSTREAM', 'MAXLEN', '~', EN, '*', 'e', e)
+  end
 end
 `
 
@@ -161,28 +170,44 @@ flush()
 return 1
 `)
 
-// Events returns up to n events of a workflow's log after the entry id
-// after ("": from the start), oldest first.
+// Events returns the events of up to n entries of a workflow's log after
+// the event id after ("": from the start), oldest first.
 func (s *Store) Events(ctx context.Context, wf, after string, n int) ([]Event, error) {
-	start := "-"
+	evs, _, err := s.EventsPage(ctx, wf, after, n)
+	return evs, err
+}
+
+// EventsPage is Events, saying also whether it read n entries (more may
+// follow at once).
+func (s *Store) EventsPage(ctx context.Context, wf, after string, n int) ([]Event, bool, error) {
+	start, entry, place := "-", "", -1
 	if after != "" {
-		start = "(" + after
+		var ok bool
+		if entry, place, ok = record.SplitEventID(after); !ok {
+			return nil, false, fmt.Errorf("store: events of %s after %q: not an event id", wf, after)
+		}
+		start = entry // its later events, then the entries after it
 	}
 	msgs, err := s.rdb.XRangeN(ctx, eventsKey(wf), start, "+", int64(n)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("store: events of %s: %w", wf, err)
+		return nil, false, fmt.Errorf("store: events of %s: %w", wf, err)
 	}
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {
 		raw, _ := m.Values["e"].(string)
-		var e Event
-		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			return nil, fmt.Errorf("store: event %s of %s: %w", m.ID, wf, err)
+		for i, line := range strings.Split(raw, "\n") {
+			if m.ID == entry && i <= place {
+				continue // read already
+			}
+			var e Event
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				return nil, false, fmt.Errorf("store: event %s of %s: %w", record.EventID(m.ID, i), wf, err)
+			}
+			e.ID = record.EventID(m.ID, i)
+			out = append(out, e)
 		}
-		e.ID = m.ID
-		out = append(out, e)
 	}
-	return out, nil
+	return out, len(msgs) == n, nil
 }
 
 // LogInfo is what a workflow's event log holds.

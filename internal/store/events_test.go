@@ -205,3 +205,37 @@ func TestNoLogWhenItIsOff(t *testing.T) {
 		t.Fatalf("log kept while off: %+v", info)
 	}
 }
+
+// A change's events share one log entry: their ids are the entry's and
+// then "<entry>.<place>", and a reader resumes after any of them.
+func TestEventsOfOneChangeShareAnEntryAndResumeAnywhere(t *testing.T) {
+	s, _ := loggingStore(t, 1000)
+	ctx := context.Background()
+	create(t, s, "wf")
+	o := store.Outcome{Done: true, Events: []store.Event{{Type: record.EventLLMCall, Step: "a"}, {Type: record.EventDelta, Step: "a", Text: "hi"}}}
+	if _, err := s.Settle(ctx, "wf", "a", o, chordDeps); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, "wf", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 4 || evs[1].Type != record.EventLLMCall || evs[2].Type != record.EventDelta || evs[3].Type != record.EventDone {
+		t.Fatalf("events %+v", evs)
+	}
+	entry := evs[1].ID
+	if evs[2].ID != entry+".1" || evs[3].ID != entry+".2" || !record.EventIDBefore(evs[0].ID, entry) || !record.EventIDBefore(entry, evs[2].ID) {
+		t.Fatalf("ids %s %s %s %s", evs[0].ID, evs[1].ID, evs[2].ID, evs[3].ID)
+	}
+	for i, after := range []string{evs[0].ID, entry, entry + ".1", entry + ".2"} {
+		got, err := s.Events(ctx, "wf", after, 100)
+		if err != nil || len(got) != 3-i || (len(got) > 0 && got[0].ID != evs[i+1].ID) {
+			t.Fatalf("after %s: %+v %v", after, got, err)
+		}
+	}
+	for _, bad := range []string{"x", "1-2.0", "1-2.-1", "1-2.01", "1-2."} {
+		if record.ValidEventID(bad) {
+			t.Errorf("%q taken for an event id", bad)
+		}
+	}
+}

@@ -11,8 +11,8 @@ import (
 	"github.com/agentq/agentq/redact"
 )
 
-// scripted is a stream source handing out pieces, each after gap, then the
-// end.
+// scripted is a stream source handing out pieces, each after gap (a
+// provider's pace, not a wait for anything), then the end.
 func scripted(pieces []string, gap time.Duration) streamOpener {
 	return func() (streamSource, func(), error) {
 		i := 0
@@ -68,14 +68,17 @@ func TestStreamRedactsAcrossPiecesWithoutFalseCuts(t *testing.T) {
 // A stream whose text is held back (or whose chunks carry only tool
 // calls) does not stall while chunks keep coming.
 func TestHeldBackTextDoesNotStall(t *testing.T) {
-	pieces := make([]string, 20)
+	// 60 pieces of 10 bytes, one each 20 ms: the first text is handed out
+	// after about 52 pieces (a second), well past the 300 ms stall limit,
+	// which each piece is 15 times inside
+	pieces := make([]string, 60)
 	for i := range pieces {
 		pieces[i] = "0123456789"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := newStream(ctx, cancel, 200*time.Millisecond, time.Now, nil, scripted(pieces, 30*time.Millisecond), func(err error) error { return err })
+	s := newStream(ctx, cancel, 300*time.Millisecond, time.Now, nil, scripted(pieces, 20*time.Millisecond), func(err error) error { return err })
 	defer s.Close()
-	if got, err := readAll(t, s); err != nil || got != strings.Repeat("0123456789", 20) {
+	if got, err := readAll(t, s); err != nil || got != strings.Repeat("0123456789", 60) {
 		t.Fatalf("read %q: %v", got, err)
 	}
 }

@@ -21,7 +21,7 @@ var (
 	// workflow state (the State* constants).
 	ErrUnknownState = producer.ErrUnknownState
 	// ErrNotWaiting: the step is not waiting for a decision (decided
-	// already, not reached yet, or its workflow ended).
+	// or signaled already, not reached yet, or its workflow ended).
 	ErrNotWaiting = flow.ErrNotWaiting
 	// ErrNotFinished: a rerun of a workflow still running, or blocked
 	// while steps of it are still in flight (the error names them).

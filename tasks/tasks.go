@@ -24,6 +24,10 @@ const (
 	TypeDeadline = TypeStep + ":deadline"
 	// TypeApprovalTimeout rejects an approval step no one decided in time.
 	TypeApprovalTimeout = TypeStep + ":approval-timeout"
+	// TypeSignalTimeout dead-letters a signal step (wait_for:) no signal
+	// completed in time. It runs as the step's own task does (the same
+	// payload), so its dead letter is the step's and a requeue waits again.
+	TypeSignalTimeout = TypeStep + ":signal-timeout"
 	// TypeDecided is a person's decision that ended its workflow
 	// (completed, or blocked by another step), handed to a worker: the
 	// worker counts the step and the workflow's end in its metrics and
@@ -32,6 +36,10 @@ const (
 	// metrics and may be no webhook secret).
 	TypeDecided = TypeStep + ":decided"
 )
+
+// RunsStep reports whether a task of type typ runs a step's attempt (its
+// own task, or a signal step's timeout): its dead letter is the step's.
+func RunsStep(typ string) bool { return typ == TypeStep || typ == TypeSignalTimeout }
 
 // Payload is all a step task carries: ids, never prompts or keys.
 type Payload struct {

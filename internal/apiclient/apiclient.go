@@ -226,6 +226,25 @@ func (c *Client) Spec(ctx context.Context, id string) (*spec.Spec, error) {
 
 // Decide records a decision on a waiting approval step (by is the API's
 // own: "api"); flow.ErrNotWaiting if the step is not waiting.
+// Signal sends a signal (POST /api/v1/signals); its idempotency key goes
+// as the Idempotency-Key header.
+func (c *Client) Signal(ctx context.Context, s producer.Signal) (*producer.SignalResult, error) {
+	var h http.Header
+	if s.IdempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {s.IdempotencyKey}}
+	}
+	s.IdempotencyKey = ""
+	body, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("signal %s: %w", s.Name, err)
+	}
+	var res producer.SignalResult
+	if err := c.doHeader(ctx, "POST", "/api/v1/signals", h, body, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 func (c *Client) Decide(ctx context.Context, id, step string, approve bool, comment, _ string) (string, error) {
 	body, _ := json.Marshal(map[string]any{"approve": approve, "comment": comment})
 	var r struct {

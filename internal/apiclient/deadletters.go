@@ -9,11 +9,22 @@ import (
 )
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of
-// its current run).
+// its current run): its own task's, or, for a signal step that timed
+// out, its timeout's.
 func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
 	wf, err := c.Status(ctx, id)
 	if err != nil {
 		return "", err
+	}
+	for _, s := range wf.Steps {
+		if s.ID != step || s.Attempts == 0 {
+			continue
+		}
+		t := flow.SignalTimeoutTaskID(id, step, wf.Generation, s.Attempts)
+		var d producer.DeadLetterDetail
+		if c.do(ctx, "GET", "/api/v1/dlq/"+url.PathEscape(t), nil, &d) == nil {
+			return t, nil
+		}
 	}
 	return flow.StepTaskID(id, step, wf.Generation), nil
 }

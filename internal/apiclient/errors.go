@@ -21,6 +21,7 @@ const (
 	codeNoWorkers           = "no_workers"
 	codeIdempotencyConflict = "idempotency_conflict"
 	codeBadIdempotencyKey   = "bad_idempotency_key"
+	codeBadSignal           = "bad_signal"
 	codeUnavailable         = "unavailable" // the dashboard's Redis did not answer
 	codeNotAMap             = "not_a_map"
 	codeUnknownState        = "unknown_state"
@@ -123,6 +124,8 @@ func decodeError(method, path string, status int, data []byte) error {
 		return fmt.Errorf("%w: %v", producer.ErrNoWorkers, err)
 	case status == http.StatusConflict && e.Code == codeIdempotencyConflict:
 		return &serverError{msg: msg, is: producer.ErrIdempotencyConflict}
+	case e.Code == codeBadSignal:
+		return &serverError{msg: msg, is: producer.ErrBadSignal}
 	case e.Code == codeBadIdempotencyKey:
 		return &serverError{msg: msg, is: producer.ErrBadIdempotencyKey}
 	case status == http.StatusConflict && e.Code == "not_waiting":

@@ -28,6 +28,8 @@ func ClientOptions(cfg config.Config) producer.ClientOptions {
 	}
 	o.Webhooks = Webhooks(cfg)
 	o.EventLimit = cfg.Events.EventLimit()
+	o.SignalKeep = cfg.Signals.Keep.D()
+	o.MaxSignalBytes = cfg.Limits.MaxOutputBytes
 	return o
 }
 

@@ -65,7 +65,10 @@ func (p *progress) update(wf *producer.Workflow) {
 		if s.Degraded {
 			line += " degraded"
 		}
-		if s.State == "waiting" {
+		switch {
+		case s.State == "waiting" && s.WaitsFor == "signal":
+			line += ": " + oneLine(s.Output, 200) + " (enqueue signal)"
+		case s.State == "waiting":
 			line += fmt.Sprintf(" for a decision (enqueue approve %s %s [--reject]): %s", wf.ID, s.ID, oneLine(s.Output, 160))
 		}
 		if s.Error != "" && s.State != "done" {
@@ -78,7 +81,7 @@ func (p *progress) update(wf *producer.Workflow) {
 func (p *progress) bar(wf *producer.Workflow) {
 	const width = 24
 	done, failed := 0, 0
-	var running, waiting []string
+	var running, waiting, signals []string
 	for _, s := range wf.Steps {
 		switch s.State {
 		case "done":
@@ -88,7 +91,11 @@ func (p *progress) bar(wf *producer.Workflow) {
 		case "running":
 			running = append(running, s.ID)
 		case "waiting":
-			waiting = append(waiting, s.ID)
+			if s.WaitsFor == "signal" {
+				signals = append(signals, s.ID)
+			} else {
+				waiting = append(waiting, s.ID)
+			}
 		}
 	}
 	n := max(1, len(wf.Steps))
@@ -102,6 +109,9 @@ func (p *progress) bar(wf *producer.Workflow) {
 	}
 	if len(waiting) > 0 {
 		line += " · waiting for a decision on " + oneLine(strings.Join(waiting, ", "), 40) + " (enqueue approve)"
+	}
+	if len(signals) > 0 {
+		line += " · waiting for a signal on " + oneLine(strings.Join(signals, ", "), 40) + " (enqueue signal)"
 	}
 	line += " · " + elapsed(p.start)
 	fmt.Fprintf(p.w, "%-100s", line)

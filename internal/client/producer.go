@@ -40,6 +40,7 @@ type driver interface {
 	ResumeQueue(ctx context.Context, name string) (producer.QueueChange, error)
 	Schedules(ctx context.Context) ([]producer.ScheduleInfo, error)
 	Decide(ctx context.Context, id, step string, approve bool, comment, by string) (string, error)
+	Signal(ctx context.Context, s producer.Signal) (*producer.SignalResult, error)
 	Rerun(ctx context.Context, id, from string) (int, error)
 	Keys(ctx context.Context) ([]record.KeyInfo, error)
 	EnableKeys(ctx context.Context, ref string, all bool) (record.EnableResult, error)

@@ -44,6 +44,16 @@ type Config struct {
 	Budgets []Budget `yaml:"budgets"`
 	// Events is each workflow's event log (docs/events.md).
 	Events Events `yaml:"events"`
+	// Signals configures signals (docs/signals.md).
+	Signals Signals `yaml:"signals"`
+}
+
+// Signals configures what a signal no step waited for becomes.
+type Signals struct {
+	// Keep is how long a signal that completed no step (none waited on
+	// its name and match) is kept for the first step that begins waiting
+	// on it. 0: the default, 10m; else between 1s and the retention.
+	Keep Duration `yaml:"keep"`
 }
 
 // Events configures each workflow's event log: what happened, in order,
@@ -265,7 +275,8 @@ func Default() Config {
 			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
 		Limits: Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxOutputBytes: defaults.MaxOutputBytes,
 			MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems},
-		Events: Events{Limit: defaults.EventLimit},
+		Events:  Events{Limit: defaults.EventLimit},
+		Signals: Signals{Keep: Duration(defaults.SignalKeep)},
 	}
 }
 

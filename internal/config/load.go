@@ -321,6 +321,9 @@ func (c *Config) applyDefaults() {
 	if c.Events.Limit == 0 {
 		c.Events.Limit = d.Events.Limit
 	}
+	if c.Signals.Keep == 0 {
+		c.Signals.Keep = d.Signals.Keep
+	}
 }
 
 // withSource stamps the file name on validation errors.

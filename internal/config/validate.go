@@ -202,6 +202,9 @@ func (c *Config) validate() error {
 	if c.Events.Limit < 100 || c.Events.Limit > 1000000 {
 		bad("events.limit", "%d is not between 100 and 1,000,000", c.Events.Limit)
 	}
+	if k := c.Signals.Keep.D(); k < time.Second || k > c.Retention.D() {
+		bad("signals.keep", "%s is not between 1s and the retention (%s)", k, c.Retention.D())
+	}
 	if c.Limits.MaxMapItems < 1 || c.Limits.MaxMapItems > 100000 {
 		bad("limits.max_map_items", "%d is not between 1 and 100,000", c.Limits.MaxMapItems)
 	}

@@ -24,6 +24,8 @@ import (
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
 //	GET  /api/v1/workflows/{id}/events    its event log as Server-Sent Events (apievents.go)
 //	POST /api/v1/workflows/{id}/cancel
+//	POST /api/v1/signals                  send a signal ({name, match, data}; header
+//	                                      Idempotency-Key: a second send of a key is a no-op)
 //	GET  /api/v1/dlq?class=C              dead letters
 //	POST /api/v1/dlq?class=C              requeue every dead letter (of class C)
 //	GET  /api/v1/dlq/{task}               one dead letter, its prompt and errors
@@ -100,6 +102,7 @@ func (s *Server) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"id": r.PathValue("id"), "state": st})
 	}))
+	mux.HandleFunc("POST /api/v1/signals", s.mutatingWithin(int64(s.o.Config.Limits.MaxOutputBytes)+64<<10, false, s.apiSignal))
 	mux.HandleFunc("GET /api/v1/dlq", func(w http.ResponseWriter, r *http.Request) {
 		dls, err := s.client.DeadLetters(r.Context(), r.URL.Query().Get("class"))
 		if err != nil {

@@ -27,6 +27,10 @@ const (
 // this many newest entries are kept.
 const EventLimit = 10000
 
+// SignalKeep is how long a signal no step waited for is kept for the
+// first step that begins waiting on it (signals.keep).
+const SignalKeep = 10 * time.Minute
+
 // ProviderTimeout bounds one provider call (providers[].timeout).
 const ProviderTimeout = 60 * time.Second
 

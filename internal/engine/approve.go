@@ -109,12 +109,12 @@ func (h *Handler) decided(ctx context.Context, t *asynq.Task) error {
 	if w.Generation != p.Gen || (w.State != record.StateCompleted && w.State != record.StateBlocked) {
 		return nil // rerun since, or no longer ended that way
 	}
-	st, _ := wspec.Step(p.Step)
-	route := ""
-	if st != nil {
-		route = spec.Resolve(wspec, st).Route
+	st, ok := wspec.Step(p.Step)
+	if !ok {
+		return nil
 	}
-	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: route, State: store.StepDone, WorkflowState: w.State, Target: "approval"})
+	route := spec.Resolve(wspec, st).Route
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: route, State: store.StepDone, WorkflowState: w.State, Target: spec.WaitsFor(st)})
 	h.notifyEnded(ctx, p.Workflow, wspec, w.State)
 	return nil
 }

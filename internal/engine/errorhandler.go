@@ -25,7 +25,7 @@ import (
 // is marked abandoned, so the goroutine of that attempt cannot record an
 // outcome over it later.
 func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
-	if t.Type() != tasks.TypeStep {
+	if !tasks.RunsStep(t.Type()) {
 		return
 	}
 	taskID, _ := asynq.GetTaskID(ctx)

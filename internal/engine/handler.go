@@ -216,7 +216,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	h.attempts.Store(taskID, a.Step.Attempts)
 	ctx, span := flow.StepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
-	run := stepRun{p: p, spec: wspec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt}
+	run := stepRun{p: p, spec: wspec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt,
+		waitTimeout: t.Type() == tasks.TypeSignalTimeout}
 	err = h.process(h.withStepLog(ctx, run), run, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
 		return h.timeOut(ctx, p.Workflow, wspec) // not retried: the workflow is over

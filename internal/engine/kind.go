@@ -25,6 +25,7 @@ var runners = map[string]runner{
 	spec.KindTools:    toolLoopRun{},
 	spec.KindCode:     codeRun{},
 	spec.KindApproval: approvalRun{},
+	spec.KindSignal:   signalRun{},
 }
 
 // registerKind adds kind k, marked in a step by its own field key: its

@@ -26,4 +26,7 @@ type stepRun struct {
 	// deadline's own task may be waiting for a worker slot that code
 	// ignoring its context holds).
 	deadline *time.Time
+	// waitTimeout says the task is a signal step's timeout
+	// (tasks.TypeSignalTimeout), not its own.
+	waitTimeout bool
 }

@@ -15,9 +15,10 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// ErrNotWaiting is returned for a decision on a step that is not waiting
-// for one (decided already, never reached, or its workflow ended).
-var ErrNotWaiting = errors.New("the step is not waiting for a decision")
+// ErrNotWaiting is returned for a decision or a signal on a step that is
+// not waiting for one (decided or signaled already, never reached, or its
+// workflow ended).
+var ErrNotWaiting = errors.New("the step is not waiting for a decision or a signal")
 
 // Decide records a decision on a waiting approval step of run gen (-1: the
 // current run, a person's decision) and enqueues the dependents it made
@@ -25,7 +26,17 @@ var ErrNotWaiting = errors.New("the step is not waiting for a decision")
 // another run (an earlier run's timeout does not decide a rerun's step).
 func Decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, d spec.Decision) (string, error) {
 	out, _ := json.Marshal(d)
-	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: string(out), Target: "approval", Gen: gen},
+	return Complete(ctx, st, c, wf, wspec, step, gen, string(out), "approval")
+}
+
+// Complete settles a waiting step (an approval's decision, a signal's
+// data) of run gen (-1: the current run) as done with output, by what
+// target names, only if it is waiting (ErrNotWaiting if it is not, or
+// waits in another run), enqueues the dependents it made ready and, if it
+// ended the workflow, the end's task. A Complete delivered again finds
+// the step settled: ErrNotWaiting, and nothing is done twice.
+func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, output, target string) (string, error) {
+	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: output, Target: target, Gen: gen},
 		DependentsOf(wspec, step))
 	if errors.Is(err, store.ErrOtherRun) {
 		return "", fmt.Errorf("workflow %s step %s: %w: %w", wf, step, ErrNotWaiting, err)
@@ -49,15 +60,15 @@ func Decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, ws
 	return res.State, nil
 }
 
-// enqueueDecided hands the end a decision brought to a worker
-// (tasks.TypeDecided), on the approval step's queue; once per step and run.
+// enqueueDecided hands the end a decision or a signal brought to a worker
+// (tasks.TypeDecided), on the step's queue; once per step and run.
 func enqueueDecided(ctx context.Context, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, retention time.Duration) error {
 	s, _ := wspec.Step(step)
 	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: step, Gen: gen})
 	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(StepTaskID(wf, step, gen)+":decided"), asynq.Queue(spec.Resolve(wspec, s).Queue),
 		asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Retention(retention))
 	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("workflow %s step %s decided, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)
+		return fmt.Errorf("workflow %s step %s completed from outside, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)
 	}
 	return nil
 }

@@ -28,6 +28,13 @@ func StepTaskID(wf, step string, gen int) string {
 	return tasks.TaskID(wf, step) + "@" + strconv.Itoa(gen)
 }
 
+// SignalTimeoutTaskID is the id of the task that ends signal step step
+// at its timeout in attempt attempt (tasks.TypeSignalTimeout): one per
+// attempt, so a requeued dead letter waits again with a timeout of its own.
+func SignalTimeoutTaskID(wf, step string, gen, attempt int) string {
+	return StepTaskID(wf, step, gen) + ":signal-timeout:" + strconv.Itoa(attempt)
+}
+
 // newStepTask builds the asynq task for one step. Retention keeps the
 // finished task (and so its task id) as long as the workflow record.
 func newStepTask(wf string, s *spec.Spec, st *spec.Step, gen int, retention time.Duration) (*asynq.Task, error) {

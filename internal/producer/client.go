@@ -65,6 +65,12 @@ type ClientOptions struct {
 	// EventLimit bounds each workflow's event log (events.limit); 0 keeps
 	// no log of what the client does (submits, cancels, reruns).
 	EventLimit int
+	// SignalKeep is how long a signal no step waited for is kept
+	// (signals.keep); 0: defaults.SignalKeep.
+	SignalKeep time.Duration
+	// MaxSignalBytes bounds a signal's data (limits.max_output_bytes: it
+	// is the output of the steps it completes); 0: the default.
+	MaxSignalBytes int
 }
 
 // Client is the producer API: parse, submit, follow and cancel workflows.
@@ -135,12 +141,20 @@ func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
 }
 
 // parseOutputs sets JSON, beside Output, on each done step whose output
-// is JSON (a code step's value, a decision, a format: json answer).
+// is JSON (a code step's value, a decision, a format: json answer), and
+// WaitsFor on each waiting step.
 func parseOutputs(wspec *spec.Spec, wf *Workflow) {
 	for i := range wf.Steps {
 		s := &wf.Steps[i]
-		if st, ok := wspec.Step(s.ID); ok && spec.WantsJSON(st) && s.State == store.StepDone && !s.Degraded {
+		st, ok := wspec.Step(s.ID)
+		if !ok {
+			continue
+		}
+		if spec.WantsJSON(st) && s.State == store.StepDone && !s.Degraded {
 			s.JSON, _ = spec.ParseJSONAnswer(s.Output)
+		}
+		if s.State == store.StepWaiting {
+			s.WaitsFor = spec.WaitsFor(st)
 		}
 	}
 }
@@ -253,13 +267,29 @@ func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, erro
 }
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of
-// its current run), for Requeue, Discard and DeadLetterDetail.
+// its current run), for Requeue, Discard and DeadLetterDetail: its own
+// task's, or, for a signal step that timed out, its timeout's.
 func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
-	w, err := c.store.Summary(ctx, id)
+	w, err := c.store.Get(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	return flow.StepTaskID(id, step, w.Generation), nil
+	own := flow.StepTaskID(id, step, w.Generation)
+	for _, s := range w.Steps {
+		if s.ID != step || s.Attempts == 0 {
+			continue
+		}
+		if t := flow.SignalTimeoutTaskID(id, step, w.Generation, s.Attempts); c.archived(t) {
+			return t, nil
+		}
+	}
+	return own, nil
+}
+
+// archived reports whether task id is a dead letter in some queue.
+func (c *Client) archived(id string) bool {
+	_, err := c.findArchived(id)
+	return err == nil
 }
 
 // List returns recent workflows, newest first, optionally in one state.

@@ -87,7 +87,7 @@ func (c *Client) DeadLetters(ctx context.Context, class string) ([]DeadLetter, e
 }
 
 func (c *Client) deadLetter(ctx context.Context, info *asynq.TaskInfo) (DeadLetter, bool) {
-	if info.Type != tasks.TypeStep {
+	if !tasks.RunsStep(info.Type) {
 		return DeadLetter{}, false
 	}
 	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: reasonOf(info.LastErr), FailedAt: info.LastFailedAt, Attempts: info.Retried + 1}

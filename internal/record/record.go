@@ -115,6 +115,10 @@ type StepRecord struct {
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).
 	Unserved string `json:"unserved,omitempty"`
+	// WaitsFor, on a waiting step, is what it waits for: "approval" (a
+	// person's decision) or "signal" (Output says which); computed when
+	// read from its spec.
+	WaitsFor string `json:"waits_for,omitempty"`
 	// Map, on a map step (for_each) that has expanded, counts its
 	// instances; the instances themselves are read a page at a time.
 	Map *MapCounts `json:"map,omitempty"`

@@ -75,6 +75,8 @@ func (approvalKind) Need(*Step, Resolved) (string, string) { return "", "" } // 
 
 func (approvalKind) JSONOutput(*Step) bool { return true } // the decision
 
+func (approvalKind) WaitsFor() string { return WaitApproval }
+
 func (approvalKind) Input(ctx context.Context, st *Step, data TemplateData) (system, prompt string) {
 	msg, err := RenderData(ctx, st.messageT, data)
 	if err != nil {

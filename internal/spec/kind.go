@@ -48,7 +48,29 @@ const (
 	KindTools    = "tools"
 	KindCode     = "code"
 	KindApproval = "approval"
+	KindSignal   = "signal"
 )
+
+// Waiter is a kind whose steps wait for something outside their workflow
+// (a person, a signal) while no worker holds them; WaitsFor names what.
+type Waiter interface {
+	WaitsFor() string
+}
+
+// What a waiting step waits for (Waiter.WaitsFor).
+const (
+	WaitApproval = "approval"
+	WaitSignal   = "signal"
+)
+
+// WaitsFor is what spec step st waits for while it is "waiting" (empty:
+// its kind never waits).
+func WaitsFor(st *Step) string {
+	if w, ok := KindOf(st).(Waiter); ok {
+		return w.WaitsFor()
+	}
+	return ""
+}
 
 // ProblemFunc reports one problem of a spec: the line, the field (as
 // "steps[2] (plan).prompt") and the message.
@@ -56,7 +78,7 @@ type ProblemFunc = func(line int, where, format string, a ...any)
 
 // kinds are the step kinds, the first that claims a step being its kind;
 // prompt steps claim every step the others leave.
-var kinds = []Kind{approvalKind{}, codeKind{}, toolLoopKind{}, promptKind{}}
+var kinds = []Kind{approvalKind{}, signalKind{}, codeKind{}, toolLoopKind{}, promptKind{}}
 
 // kindKeys are the spec keys of the kinds registered beyond the built-in
 // ones, and their kinds: a step's field of such a key is kept in
@@ -104,7 +126,8 @@ var kindFields = []struct {
 	{"run", "code steps (run:)", func(st *Step) bool { return st.Run != "" }},
 	{"with", "code steps (run:)", func(st *Step) bool { return st.With != nil }},
 	{"approve", "approval steps (approve:)", func(st *Step) bool { return st.Approve != nil }},
-	{"timeout", "steps a worker runs (an approval waits for approve.timeout)", func(st *Step) bool { return st.Timeout != 0 }},
+	{"wait_for", "signal steps (wait_for:)", func(st *Step) bool { return st.WaitFor != nil }},
+	{"timeout", "steps a worker runs (an approval waits for approve.timeout, a signal step for wait_for.timeout)", func(st *Step) bool { return st.Timeout != 0 }},
 }
 
 // checkKindFields refuses the fields of kindFields that st's kind does not

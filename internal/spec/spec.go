@@ -103,11 +103,15 @@ type Step struct {
 	// Approve makes this an approval step: it waits for a person's
 	// decision (approvespec.go).
 	Approve *ApproveSpec `yaml:"approve" json:"approve,omitempty"`
+	// WaitFor makes this a signal step: it waits for a signal sent to
+	// its workflow from outside (signalspec.go).
+	WaitFor *WaitForSpec `yaml:"wait_for" json:"wait_for,omitempty"`
 	// Kinds holds the fields of the step kinds registered beyond the
 	// built-in ones (registerKind), by key: a key no kind owns is an
 	// unknown field.
 	Kinds      map[string]any `yaml:",inline" json:"-"`
 	messageT   *Template
+	matchT     *Template
 	withT      map[string]*withTemplate
 	forEachT   *withTemplate
 	itemInputs []string // what a map instance reads: the steps its own templates name
@@ -312,7 +316,7 @@ func Prepare(s *Spec) error {
 		for _, d := range st.DependsOn {
 			add(d)
 		}
-		templates := []*Template{st.promptT, st.systemT}
+		templates := []*Template{st.promptT, st.systemT, st.matchT}
 		for _, wt := range st.withT {
 			templates = append(templates, wt.t)
 		}

@@ -120,7 +120,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			name, text string
 			line       int
 		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}, {"with", withText(st.With), st.withLine},
-			{"for_each", st.ForEach, st.fieldLines["for_each"]}} {
+			{"for_each", st.ForEach, st.fieldLines["for_each"]}, {"wait_for.match", waitMatch(&st), st.fieldLines["wait_for"]}} {
 			if f.text == "" {
 				continue
 			}
@@ -208,4 +208,12 @@ func (s *Spec) fieldLine(line int, where string) int {
 		}
 	}
 	return line
+}
+
+// waitMatch is a signal step's match template ("" for other steps).
+func waitMatch(st *Step) string {
+	if st.WaitFor == nil {
+		return ""
+	}
+	return st.WaitFor.Match
 }

@@ -149,6 +149,7 @@ var blocks = map[string]struct {
 	t    reflect.Type
 }{
 	"ApproveSpec":  {"approve", reflect.TypeFor[ApproveSpec]()},
+	"WaitForSpec":  {"wait_for", reflect.TypeFor[WaitForSpec]()},
 	"OutputSpec":   {"output", reflect.TypeFor[OutputSpec]()},
 	"StepDefaults": {"defaults", reflect.TypeFor[StepDefaults]()},
 	"BudgetSpec":   {"budget", reflect.TypeFor[BudgetSpec]()},

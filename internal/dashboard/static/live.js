@@ -53,7 +53,7 @@
         case "step.failed": close(e.step, at, "failed"); break;
         case "step.waiting":
           close(e.step, at, "done");
-          open[e.step] = { step: e.step, row: rowOf(e.step), start: at, end: null, outcome: "waiting", target: "waits for a person" };
+          open[e.step] = { step: e.step, row: rowOf(e.step), start: at, end: null, outcome: "waiting", target: e.reason || "waits" };
           bars.push(open[e.step]);
           break;
         case "step.done": case "step.degraded": case "step.dead": case "step.canceled": {

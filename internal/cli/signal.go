@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq/internal/producer"
+)
+
+// signalCmd is `enqueue signal NAME --match V --data JSON`: a signal to
+// the signal steps (wait_for:) waiting on it.
+func signalCmd(c *common) *cobra.Command {
+	var (
+		match, data, dataFile, key string
+		asJSON                     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "signal NAME [--match VALUE] [--data JSON | --data-file FILE]",
+		Short: "Send a signal to the steps waiting on it (wait_for:)",
+		Long: `signal completes every signal step (wait_for: in a spec) that is waiting
+on NAME with a match value equal to --match at the moment it is sent; the
+data (JSON, default null) is their output, read by their dependents as
+.Steps.STEP.JSON. If no step waits, the signal is kept (signals.keep in
+agentq.yaml, 10m by default) and the first step that begins waiting on it
+takes it. With --idempotency-key, a second send of the key (same NAME and
+--match) within the retention is a no-op that prints the first send's id.
+
+It prints the steps it completed, or that it was kept.`,
+		Example: `  enqueue signal payment.succeeded --match order-42 --data '{"amount": 1999}'
+  enqueue signal ci.finished --match "$GIT_SHA" --data-file result.json --idempotency-key "ci-$RUN_ID"`,
+		Args: cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&match, "match", "", "the value the waiting steps' wait_for.match renders to")
+	cmd.Flags().StringVar(&data, "data", "", "the signal's data, as JSON (the completed steps' output)")
+	cmd.Flags().StringVar(&dataFile, "data-file", "", "read the data from this file (- for stdin)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "a second send with this key is a no-op")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what the send did as one JSON document")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if data != "" && dataFile != "" {
+			return usageErr("signal: --data and --data-file: give one")
+		}
+		raw := []byte(data)
+		if dataFile != "" {
+			var err error
+			if raw, err = readData(dataFile, cmd.InOrStdin()); err != nil {
+				return usageErr("signal: --data-file: %v", err)
+			}
+		}
+		if cmd.Flags().Changed("idempotency-key") && key == "" {
+			return usageErr("signal: --idempotency-key is empty")
+		}
+		return withClient(cmd, c, func(cl *client.Client) error {
+			res, err := cl.Signal(cmd.Context(), producer.Signal{Name: args[0], Match: match, Data: json.RawMessage(raw), IdempotencyKey: key})
+			if errors.Is(err, producer.ErrBadSignal) || errors.Is(err, producer.ErrBadIdempotencyKey) {
+				return usageErr("signal: %v", err)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case res.Duplicate:
+				fmt.Fprintf(out, "%s: a duplicate of signal %s (idempotency key sent before): nothing sent\n", args[0], res.ID)
+			case res.Kept:
+				fmt.Fprintf(out, "%s: no step waits; kept until %s for the first that does (signal %s)\n", args[0], res.KeptUntil.Format("2006-01-02T15:04:05Z07:00"), res.ID)
+			default:
+				fmt.Fprintf(out, "%s: completed %d waiting step(s) (signal %s)\n", args[0], len(res.Delivered), res.ID)
+			}
+			for _, t := range res.Delivered {
+				fmt.Fprintf(out, "  %s %s\n", t.Workflow, t.Step)
+			}
+			return nil
+		})
+	}
+	return cmd
+}
+
+// maxDataRead bounds what --data-file reads: past it, the data is refused
+// as too long whatever the limit (limits.max_output_bytes, checked by the
+// send), without reading a file of any size into memory.
+const maxDataRead = 64 << 20
+
+// readData reads --data-file (- for stdin), bounded.
+func readData(name string, stdin io.Reader) ([]byte, error) {
+	r := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	return io.ReadAll(io.LimitReader(r, maxDataRead+1))
+}

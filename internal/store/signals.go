@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Signals. A signal is a name and a match value ("payment.succeeded",
+// "order-42") with JSON data. Everything of one (name, match) shares a
+// hash tag, {sig:<hash>}, so each script below touches one slot (Redis
+// Cluster safe); a waiting step's own record is its workflow's, and is
+// settled by the caller, outside these scripts:
+//
+//	<tag>:w      set of the steps waiting (Waiter, as JSON)
+//	<tag>:k      sorted set of kept signals' ids, scored by when they lapse (ms)
+//	<tag>:d      hash of the kept signals' data, by id
+//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id and whom it reached
+//
+// A send takes the waiters as they are at that moment and leaves them in
+// the set: the sender completes each (a step completed already, or no
+// longer waiting, is skipped) and then removes them (DoneWaiters), so a
+// sender that dies in between leaves them waiting for the next send. A
+// send that reached no waiting step keeps the signal (KeepSignal) until
+// it lapses; the first step to begin waiting takes it (AwaitSignal).
+
+// Waiter is a step that waits for a signal: its workflow, step and run.
+type Waiter struct {
+	Workflow string `json:"wf"`
+	Step     string `json:"step"`
+	Gen      int    `json:"gen"`
+}
+
+func (w Waiter) member() string {
+	b, _ := json.Marshal(w)
+	return string(b)
+}
+
+func waiterOf(m string) (Waiter, bool) {
+	var w Waiter
+	err := json.Unmarshal([]byte(m), &w)
+	return w, err == nil && w.Workflow != "" && w.Step != ""
+}
+
+// sigTag is the hash tag of signal name's keys for match value match.
+func sigTag(name, match string) string {
+	sum := sha256.Sum256([]byte(name + "\x00" + match))
+	return Prefix + "{sig:" + hex.EncodeToString(sum[:12]) + "}"
+}
+
+func sigKeys(name, match string) []string {
+	t := sigTag(name, match)
+	return []string{t + ":w", t + ":k", t + ":d"}
+}
+
+// sigIdemKey is the record of a send with idempotency key key ("" for a
+// send without one: a key that is never written).
+func sigIdemKey(name, match, key string) string {
+	if key == "" {
+		return sigTag(name, match) + ":i"
+	}
+	sum := sha256.Sum256([]byte(key))
+	return sigTag(name, match) + ":i:" + hex.EncodeToString(sum[:16])
+}
+
+// awaitScript makes a step wait for a signal, or hands it the oldest kept
+// signal that has not lapsed (which no other step can take after it).
+// KEYS: waiters, kept, data. ARGV: now (ms), the waiter, how long the
+// waiter set lives at least (ms). Returns {'take', id, data, lapse (ms)}
+// or {'wait'}.
+var awaitScript = redis.NewScript(`
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+if #gone > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+  redis.call('HDEL', KEYS[3], unpack(gone))
+end
+local ids = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #ids > 0 then
+  local data = redis.call('HGET', KEYS[3], ids[1])
+  redis.call('ZREM', KEYS[2], ids[1])
+  redis.call('HDEL', KEYS[3], ids[1])
+  redis.call('SREM', KEYS[1], ARGV[2])
+  return {'take', ids[1], data or 'null', ids[2]}
+end
+redis.call('SADD', KEYS[1], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return {'wait'}
+`)
+
+// KeptSignal is a kept signal a step took.
+type KeptSignal struct {
+	ID    string
+	Data  string
+	Lapse time.Time // when it would have lapsed
+}
+
+// AwaitSignal makes step w wait for signal name with match value match
+// for at least ttl, or, if a kept signal of that (name, match) has not
+// lapsed, takes it (no other step can) and returns it. Waiting again
+// changes nothing.
+func (s *Store) AwaitSignal(ctx context.Context, name, match string, w Waiter, ttl time.Duration) (*KeptSignal, error) {
+	res, err := awaitScript.Run(ctx, s.rdb, sigKeys(name, match), s.now().UnixMilli(), w.member(), ttl.Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: await signal %s: %w", name, err)
+	}
+	if len(res) == 4 && res[0] == "take" {
+		ms, _ := strconv.ParseInt(res[3], 10, 64)
+		return &KeptSignal{ID: res[1], Data: res[2], Lapse: time.UnixMilli(ms)}, nil
+	}
+	return nil, nil
+}
+
+// sendScript takes the steps waiting for a signal as they are now, and
+// records an idempotency key's send. A key sent before returns its send.
+// KEYS: waiters, idempotency record. ARGV: the signal's id, whether a key
+// was given (0|1), how long its record lives (ms), the data. Returns
+// {'dup', record} or {'to', waiter...}.
+var sendScript = redis.NewScript(`
+if ARGV[2] == '1' then
+  local prev = redis.call('GET', KEYS[2])
+  if prev then return {'dup', prev} end
+end
+local ws = redis.call('SMEMBERS', KEYS[1])
+if ARGV[2] == '1' then
+  local rec = {id = ARGV[1], data = ARGV[4]}
+  if #ws > 0 then rec.to = ws end -- cjson writes an empty table as {}
+  redis.call('SET', KEYS[2], cjson.encode(rec), 'PX', ARGV[3])
+end
+local out = {'to'}
+for _, w in ipairs(ws) do out[#out + 1] = w end
+return out
+`)
+
+// Send is what SendSignal found.
+type Send struct {
+	// ID is the signal's id: the one given, or, for a Duplicate, the
+	// first send's.
+	ID string
+	// To are the steps that waited when it was sent.
+	To []Waiter
+	// Data is, for a Duplicate, the first send's data.
+	Data string
+	// Duplicate says the idempotency key was sent before: To are that
+	// send's waiters (completing them again is a no-op).
+	Duplicate bool
+}
+
+// SendSignal takes the steps waiting for signal name with match value
+// match (they stay waiting until the caller completes them and calls
+// DoneWaiters). With an idempotency key, the send is recorded for
+// keyTTL with data: the same key again returns the first send,
+// Duplicate, with its data.
+func (s *Store) SendSignal(ctx context.Context, name, match, id, data, idemKey string, keyTTL time.Duration) (Send, error) {
+	keys := sigKeys(name, match)
+	hasKey := "0"
+	if idemKey != "" {
+		hasKey = "1"
+	}
+	res, err := sendScript.Run(ctx, s.rdb, []string{keys[0], sigIdemKey(name, match, idemKey)}, id, hasKey, keyTTL.Milliseconds(), data).StringSlice()
+	if err != nil {
+		return Send{}, fmt.Errorf("store: send signal %s: %w", name, err)
+	}
+	if len(res) == 2 && res[0] == "dup" {
+		var rec struct {
+			ID   string   `json:"id"`
+			To   []string `json:"to"`
+			Data string   `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(res[1]), &rec); err != nil {
+			return Send{}, fmt.Errorf("store: send signal %s: idempotency record: %w", name, err)
+		}
+		out := Send{ID: rec.ID, Duplicate: true, Data: rec.Data}
+		out.To = waiters(rec.To)
+		return out, nil
+	}
+	if len(res) == 0 || res[0] != "to" {
+		return Send{}, fmt.Errorf("store: send signal %s: unexpected reply %q", name, res)
+	}
+	return Send{ID: id, To: waiters(res[1:])}, nil
+}
+
+func waiters(members []string) []Waiter {
+	out := make([]Waiter, 0, len(members))
+	for _, m := range members {
+		if w, ok := waiterOf(m); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// DoneWaiters removes waiters of (name, match) that a signal completed,
+// or that no longer wait (their step settled another way, or their
+// workflow ended).
+func (s *Store) DoneWaiters(ctx context.Context, name, match string, ws ...Waiter) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	members := make([]any, len(ws))
+	for i, w := range ws {
+		members[i] = w.member()
+	}
+	if err := s.rdb.SRem(ctx, sigKeys(name, match)[0], members...).Err(); err != nil {
+		return fmt.Errorf("store: signal %s: remove waiters: %w", name, err)
+	}
+	return nil
+}
+
+// keepScript keeps a signal that reached no waiting step until it lapses,
+// unless steps began waiting since the send: then it returns them.
+// KEYS: waiters, kept, data. ARGV: id, data, lapse and now (ms since the
+// epoch), the waiters that did not wait after all (removed first).
+// Returns {'kept'} or {'to', waiter...}.
+var keepScript = redis.NewScript(`
+for x = 5, #ARGV do redis.call('SREM', KEYS[1], ARGV[x]) end
+local ws = redis.call('SMEMBERS', KEYS[1])
+if #ws > 0 then
+  local out = {'to'}
+  for _, w in ipairs(ws) do out[#out + 1] = w end
+  return out
+end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3]) - tonumber(ARGV[4])
+for k = 2, 3 do
+  if redis.call('PTTL', KEYS[k]) < ttl then redis.call('PEXPIRE', KEYS[k], ttl) end
+end
+return {'kept'}
+`)
+
+// KeepSignal keeps signal id (data) of (name, match) until lapse, for the
+// first step that begins waiting for it, after removing stale, the
+// waiters the send found that did not wait after all. If steps began
+// waiting since, nothing is kept and they are returned: the caller
+// completes them instead.
+func (s *Store) KeepSignal(ctx context.Context, name, match, id, data string, lapse time.Time, stale ...Waiter) ([]Waiter, error) {
+	args := []any{id, data, lapse.UnixMilli(), s.now().UnixMilli()}
+	for _, w := range stale {
+		args = append(args, w.member())
+	}
+	res, err := keepScript.Run(ctx, s.rdb, sigKeys(name, match), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: keep signal %s: %w", name, err)
+	}
+	if len(res) > 0 && res[0] == "to" {
+		return waiters(res[1:]), nil
+	}
+	return nil, nil
+}
+
+// KeptSignals counts the signals of (name, match) kept and not lapsed,
+// and the steps waiting for one.
+func (s *Store) KeptSignals(ctx context.Context, name, match string) (kept, waiting int64, err error) {
+	keys := sigKeys(name, match)
+	pipe := s.rdb.Pipeline()
+	k := pipe.ZCount(ctx, keys[1], fmt.Sprint(s.now().UnixMilli()+1), "+inf")
+	w := pipe.SCard(ctx, keys[0])
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, 0, fmt.Errorf("store: signal %s: %w", name, err)
+	}
+	return k.Val(), w.Val(), nil
+}

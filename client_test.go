@@ -133,6 +133,31 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 	wait(gates[0], agentq.StateCompleted)
 	wait(gates[1], agentq.StateCompleted)
 
+	// a signal completes the step waiting on it with its data; a bad one
+	// is refused; a second send of an idempotency key is a duplicate
+	paid, err := c.Submit(ctx, parse("name: paid-"+via+"\nsteps:\n  - { id: paid, wait_for: { signal: payment.succeeded, match: "+via+" } }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(paid, agentq.StateWaiting)
+	if err := c.Signal(ctx, "pay ment", via, nil); !errors.Is(err, agentq.ErrBadSignal) {
+		t.Fatalf("a bad signal: %v, want ErrBadSignal", err)
+	}
+	if err := c.Signal(ctx, "payment.succeeded", via, map[string]int{"amount": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if wf := wait(paid, agentq.StateCompleted); wf.Steps[0].Output != `{"amount":3}` {
+		t.Fatalf("the signaled step's output %q", wf.Steps[0].Output)
+	}
+	sig := agentq.Signal{Name: "payment.succeeded", Match: via, IdempotencyKey: "evt-" + via}
+	first, err := c.SendSignal(ctx, sig)
+	if err != nil || !first.Kept {
+		t.Fatalf("a send nothing waits for: %+v %v", first, err)
+	}
+	if again, err := c.SendSignal(ctx, sig); err != nil || !again.Duplicate || again.ID != first.ID {
+		t.Fatalf("the key sent again: %+v %v", again, err)
+	}
+
 	// list by state and name, a page at a time: two pages hold the three
 	// parked workflows once each (newest first, by the millisecond)
 	page1, err := c.List(ctx, agentq.ListOptions{Name: "parked-" + via, Limit: 2})

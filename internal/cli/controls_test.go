@@ -342,3 +342,52 @@ func TestScheduleRunsAreCounted(t *testing.T) {
 		t.Fatalf("%d runs counted, %d workflows in Redis (%v)", n, len(wfs), err)
 	}
 }
+
+// enqueue signal: status says what the step waits for; the signal
+// completes it with its data (or --data-file's); a second send
+// of an --idempotency-key is a duplicate; a bad signal is exit 2 naming
+// what is wrong; with nothing waiting, it is kept.
+func TestSignalFromTheCLI(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	vars, cfg := envFor(t, e)
+	spec := writeFile(t, "s.yaml", `name: paid
+input: { order: "42" }
+steps:
+  - { id: paid, wait_for: { signal: payment.succeeded, match: "order-{{ .Input.order }}" } }
+  - { id: greet, route: solo, depends_on: [paid], prompt: "Say hello" }
+`)
+	id := decodeSubmitted(t, run(t, cli.Enqueue, vars, spec, "--config", cfg, "--no-check", "--json")).ID
+	e.Wait(t, id, 15*time.Second, store.StateWaiting)
+	if r := run(t, cli.Enqueue, vars, "status", id, "--config", cfg); r.code != 0 || !strings.Contains(r.out, `waits for signal payment.succeeded matching "order-42" (enqueue signal)`) {
+		t.Fatalf("status: exit %d, out %q", r.code, r.out)
+	}
+	for _, bad := range [][]string{
+		{"signal", "pay ment"},
+		{"signal", "paid", "--data", "{"},
+		{"signal", "paid", "--data", "1", "--data-file", "x.json"},
+		{"signal", "paid", "--idempotency-key", ""},
+	} {
+		if r := run(t, cli.Enqueue, vars, append(bad, "--config", cfg)...); r.code != 2 || strings.Count(strings.TrimSpace(r.err), "\n") != 0 {
+			t.Errorf("%q: exit %d, err %q: want exit 2 and one line", bad, r.code, r.err)
+		}
+	}
+	r := run(t, cli.Enqueue, vars, "signal", "payment.succeeded", "--match", "order-42", "--data", `{"amount": 1999}`, "--idempotency-key", "evt-1", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.out, "completed 1 waiting step(s)") || !strings.Contains(r.out, id+" paid") {
+		t.Fatalf("signal: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	wf := e.Wait(t, id, 15*time.Second, store.StateCompleted)
+	if wf.Steps[0].Output != `{"amount":1999}` {
+		t.Fatalf("paid output %q", wf.Steps[0].Output)
+	}
+	r = run(t, cli.Enqueue, vars, "signal", "payment.succeeded", "--match", "order-42", "--data", `{"amount": 1999}`, "--idempotency-key", "evt-1", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.out, "a duplicate of signal sig_") {
+		t.Fatalf("a second send of the key: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	r = run(t, cli.Enqueue, vars, "signal", "payment.succeeded", "--match", "order-43", "--data-file", writeFile(t, "d.json", `{"late": true}`), "--json", "--config", cfg)
+	var res struct {
+		Kept bool `json:"kept"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &res) != nil || !res.Kept {
+		t.Fatalf("a signal nothing waits for: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+}

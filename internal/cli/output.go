@@ -67,6 +67,12 @@ func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 		if s.Unserved != "" {
 			fmt.Fprintf(w, "  %s unserved: %s\n", s.ID, oneLine(s.Unserved, 300))
 		}
+		switch {
+		case s.State == "waiting" && s.WaitsFor == "signal":
+			fmt.Fprintf(w, "  %s %s (enqueue signal)\n", s.ID, oneLine(s.Output, 300))
+		case s.State == "waiting":
+			fmt.Fprintf(w, "  %s waits for a decision: %s (enqueue approve %s %s [--reject])\n", s.ID, oneLine(s.Output, 300), wf.ID, s.ID)
+		}
 	}
 }
 

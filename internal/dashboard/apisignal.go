@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/producer"
 )
 
@@ -25,7 +27,11 @@ func (s *Server) apiSignal(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `the body is not a signal ({"name": "…", "match": "…", "data": JSON}): ` + err.Error(), "code": "bad_signal"})
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "the body is over " + strconv.FormatInt(mbe.Limit, 10) + " bytes"})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `the body is not a signal ({"name": "…", "match": "…", "data": JSON}): ` + flow.BoundID(err.Error()), "code": "bad_signal"})
 		return
 	}
 	res, err := s.client.Signal(r.Context(), producer.Signal{Name: req.Name, Match: req.Match, Data: req.Data, IdempotencyKey: r.Header.Get("Idempotency-Key")})

@@ -93,7 +93,7 @@ func TestApprovalSpecProblems(t *testing.T) {
 		{"name: a\nsteps:\n  - { id: r, approve: { message: \"\" } }\n", "steps[0] (r).approve.message: is empty"},
 		{"name: a\nsteps:\n  - { id: r, run: x, approve: { message: ok } }\n", "steps[0] (r).run: is for code steps (run:); an approval step (approve:) has none"},
 		{"name: a\nsteps:\n  - { id: r, approve: { message: ok, timeout: 10ms } }\n", "approve.timeout: 10ms is under 1s"},
-		{"name: a\nsteps:\n  - { id: r, timeout: 1h, approve: { message: ok } }\n", "steps[0] (r).timeout: is for steps a worker runs (an approval waits for approve.timeout)"},
+		{"name: a\nsteps:\n  - { id: r, timeout: 1h, approve: { message: ok } }\n", "steps[0] (r).timeout: is for steps a worker runs (an approval waits for approve.timeout"},
 	} {
 		if _, err := e.Client.Parse("a.yaml", []byte(c.spec)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.spec, err, c.want)

@@ -314,3 +314,98 @@ func TestBadSignalsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A kept signal a step took is its claim until the step is completed: a
+// worker that died between taking it and completing the step loses
+// nothing (the step's next try finds the same claim), and a claim whose
+// step stopped waiting goes to a step that waits now.
+func TestAKeptSignalIsClaimedUntilItsStepCompletes(t *testing.T) {
+	shipped := make(chan map[string]any, 4)
+	e := signalEnv(t, shipped, testenv.Options{NoWorker: true})
+	send(t, e, producer.Signal{Name: "payment.succeeded", Match: "order-3", Data: json.RawMessage(`{"amount": 3}`)})
+	// a worker that took the signal for a step and died before completing it
+	dead := store.Waiter{Workflow: "wf_gone", Step: "paid", Attempt: 1}
+	got, err := e.Store.AwaitSignal(t.Context(), "payment.succeeded", "order-3", dead, time.Hour)
+	if err != nil || got == nil {
+		t.Fatalf("take: %+v %v", got, err)
+	}
+	again, err := e.Store.AwaitSignal(t.Context(), "payment.succeeded", "order-3", dead, time.Hour)
+	if err != nil || again == nil || again.ID != got.ID {
+		t.Fatalf("the same waiter's next try: %+v %v, want its claim %s", again, err, got.ID)
+	}
+	if kept, _, _ := e.Store.KeptSignals(t.Context(), "payment.succeeded", "order-3"); kept != 0 {
+		t.Fatalf("a claimed signal is still kept (%d): another step could take it too", kept)
+	}
+	// the claim's step is gone: handing it on reaches the step that waits now
+	id := e.Submit(t, orderSpec(e, "3", "1h", false))
+	e.StartWorker(t)
+	e.Wait(t, id, 20*time.Second, store.StateWaiting)
+	delivered, kept, err := flow.DeliverSignal(t.Context(), e.Store, e.Asynq, e.Client.Spec, flow.SignalSend{Name: "payment.succeeded", Match: "order-3", ID: got.ID, Data: got.Data},
+		[]store.Waiter{dead}, time.Minute, time.Now())
+	if err != nil || len(delivered) != 1 || delivered[0].Workflow != id || kept != nil {
+		t.Fatalf("the claim handed on: %+v kept %v (%v)", delivered, kept, err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCompleted)
+}
+
+// A requeued signal step that waits again makes its workflow waiting, not
+// blocked; a signal after the workflow's deadline completes nothing.
+func TestARequeuedWaitAndALateSignal(t *testing.T) {
+	shipped := make(chan map[string]any, 4)
+	e := signalEnv(t, shipped, testenv.Options{})
+	id := e.Submit(t, e.Spec(`name: order
+steps:
+  - { id: paid, wait_for: { signal: paid, match: "a", timeout: 1s } }
+`))
+	e.Wait(t, id, 20*time.Second, store.StateBlocked)
+	task, err := e.Client.DeadLetterTask(t.Context(), id, "paid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		err := e.Client.Requeue(t.Context(), task)
+		return err == nil, fmt.Sprintf("requeue: %v", err)
+	})
+	var wf *store.Workflow
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		wf, err = e.Store.Get(t.Context(), id)
+		return err == nil && wf.Steps[0].State == store.StepWaiting, fmt.Sprintf("the requeued step does not wait: %+v %v", wf, err)
+	})
+	if wf.State != store.StateWaiting || wf.Steps[0].Attempts != 2 {
+		t.Fatalf("after the requeue: workflow %s, step %s (attempt %d): want waiting", wf.State, wf.Steps[0].State, wf.Steps[0].Attempts)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateBlocked) // its own timeout again
+
+	late := e.Submit(t, e.Spec(`name: late
+deadline: 1s
+steps:
+  - { id: paid, wait_for: { signal: paid, match: "late" } }
+`))
+	e.Wait(t, late, 20*time.Second, store.StateTimedOut)
+	if res := send(t, e, producer.Signal{Name: "paid", Match: "late"}); len(res.Delivered) != 0 || !res.Kept {
+		t.Fatalf("a signal after the deadline: %+v, want none reached and kept", res)
+	}
+}
+
+// An idempotent send cut short after it found no waiting step (its
+// sender died before keeping it) is finished by the next send of its key:
+// kept, with the first send's data, for the step that waits next.
+func TestACutShortIdempotentSendIsFinishedByItsRetry(t *testing.T) {
+	shipped := make(chan map[string]any, 4)
+	e := signalEnv(t, shipped, testenv.Options{})
+	if _, err := e.Store.SendSignal(t.Context(), "payment.succeeded", "order-8", "sig_first", `{"amount": 8}`, "evt-8", time.Hour); err != nil {
+		t.Fatal(err)
+	} // ... and the sender died here
+	res := send(t, e, producer.Signal{Name: "payment.succeeded", Match: "order-8", Data: json.RawMessage(`{"amount": 99}`), IdempotencyKey: "evt-8"})
+	if !res.Duplicate || res.ID != "sig_first" || !res.Kept {
+		t.Fatalf("the retry: %+v, want the first send finished (kept)", res)
+	}
+	if again := send(t, e, producer.Signal{Name: "payment.succeeded", Match: "order-8", IdempotencyKey: "evt-8"}); !again.Duplicate || again.Kept {
+		t.Fatalf("a third send: %+v, want a finished duplicate", again)
+	}
+	id := e.Submit(t, orderSpec(e, "8", "1h", false))
+	e.Wait(t, id, 20*time.Second, store.StateCompleted)
+	if a := <-shipped; fmt.Sprint(a["amount"]) != "8" {
+		t.Fatalf("ship saw %v: want the first send's data", a)
+	}
+}

@@ -81,7 +81,8 @@ func (h *Handler) awaitSignal(ctx context.Context, run stepRun, views map[string
 	}
 	// the waiter set outlives every waiter in it; a stale member (its step
 	// ended another way) is skipped and dropped by the next send
-	kept, err := h.st.AwaitSignal(sctx, name, match, store.Waiter{Workflow: p.Workflow, Step: p.Step, Gen: p.Gen}, timeout+h.st.Retention())
+	w := store.Waiter{Workflow: p.Workflow, Step: p.Step, Gen: p.Gen, Attempt: run.attempt}
+	kept, err := h.st.AwaitSignal(sctx, name, match, w, timeout+h.st.Retention())
 	if err != nil {
 		return err // retried: parking and registering again change nothing
 	}
@@ -90,19 +91,32 @@ func (h *Handler) awaitSignal(ctx context.Context, run stepRun, views map[string
 	if kept == nil {
 		return nil
 	}
-	state, err = flow.Complete(sctx, h.st, h.o.Client, p.Workflow, run.spec, p.Step, p.Gen, kept.Data, "signal")
-	if errors.Is(err, flow.ErrNotWaiting) {
-		// the step stopped waiting in between (its workflow was canceled):
-		// the signal goes back for the next step that waits
-		_, kerr := h.st.KeepSignal(sctx, name, match, kept.ID, kept.Data, kept.Lapse)
-		return kerr
+	// the kept signal is this step's claim until it is completed: a retry
+	// (this worker died, Redis did not answer) finds the same claim
+	state, err = flow.Complete(sctx, h.st, h.o.Client, p.Workflow, run.spec, p.Step, p.Gen, run.attempt, kept.Data, "signal")
+	switch {
+	case errors.Is(err, flow.ErrNotWaiting):
+		// the step stopped waiting in between (its workflow was canceled,
+		// timed out or rerun): the signal goes to the steps that wait now,
+		// or back to be kept
+		sig := flow.SignalSend{Name: name, Match: match, ID: kept.ID, Data: kept.Data}
+		if _, _, err := flow.DeliverSignal(sctx, h.st, h.o.Client, h.specOf, sig, nil, time.Until(kept.Lapse), time.Now()); err != nil {
+			return err // retried: the claim is still this step's
+		}
+	case err != nil:
+		return err // retried: the claim is still this step's
+	default:
+		run.log.Info("signal step took a kept signal", "signal", name, "id", kept.ID)
+		if state != store.StateCompleted && state != store.StateBlocked { // else the end's task tells
+			h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, State: store.StepDone, WorkflowState: state, Attempt: run.attempt, Target: "signal"})
+		}
 	}
-	if err != nil {
-		return err // retried: the step still waits, and a kept signal is taken again or sent again
-	}
-	run.log.Info("signal step took a kept signal", "signal", name, "id", kept.ID)
-	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, State: store.StepDone, WorkflowState: state, Attempt: run.attempt, Target: "signal"})
-	return nil
+	return h.st.ClaimDone(sctx, name, match, w)
+}
+
+// specOf reads a workflow's spec through the handler's cache.
+func (h *Handler) specOf(ctx context.Context, wf string) (*spec.Spec, error) {
+	return h.specs.get(ctx, h.st, wf)
 }
 
 // scheduleSignalTimeout enqueues the task that ends a signal step still
@@ -142,7 +156,7 @@ func (h *Handler) signalTimedOut(ctx context.Context, run stepRun, views map[str
 	if name != "" {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
-		_ = h.st.DoneWaiters(sctx, name, match, store.Waiter{Workflow: p.Workflow, Step: p.Step, Gen: p.Gen}) // else the next send drops it
+		_ = h.st.DoneWaiters(sctx, name, match, "", store.Waiter{Workflow: p.Workflow, Step: p.Step, Gen: p.Gen, Attempt: run.attempt}) // else the next send drops it
 	}
 	run.log.Error("signal step dead-lettered", "class", retry.Timeout, "err", reason)
 	return fmt.Errorf("%s: %w", store.Excerpt(reason), asynq.SkipRetry)

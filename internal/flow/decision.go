@@ -26,19 +26,20 @@ var ErrNotWaiting = errors.New("the step is not waiting for a decision or a sign
 // another run (an earlier run's timeout does not decide a rerun's step).
 func Decide(ctx context.Context, st *store.Store, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, d spec.Decision) (string, error) {
 	out, _ := json.Marshal(d)
-	return Complete(ctx, st, c, wf, wspec, step, gen, string(out), "approval")
+	return Complete(ctx, st, c, wf, wspec, step, gen, 0, string(out), "approval")
 }
 
 // Complete settles a waiting step (an approval's decision, a signal's
-// data) of run gen (-1: the current run) as done with output, by what
-// target names, only if it is waiting (ErrNotWaiting if it is not, or
-// waits in another run), enqueues the dependents it made ready and, if it
-// ended the workflow, the end's task. A Complete delivered again finds
-// the step settled: ErrNotWaiting, and nothing is done twice.
-func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, output, target string) (string, error) {
-	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: output, Target: target, Gen: gen},
+// data) of run gen (-1: the current run) and attempt attempt (0: any) as
+// done with output, by what target names, only if it is waiting
+// (ErrNotWaiting if it is not, or waits in another run or attempt),
+// enqueues the dependents it made ready and, if it ended the workflow,
+// the end's task. A Complete delivered again finds the step settled:
+// ErrNotWaiting, and nothing is done twice.
+func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen, attempt int, output, target string) (string, error) {
+	res, err := st.Settle(ctx, wf, step, store.Outcome{Done: true, Decided: true, Output: output, Target: target, Gen: gen, Attempt: attempt},
 		DependentsOf(wspec, step))
-	if errors.Is(err, store.ErrOtherRun) {
+	if errors.Is(err, store.ErrOtherRun) || errors.Is(err, store.ErrStaleAttempt) {
 		return "", fmt.Errorf("workflow %s step %s: %w: %w", wf, step, ErrNotWaiting, err)
 	}
 	if errors.Is(err, store.ErrAlreadySettled) {

@@ -13,7 +13,6 @@ import (
 	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
-	"github.com/agentq/agentq/internal/store"
 )
 
 // Signal is one signal to send: it completes every signal step
@@ -40,8 +39,8 @@ type SignalResult struct {
 	Kept      bool       `json:"kept"`
 	KeptUntil *time.Time `json:"kept_until,omitempty"`
 	// Duplicate says the idempotency key was sent before: nothing was
-	// sent again (steps the first send reached but had not completed, if
-	// it was cut short, are completed now with its data).
+	// sent again (a first send that was cut short is finished now, with
+	// its data: Delivered are the steps it completed then).
 	Duplicate bool `json:"duplicate"`
 }
 
@@ -54,10 +53,6 @@ type SignalTarget struct {
 // ErrBadSignal wraps a signal that cannot be sent: a bad name, a match
 // or data too long, data that is not JSON.
 var ErrBadSignal = errors.New("bad signal")
-
-// keepRounds bounds the sends a signal makes while steps keep beginning
-// to wait, and then stop waiting, between its rounds.
-const keepRounds = 8
 
 // checkSignal refuses a signal that cannot be sent, naming what is wrong,
 // and returns its data as it is kept (compact JSON).
@@ -94,7 +89,8 @@ func (c *Client) checkSignal(s Signal) (string, error) {
 // is completed with its data (dependents enqueued as for any settle), or,
 // if none waits, it is kept for signals.keep. A send cut short (an
 // error) leaves the steps it had not completed waiting: send again (with
-// the same idempotency key, the same data reaches them).
+// the same idempotency key, the same data reaches the steps the first
+// send was for, or is kept).
 func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 	data, err := c.checkSignal(s)
 	if err != nil {
@@ -106,58 +102,20 @@ func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 	}
 	res := &SignalResult{ID: send.ID, Duplicate: send.Duplicate, Delivered: []SignalTarget{}}
 	if send.Duplicate {
-		data = send.Data // the first send's, for the steps it may not have completed
-	}
-	to := send.To
-	for range keepRounds {
-		var done, stale []store.Waiter
-		for _, w := range to {
-			ok, err := c.complete(ctx, w, data)
-			if err != nil {
-				return res, fmt.Errorf("signal %s: %d of %d steps completed: %w", s.Name, len(res.Delivered), len(to), err)
-			}
-			if ok {
-				done = append(done, w)
-				res.Delivered = append(res.Delivered, SignalTarget{Workflow: w.Workflow, Step: w.Step})
-			} else {
-				stale = append(stale, w)
-			}
+		if send.Finished {
+			return res, nil // kept or delivered: nothing to do again
 		}
-		if len(done) > 0 || send.Duplicate {
-			return res, c.store.DoneWaiters(ctx, s.Name, s.Match, append(done, stale...)...)
-		}
-		until := c.now().Add(c.signalKeep())
-		more, err := c.store.KeepSignal(ctx, s.Name, s.Match, send.ID, data, until, stale...)
-		if err != nil {
-			return res, err
-		}
-		if len(more) == 0 {
-			res.Kept, res.KeptUntil = true, &until
-			return res, nil
-		}
-		to = more // steps began waiting since the send: they take it
+		data = send.Data // cut short: finish it, with the first send's data
 	}
-	return res, fmt.Errorf("signal %s: steps kept beginning and ending their waits; send it again", s.Name)
-}
-
-// complete completes waiter w with data; false if it no longer waits (its
-// step settled another way, its workflow ended, expired or was rerun).
-func (c *Client) complete(ctx context.Context, w store.Waiter, data string) (bool, error) {
-	wspec, err := c.spec(ctx, w.Workflow)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+	sig := flow.SignalSend{Name: s.Name, Match: s.Match, ID: send.ID, Data: data, Key: s.IdempotencyKey}
+	delivered, kept, err := flow.DeliverSignal(ctx, c.store, c.asynq, c.spec, sig, send.To, c.signalKeep(), c.now())
+	for _, w := range delivered {
+		res.Delivered = append(res.Delivered, SignalTarget{Workflow: w.Workflow, Step: w.Step})
 	}
-	if err != nil {
-		return false, err
+	if kept != nil {
+		res.Kept, res.KeptUntil = true, kept
 	}
-	if st, ok := wspec.Step(w.Step); !ok || st.WaitFor == nil {
-		return false, nil
-	}
-	_, err = flow.Complete(ctx, c.store, c.asynq, w.Workflow, wspec, w.Step, w.Gen, data, "signal")
-	if errors.Is(err, flow.ErrNotWaiting) {
-		return false, nil
-	}
-	return err == nil, err
+	return res, err
 }
 
 // signalKeep is how long a signal no step waited for is kept.

@@ -173,8 +173,8 @@ if outcome == 'dead_if_open' then
   if wfstate == 'canceled' or prev == 'done' or prev == 'dead' or prev == 'canceled' or prev == 'mapped' then return {'settled', wfstate} end
   outcome = 'dead'
   w = {fstate, outcome, ARGV[8], now, ARGV[10], current}
-elseif outcome == 'decided' then -- a person's decision on an approval step, once
-  if prev ~= 'waiting' or over then return {'settled', wfstate} end
+elseif outcome == 'decided' then -- a decision or a signal on a waiting step, once, before the deadline
+  if prev ~= 'waiting' or over or late then return {'settled', wfstate} end
   outcome = 'done'
   w = {fstate, outcome, ARGV[8], now}
 end

@@ -21,7 +21,8 @@ import (
 //	<tag>:w      set of the steps waiting (Waiter, as JSON)
 //	<tag>:k      sorted set of kept signals' ids, scored by when they lapse (ms)
 //	<tag>:d      hash of the kept signals' data, by id
-//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id and whom it reached
+//	<tag>:c      hash of the kept signals steps took, by waiter, until their step is completed
+//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id, data, whom it is for and how far it got
 //
 // A send takes the waiters as they are at that moment and leaves them in
 // the set: the sender completes each (a step completed already, or no
@@ -30,11 +31,14 @@ import (
 // send that reached no waiting step keeps the signal (KeepSignal) until
 // it lapses; the first step to begin waiting takes it (AwaitSignal).
 
-// Waiter is a step that waits for a signal: its workflow, step and run.
+// Waiter is a step that waits for a signal: its workflow, step, run and
+// attempt (a requeued step waits again as another attempt, so a sender's
+// look at an earlier wait never touches the new one).
 type Waiter struct {
 	Workflow string `json:"wf"`
 	Step     string `json:"step"`
 	Gen      int    `json:"gen"`
+	Attempt  int    `json:"attempt"`
 }
 
 func (w Waiter) member() string {
@@ -54,46 +58,55 @@ func sigTag(name, match string) string {
 	return Prefix + "{sig:" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-func sigKeys(name, match string) []string {
+// sigKeys are (name, match)'s waiters, kept signals, their data and the
+// claims, then the record of idempotency key key (a key never written
+// when there is none).
+func sigKeys(name, match, key string) []string {
 	t := sigTag(name, match)
-	return []string{t + ":w", t + ":k", t + ":d"}
-}
-
-// sigIdemKey is the record of a send with idempotency key key ("" for a
-// send without one: a key that is never written).
-func sigIdemKey(name, match, key string) string {
-	if key == "" {
-		return sigTag(name, match) + ":i"
+	idem := t + ":i"
+	if key != "" {
+		sum := sha256.Sum256([]byte(key))
+		idem += ":" + hex.EncodeToString(sum[:16])
 	}
-	sum := sha256.Sum256([]byte(key))
-	return sigTag(name, match) + ":i:" + hex.EncodeToString(sum[:16])
+	return []string{t + ":w", t + ":k", t + ":d", t + ":c", idem}
 }
 
-// awaitScript makes a step wait for a signal, or hands it the oldest kept
-// signal that has not lapsed (which no other step can take after it).
-// KEYS: waiters, kept, data. ARGV: now (ms), the waiter, how long the
-// waiter set lives at least (ms). Returns {'take', id, data, lapse (ms)}
+// awaitScript makes a step wait for a signal, or hands it a kept signal
+// that has not lapsed, oldest first: the signal becomes the step's claim
+// (no other step can take it), returned again to the same waiter until
+// the caller drops it (ClaimDone) once the step is completed, so a worker
+// that dies in between loses nothing.
+// KEYS: sigKeys. ARGV: now (ms), the waiter, how long the waiter set and
+// the claims live at least (ms). Returns {'take', id, data, lapse (ms)}
 // or {'wait'}.
 var awaitScript = redis.NewScript(`
+local claim = redis.call('HGET', KEYS[4], ARGV[2])
+if claim then
+  local c = cjson.decode(claim)
+  return {'take', c.id, c.data, tostring(c.lapse)}
+end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
 if #gone > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
   redis.call('HDEL', KEYS[3], unpack(gone))
 end
+local ttl = tonumber(ARGV[3])
 local ids = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if #ids > 0 then
-  local data = redis.call('HGET', KEYS[3], ids[1])
+  local data = redis.call('HGET', KEYS[3], ids[1]) or 'null'
   redis.call('ZREM', KEYS[2], ids[1])
   redis.call('HDEL', KEYS[3], ids[1])
   redis.call('SREM', KEYS[1], ARGV[2])
-  return {'take', ids[1], data or 'null', ids[2]}
+  redis.call('HSET', KEYS[4], ARGV[2], cjson.encode({id = ids[1], data = data, lapse = tonumber(ids[2])}))
+  if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
+  return {'take', ids[1], data, ids[2]}
 end
 redis.call('SADD', KEYS[1], ARGV[2])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return {'wait'}
 `)
 
-// KeptSignal is a kept signal a step took.
+// KeptSignal is a kept signal a step claimed.
 type KeptSignal struct {
 	ID    string
 	Data  string
@@ -102,10 +115,10 @@ type KeptSignal struct {
 
 // AwaitSignal makes step w wait for signal name with match value match
 // for at least ttl, or, if a kept signal of that (name, match) has not
-// lapsed, takes it (no other step can) and returns it. Waiting again
-// changes nothing.
+// lapsed, claims it for w and returns it (a claim not yet dropped is
+// returned again). Waiting again changes nothing.
 func (s *Store) AwaitSignal(ctx context.Context, name, match string, w Waiter, ttl time.Duration) (*KeptSignal, error) {
-	res, err := awaitScript.Run(ctx, s.rdb, sigKeys(name, match), s.now().UnixMilli(), w.member(), ttl.Milliseconds()).StringSlice()
+	res, err := awaitScript.Run(ctx, s.rdb, sigKeys(name, match, ""), s.now().UnixMilli(), w.member(), ttl.Milliseconds()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("store: await signal %s: %w", name, err)
 	}
@@ -116,21 +129,45 @@ func (s *Store) AwaitSignal(ctx context.Context, name, match string, w Waiter, t
 	return nil, nil
 }
 
+// ClaimDone drops w's claim on a kept signal: it completed w's step, or
+// went back to the others.
+func (s *Store) ClaimDone(ctx context.Context, name, match string, w Waiter) error {
+	if err := s.rdb.HDel(ctx, sigKeys(name, match, "")[3], w.member()).Err(); err != nil {
+		return fmt.Errorf("store: signal %s: drop a claim: %w", name, err)
+	}
+	return nil
+}
+
+// luaSigRecord updates an idempotency key's record (KEYS[5]), if there is
+// one: its state ('sending', 'kept' or 'delivered') and, when to is not
+// nil, the waiters it is for.
+const luaSigRecord = `
+local function record(st, to)
+  local cur = redis.call('GET', KEYS[5])
+  if not cur then return end
+  local r = cjson.decode(cur)
+  r.st = st
+  if to and #to > 0 then r.to = to end
+  redis.call('SET', KEYS[5], cjson.encode(r), 'KEEPTTL')
+end
+`
+
 // sendScript takes the steps waiting for a signal as they are now, and
-// records an idempotency key's send. A key sent before returns its send.
-// KEYS: waiters, idempotency record. ARGV: the signal's id, whether a key
-// was given (0|1), how long its record lives (ms), the data. Returns
-// {'dup', record} or {'to', waiter...}.
+// records an idempotency key's send ('sending' until it is kept or
+// delivered). A key sent before returns its record.
+// KEYS: sigKeys. ARGV: the signal's id, whether a key was given (0|1),
+// how long its record lives (ms), the data. Returns {'dup', record} or
+// {'to', waiter...}.
 var sendScript = redis.NewScript(`
 if ARGV[2] == '1' then
-  local prev = redis.call('GET', KEYS[2])
+  local prev = redis.call('GET', KEYS[5])
   if prev then return {'dup', prev} end
 end
 local ws = redis.call('SMEMBERS', KEYS[1])
 if ARGV[2] == '1' then
-  local rec = {id = ARGV[1], data = ARGV[4]}
+  local rec = {id = ARGV[1], data = ARGV[4], st = 'sending'}
   if #ws > 0 then rec.to = ws end -- cjson writes an empty table as {}
-  redis.call('SET', KEYS[2], cjson.encode(rec), 'PX', ARGV[3])
+  redis.call('SET', KEYS[5], cjson.encode(rec), 'PX', ARGV[3])
 end
 local out = {'to'}
 for _, w in ipairs(ws) do out[#out + 1] = w end
@@ -144,40 +181,31 @@ type Send struct {
 	ID string
 	// To are the steps that waited when it was sent.
 	To []Waiter
-	// Data is, for a Duplicate, the first send's data.
-	Data string
-	// Duplicate says the idempotency key was sent before: To are that
-	// send's waiters (completing them again is a no-op).
-	Duplicate bool
+	// Duplicate says the idempotency key was sent before: Data is the
+	// first send's, and Finished whether it was kept or delivered (else
+	// it was cut short: To are the steps it was for).
+	Duplicate, Finished bool
+	Data                string
 }
 
 // SendSignal takes the steps waiting for signal name with match value
 // match (they stay waiting until the caller completes them and calls
-// DoneWaiters). With an idempotency key, the send is recorded for
-// keyTTL with data: the same key again returns the first send,
-// Duplicate, with its data.
+// DoneWaiters). With an idempotency key, the send is recorded for keyTTL
+// with data: the same key again returns that record, Duplicate.
 func (s *Store) SendSignal(ctx context.Context, name, match, id, data, idemKey string, keyTTL time.Duration) (Send, error) {
-	keys := sigKeys(name, match)
-	hasKey := "0"
-	if idemKey != "" {
-		hasKey = "1"
-	}
-	res, err := sendScript.Run(ctx, s.rdb, []string{keys[0], sigIdemKey(name, match, idemKey)}, id, hasKey, keyTTL.Milliseconds(), data).StringSlice()
+	res, err := sendScript.Run(ctx, s.rdb, sigKeys(name, match, idemKey), id, b2s(idemKey != ""), keyTTL.Milliseconds(), data).StringSlice()
 	if err != nil {
 		return Send{}, fmt.Errorf("store: send signal %s: %w", name, err)
 	}
 	if len(res) == 2 && res[0] == "dup" {
 		var rec struct {
-			ID   string   `json:"id"`
-			To   []string `json:"to"`
-			Data string   `json:"data"`
+			ID    string   `json:"id"`
+			To    []string `json:"to"`
+			Data  string   `json:"data"`
+			State string   `json:"st"`
 		}
-		if err := json.Unmarshal([]byte(res[1]), &rec); err != nil {
-			return Send{}, fmt.Errorf("store: send signal %s: idempotency record: %w", name, err)
-		}
-		out := Send{ID: rec.ID, Duplicate: true, Data: rec.Data}
-		out.To = waiters(rec.To)
-		return out, nil
+		_ = json.Unmarshal([]byte(res[1]), &rec) // cjson writes an empty to as {}: no waiters
+		return Send{ID: rec.ID, Duplicate: true, Finished: rec.State != "sending", Data: rec.Data, To: waiters(rec.To)}, nil
 	}
 	if len(res) == 0 || res[0] != "to" {
 		return Send{}, fmt.Errorf("store: send signal %s: unexpected reply %q", name, res)
@@ -195,56 +223,68 @@ func waiters(members []string) []Waiter {
 	return out
 }
 
+// doneScript removes waiters and marks an idempotency key's send
+// delivered. KEYS: sigKeys. ARGV: members.
+var doneScript = redis.NewScript(luaSigRecord + `
+for x = 1, #ARGV do redis.call('SREM', KEYS[1], ARGV[x]) end
+record('delivered', nil)
+return 1
+`)
+
 // DoneWaiters removes waiters of (name, match) that a signal completed,
 // or that no longer wait (their step settled another way, or their
-// workflow ended).
-func (s *Store) DoneWaiters(ctx context.Context, name, match string, ws ...Waiter) error {
-	if len(ws) == 0 {
-		return nil
-	}
+// workflow ended), and marks the send of idemKey ("": none) delivered.
+func (s *Store) DoneWaiters(ctx context.Context, name, match, idemKey string, ws ...Waiter) error {
 	members := make([]any, len(ws))
 	for i, w := range ws {
 		members[i] = w.member()
 	}
-	if err := s.rdb.SRem(ctx, sigKeys(name, match)[0], members...).Err(); err != nil {
+	if err := doneScript.Run(ctx, s.rdb, sigKeys(name, match, idemKey), members...).Err(); err != nil {
 		return fmt.Errorf("store: signal %s: remove waiters: %w", name, err)
 	}
 	return nil
 }
 
 // keepScript keeps a signal that reached no waiting step until it lapses,
-// unless steps began waiting since the send: then it returns them.
-// KEYS: waiters, kept, data. ARGV: id, data, lapse and now (ms since the
-// epoch), the waiters that did not wait after all (removed first).
-// Returns {'kept'} or {'to', waiter...}.
-var keepScript = redis.NewScript(`
+// unless steps began waiting since the send: then it returns them (and
+// records them as the idempotency key's send's).
+// KEYS: sigKeys. ARGV: id, data, lapse and now (ms since the epoch), the
+// waiters that did not wait after all (removed first). Returns {'kept'}
+// or {'to', waiter...}.
+var keepScript = redis.NewScript(luaSigRecord + `
 for x = 5, #ARGV do redis.call('SREM', KEYS[1], ARGV[x]) end
 local ws = redis.call('SMEMBERS', KEYS[1])
 if #ws > 0 then
+  record('sending', ws)
   local out = {'to'}
   for _, w in ipairs(ws) do out[#out + 1] = w end
   return out
 end
+local ttl = tonumber(ARGV[3]) - tonumber(ARGV[4])
+if ttl <= 0 then -- lapsed already: nothing to keep
+  record('kept', nil)
+  return {'kept'}
+end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-local ttl = tonumber(ARGV[3]) - tonumber(ARGV[4])
 for k = 2, 3 do
   if redis.call('PTTL', KEYS[k]) < ttl then redis.call('PEXPIRE', KEYS[k], ttl) end
 end
+record('kept', nil)
 return {'kept'}
 `)
 
 // KeepSignal keeps signal id (data) of (name, match) until lapse, for the
 // first step that begins waiting for it, after removing stale, the
-// waiters the send found that did not wait after all. If steps began
-// waiting since, nothing is kept and they are returned: the caller
-// completes them instead.
-func (s *Store) KeepSignal(ctx context.Context, name, match, id, data string, lapse time.Time, stale ...Waiter) ([]Waiter, error) {
+// waiters the send found that did not wait after all, and marks the send
+// of idemKey ("": none) kept. If steps began waiting since, nothing is
+// kept and they are returned: the caller completes them instead.
+func (s *Store) KeepSignal(ctx context.Context, name, match, id, data, idemKey string, lapse time.Time, stale ...Waiter) ([]Waiter, error) {
 	args := []any{id, data, lapse.UnixMilli(), s.now().UnixMilli()}
 	for _, w := range stale {
 		args = append(args, w.member())
 	}
-	res, err := keepScript.Run(ctx, s.rdb, sigKeys(name, match), args...).StringSlice()
+	res, err := keepScript.Run(ctx, s.rdb, sigKeys(name, match, idemKey), args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("store: keep signal %s: %w", name, err)
 	}
@@ -257,7 +297,7 @@ func (s *Store) KeepSignal(ctx context.Context, name, match, id, data string, la
 // KeptSignals counts the signals of (name, match) kept and not lapsed,
 // and the steps waiting for one.
 func (s *Store) KeptSignals(ctx context.Context, name, match string) (kept, waiting int64, err error) {
-	keys := sigKeys(name, match)
+	keys := sigKeys(name, match, "")
 	pipe := s.rdb.Pipeline()
 	k := pipe.ZCount(ctx, keys[1], fmt.Sprint(s.now().UnixMilli()+1), "+inf")
 	w := pipe.SCard(ctx, keys[0])

@@ -1,0 +1,84 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// SignalSend is one signal on its way: its name, match value, id, data
+// (JSON) and idempotency key ("": none).
+type SignalSend struct {
+	Name, Match, ID, Data, Key string
+}
+
+// SpecOf reads a workflow's spec (store.ErrNotFound once it is gone).
+type SpecOf func(ctx context.Context, wf string) (*spec.Spec, error)
+
+// keepRounds bounds the rounds a signal makes while steps keep beginning
+// to wait, and then stop waiting, between them.
+const keepRounds = 8
+
+// DeliverSignal completes the waiters to (those that still wait) with
+// s's data; if none did, it keeps s until now+keep for the first step that
+// begins waiting, unless steps began waiting since: those it completes
+// instead. It returns the steps completed, or when the kept signal lapses.
+// Cut short by an error, it leaves the steps it did not complete waiting
+// (a send again reaches them).
+func DeliverSignal(ctx context.Context, st *store.Store, c *asynq.Client, specOf SpecOf, s SignalSend, to []store.Waiter, keep time.Duration, now time.Time) ([]store.Waiter, *time.Time, error) {
+	var delivered []store.Waiter
+	for range keepRounds {
+		var stale []store.Waiter
+		for _, w := range to {
+			ok, err := completeWaiter(ctx, st, c, specOf, w, s.Data)
+			if err != nil {
+				return delivered, nil, fmt.Errorf("signal %s: %d of %d steps completed: %w", s.Name, len(delivered), len(to), err)
+			}
+			if ok {
+				delivered = append(delivered, w)
+			} else {
+				stale = append(stale, w)
+			}
+		}
+		if len(delivered) > 0 {
+			return delivered, nil, st.DoneWaiters(ctx, s.Name, s.Match, s.Key, append(delivered, stale...)...)
+		}
+		until := now.Add(keep)
+		more, err := st.KeepSignal(ctx, s.Name, s.Match, s.ID, s.Data, s.Key, until, stale...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(more) == 0 {
+			return nil, &until, nil
+		}
+		to = more // steps began waiting since the send: they take it
+	}
+	return nil, nil, fmt.Errorf("signal %s: steps kept beginning and ending their waits; send it again", s.Name)
+}
+
+// completeWaiter completes waiter w with data; false if it no longer
+// waits (its step settled another way, its workflow ended, expired or was
+// rerun, or the step waits again as a later attempt).
+func completeWaiter(ctx context.Context, st *store.Store, c *asynq.Client, specOf SpecOf, w store.Waiter, data string) (bool, error) {
+	wspec, err := specOf(ctx, w.Workflow)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if s, ok := wspec.Step(w.Step); !ok || s.WaitFor == nil {
+		return false, nil
+	}
+	_, err = Complete(ctx, st, c, w.Workflow, wspec, w.Step, w.Gen, w.Attempt, data, "signal")
+	if errors.Is(err, ErrNotWaiting) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -115,6 +115,7 @@ const (
 	EventStarted     = record.EventStarted
 	EventFailed      = record.EventFailed
 	EventWaiting     = record.EventWaiting
+	EventThrottled   = record.EventThrottled
 	EventDone        = record.EventDone
 	EventDegraded    = record.EventDegraded
 	EventDead        = record.EventDead

@@ -83,6 +83,8 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 	}
 	s.enter(ep)
 	defer s.leave(ep)
+	s.enter("model:" + model)
+	defer s.leave("model:" + model)
 	dec := s.decide(ep, key)
 	if !wait(r, dec.latency) {
 		s.count(ep, key, "client_gone", in)

@@ -21,7 +21,8 @@ type Stats struct {
 	Phases map[string]string `json:"phases"` // timeline name -> current phase name
 	Total  int               `json:"total"`
 	Calls  []StatsLine       `json:"calls"`
-	// PeakInFlight is the most requests each endpoint was answering at
+	// PeakInFlight is the most requests each endpoint (and, as
+	// "model:<model>", each model asked for) was answering at
 	// once (limit drills read it).
 	PeakInFlight map[string]int `json:"peak_in_flight"`
 	// ToolTurns count tool conversations turn by turn, per endpoint, in

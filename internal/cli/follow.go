@@ -192,8 +192,8 @@ func eventLine(e record.Event) string {
 		b.WriteString("dead-lettered: " + oneLine(e.Reason, 200))
 	case record.EventCanceled:
 		b.WriteString("canceled")
-	case record.EventWaiting:
-		b.WriteString("waits for a decision: " + oneLine(e.Reason, 200))
+	case record.EventWaiting, record.EventThrottled:
+		b.WriteString(oneLine(e.Reason, 200))
 	case record.EventStreamReset:
 		b.WriteString("stream reset: the text so far is void (a retry or a failover)")
 	case record.EventTruncated:

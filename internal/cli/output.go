@@ -68,6 +68,8 @@ func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 			fmt.Fprintf(w, "  %s unserved: %s\n", s.ID, oneLine(s.Unserved, 300))
 		}
 		switch {
+		case s.State == "throttled":
+			fmt.Fprintf(w, "  %s %s\n", s.ID, oneLine(s.Output, 300))
 		case s.State == "waiting" && s.WaitsFor == "signal":
 			fmt.Fprintf(w, "  %s %s (enqueue signal)\n", s.ID, oneLine(s.Output, 300))
 		case s.State == "waiting":

@@ -66,6 +66,8 @@ func (p *progress) update(wf *producer.Workflow) {
 			line += " degraded"
 		}
 		switch {
+		case s.State == "throttled":
+			line += ": " + oneLine(s.Output, 200)
 		case s.State == "waiting" && s.WaitsFor == "signal":
 			line += ": " + oneLine(s.Output, 200) + " (enqueue signal)"
 		case s.State == "waiting":

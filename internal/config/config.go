@@ -241,6 +241,10 @@ type Worker struct {
 	// RetryPollInterval is how often retries that are due go back to their
 	// queue; default 1s (asynq's own, 5s, would make a 1s backoff up to 6s).
 	RetryPollInterval Duration `yaml:"retry_poll_interval"`
+	// KeyLease is how long a step holds a slot of its concurrency key
+	// without its worker renewing it (every third of it): a killed
+	// worker's slots free within it. Default 30s; 3s to 10m.
+	KeyLease Duration `yaml:"key_lease"`
 }
 
 // Limits bound what a submitted workflow may hold.
@@ -272,7 +276,8 @@ func Default() Config {
 				Weights: HealthWeights{Success: defaults.HealthSuccessWeight, Latency: defaults.HealthLatencyWeight, Trend: defaults.HealthTrendWeight}},
 		},
 		Worker: Worker{Concurrency: 50, Queues: map[string]int{"critical": 6, "default": 3, "low": 1}, ShutdownTimeout: Duration(30 * time.Second),
-			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second)},
+			PollInterval: Duration(100 * time.Millisecond), RetryPollInterval: Duration(time.Second),
+			KeyLease: Duration(30 * time.Second)},
 		Limits: Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxOutputBytes: defaults.MaxOutputBytes,
 			MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems},
 		Events:  Events{Limit: defaults.EventLimit},

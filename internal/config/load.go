@@ -299,6 +299,9 @@ func (c *Config) applyDefaults() {
 	if w.PollInterval == 0 {
 		w.PollInterval = dw.PollInterval
 	}
+	if w.KeyLease == 0 {
+		w.KeyLease = dw.KeyLease
+	}
 	if w.RetryPollInterval == 0 {
 		w.RetryPollInterval = dw.RetryPollInterval
 	}

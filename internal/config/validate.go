@@ -174,6 +174,9 @@ func (c *Config) validate() error {
 			bad(f, "%s is not between 10ms and 1m", d)
 		}
 	}
+	if l := c.Worker.KeyLease.D(); l < 3*time.Second || l > 10*time.Minute {
+		bad("worker.key_lease", "%s is not between 3s and 10m", l)
+	}
 	if c.Worker.Concurrency < 1 {
 		bad("worker.concurrency", "%d is under 1", c.Worker.Concurrency)
 	}

@@ -87,6 +87,9 @@ type HandlerOptions struct {
 	// Redact removes the configuration's secrets from the text the event
 	// log keeps (events.content, tool errors); nil: none to remove.
 	Redact func(string) string
+	// KeyLease is how long a concurrency key's slot is held without a
+	// renewal (worker.key_lease); 0: DefaultKeyLease.
+	KeyLease time.Duration
 }
 
 // Handler runs step tasks. It is an asynq.Handler.
@@ -101,6 +104,8 @@ type Handler struct {
 	// the step's next attempt on this worker.
 	answers *answerCache
 	tools   map[string]*compiledTool
+	// held are the concurrency slots this worker's tasks hold (keyslot.go)
+	held heldSlots
 }
 
 // NewHandler returns a Handler.
@@ -133,7 +138,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 }
 
 // ProcessTask implements asynq.Handler.
-func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	switch t.Type() {
 	case tasks.TypeDeadline:
 		return h.deadline(ctx, t)
@@ -162,6 +167,11 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	r := spec.Resolve(wspec, st)
 	taskID, _ := asynq.GetTaskID(ctx)
+	slot, parked, err := h.admit(ctx, t, p, wspec, st, r, taskID, log)
+	if err != nil || parked {
+		return err
+	}
+	defer func() { h.end(ctx, slot, err) }()
 	var a *store.Attempt
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again

@@ -246,6 +246,9 @@ func (r *Reconciler) step(ctx context.Context, wf string, wspec *spec.Spec, st *
 	res := spec.Resolve(wspec, st)
 	id := sp.ID // the step's, or the instance's
 	taskID := flow.StepTaskID(wf, id, gen)
+	if sp.State == store.StepRunning && sp.Owner != "" {
+		taskID = sp.Owner // a concurrency grant's task runs it
+	}
 	info, err := r.o.Inspector.GetTaskInfo(res.Queue, taskID)
 	missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
 	if err != nil && !missing {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -37,6 +38,9 @@ func workerChild() {
 		os.Exit(2)
 	}
 	cfg.Worker.Concurrency, _ = strconv.Atoi(os.Getenv(workerEnv + "_CONCURRENCY"))
+	if l, err := time.ParseDuration(os.Getenv(workerEnv + "_KEY_LEASE")); err == nil {
+		cfg.Worker.KeyLease = config.Duration(l)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	o := worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Random: func() float64 { return 0 },

@@ -7,7 +7,9 @@
 package metrics
 
 import (
+	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -20,6 +22,7 @@ import (
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/router"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
 	"github.com/agentq/agentq/retry"
 )
@@ -42,6 +45,7 @@ type Metrics struct {
 	llmCost      *prometheus.CounterVec
 	scheduleRuns *prometheus.CounterVec
 	prices       map[string]router.Price // by "provider/model"; set before calls are made (SetPrices)
+	keys         *keyCollector
 }
 
 // SetPrices makes Call count what each answered call cost
@@ -71,7 +75,7 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 	m.keyEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_key_events_total",
 		Help: "API key events by key fingerprint: cooldown, disabled, rotated."}, []string{"provider", "key", "event"})
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_steps_total",
-		Help: "Settled steps and failed attempts by route and status (done, degraded, dead, retrying; unrecorded: an answer kept in memory because it could not be recorded)."}, []string{"route", "status"})
+		Help: "Settled steps, failed attempts and waits by route and status (done, degraded, dead, retrying; waiting: for a person or a signal; throttled: for a concurrency key's slot; unrecorded: an answer kept in memory because it could not be recorded)."}, []string{"route", "status"})
 	m.workflows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_workflows_total",
 		Help: "Workflows that completed, became blocked or timed out (their deadline), by status; a cancel or a discarded dead letter ends a workflow outside the workers and is not counted here."}, []string{"status"})
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_dead_letters_total",
@@ -94,6 +98,8 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 	if targets != nil {
 		m.reg.MustRegister(&targetCollector{targets: targets})
 	}
+	m.keys = &keyCollector{}
+	m.reg.MustRegister(m.keys)
 	if inspector != nil {
 		m.reg.MustRegister(asynqmetrics.NewQueueMetricsCollector(inspector))
 	}
@@ -200,4 +206,66 @@ func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(t.Breaker), t.Provider, t.Model)
 		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, t.Health, t.Provider, t.Model)
 	}
+}
+
+// KeyLoads reads the concurrency keys' top loads and totals
+// (store.KeyLoads).
+type KeyLoads func(ctx context.Context, top int) (loads []store.KeyLoad, inflight, waiting int64, err error)
+
+// WatchKeys makes the concurrency key gauges read f at scrape time.
+func (m *Metrics) WatchKeys(f KeyLoads) {
+	m.keys.mu.Lock()
+	defer m.keys.mu.Unlock()
+	m.keys.loads = f
+}
+
+// topKeys bounds the concurrency keys named in the gauges: the busiest by
+// steps in flight and by steps waiting; every other key is summed as
+// OtherKeys.
+const topKeys = 20
+
+// OtherKeys is the key label of the keys beyond the top ones, summed.
+const OtherKeys = "_other"
+
+type keyCollector struct {
+	mu    sync.Mutex
+	loads KeyLoads
+}
+
+var (
+	keyInFlightDesc = prometheus.NewDesc("agentq_concurrency_key_in_flight",
+		"Steps holding a slot of a concurrency key (the busiest keys; key=\"_other\" sums the rest).", []string{"key"}, nil)
+	keyWaitingDesc = prometheus.NewDesc("agentq_concurrency_key_waiting",
+		"Steps waiting for a slot of a concurrency key (the keys with the most; key=\"_other\" sums the rest).", []string{"key"}, nil)
+)
+
+func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- keyInFlightDesc
+	ch <- keyWaitingDesc
+}
+
+// Collect reads the loads within a second; a scrape while Redis is away
+// has no key gauges.
+func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.loads
+	c.mu.Unlock()
+	if f == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	loads, inflight, waiting, err := f(ctx, topKeys)
+	if err != nil {
+		return
+	}
+	var namedIn, namedWait int64
+	for _, l := range loads {
+		ch <- prometheus.MustNewConstMetric(keyInFlightDesc, prometheus.GaugeValue, float64(l.InFlight), l.Key)
+		ch <- prometheus.MustNewConstMetric(keyWaitingDesc, prometheus.GaugeValue, float64(l.Waiting), l.Key)
+		namedIn += l.InFlight
+		namedWait += l.Waiting
+	}
+	ch <- prometheus.MustNewConstMetric(keyInFlightDesc, prometheus.GaugeValue, float64(inflight-namedIn), OtherKeys)
+	ch <- prometheus.MustNewConstMetric(keyWaitingDesc, prometheus.GaugeValue, float64(waiting-namedWait), OtherKeys)
 }

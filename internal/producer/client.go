@@ -153,8 +153,11 @@ func parseOutputs(wspec *spec.Spec, wf *Workflow) {
 		if spec.WantsJSON(st) && s.State == store.StepDone && !s.Degraded {
 			s.JSON, _ = spec.ParseJSONAnswer(s.Output)
 		}
-		if s.State == store.StepWaiting {
+		switch s.State {
+		case store.StepWaiting:
 			s.WaitsFor = spec.WaitsFor(st)
+		case store.StepThrottled:
+			s.WaitsFor = record.WaitsForKey
 		}
 	}
 }

@@ -58,6 +58,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 		}
 		idem = &k
 	}
+	if err := spec.CheckKeys(ctx, wspec); err != nil {
+		return Submission{}, err
+	}
 	if !c.o.SkipWorkerCheck && !set.SkipWorkerCheck {
 		if err := c.checkWorkers(ctx, wspec); err != nil {
 			return Submission{}, err

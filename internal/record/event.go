@@ -15,7 +15,8 @@ const (
 	EventReady       = "step.ready"         // its inputs are settled (a map instance's is not logged)
 	EventStarted     = "step.started"       // Attempt, Worker
 	EventFailed      = "step.failed"        // Attempt, Class, Reason, NextAttemptAt (zero: not retried by a backoff)
-	EventWaiting     = "step.waiting"       // an approval step waits for a person
+	EventWaiting     = "step.waiting"       // Reason: an approval step waits for a person, a signal step for its signal
+	EventThrottled   = "step.throttled"     // Reason: the step waits for a slot of its concurrency key
 	EventDone        = "step.done"          // Target, tokens, CostUSD
 	EventDegraded    = "step.degraded"      // done with a degraded answer (instead of step.done)
 	EventDead        = "step.dead"          // Class, Reason: dead-lettered

@@ -43,9 +43,17 @@ const (
 	// StepMapped is a map step (for_each) whose instances are running: it
 	// becomes done when every instance has settled.
 	StepMapped = "mapped"
-	// StepWaiting is an approval step waiting for a person's decision.
+	// StepWaiting is a step waiting for something outside its workflow:
+	// a person's decision (approve:) or a signal (wait_for:).
 	StepWaiting = "waiting"
+	// StepThrottled is a step waiting for a slot of its concurrency key
+	// (every slot is held): it holds no worker slot, and starts when one
+	// frees.
+	StepThrottled = "throttled"
 )
+
+// WaitsForKey is StepRecord.WaitsFor of a throttled step.
+const WaitsForKey = "key"
 
 // Usage counts tokens.
 type Usage struct {
@@ -115,9 +123,9 @@ type StepRecord struct {
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).
 	Unserved string `json:"unserved,omitempty"`
-	// WaitsFor, on a waiting step, is what it waits for: "approval" (a
-	// person's decision) or "signal" (Output says which); computed when
-	// read from its spec.
+	// WaitsFor, on a waiting or throttled step, is what it waits for:
+	// "approval" (a person's decision), "signal" or "key" (a slot of its
+	// concurrency key); Output says which. Computed when read.
 	WaitsFor string `json:"waits_for,omitempty"`
 	// Map, on a map step (for_each) that has expanded, counts its
 	// instances; the instances themselves are read a page at a time.

@@ -37,6 +37,9 @@ type Spec struct {
 	Budget *BudgetSpec `yaml:"budget" json:"budget,omitempty"`
 	Steps  []Step      `yaml:"steps" json:"steps"`
 	Notify *NotifySpec `yaml:"notify" json:"notify,omitempty"` // a signed POST when the workflow ends (notifyspec.go)
+	// Concurrency bounds each of its steps by a concurrency key shared
+	// with other workflows (concurrency.go); a step's own replaces it.
+	Concurrency *ConcurrencySpec `yaml:"concurrency" json:"concurrency,omitempty"`
 
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared
@@ -106,6 +109,9 @@ type Step struct {
 	// WaitFor makes this a signal step: it waits for a signal sent to
 	// its workflow from outside (signalspec.go).
 	WaitFor *WaitForSpec `yaml:"wait_for" json:"wait_for,omitempty"`
+	// Concurrency bounds this step by a concurrency key, instead of the
+	// workflow's (concurrency.go).
+	Concurrency *ConcurrencySpec `yaml:"concurrency" json:"concurrency,omitempty"`
 	// Kinds holds the fields of the step kinds registered beyond the
 	// built-in ones (registerKind), by key: a key no kind owns is an
 	// unknown field.

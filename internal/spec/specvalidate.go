@@ -38,6 +38,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		bad(0, "steps", "is empty")
 	}
 	s.checkBudget(bad)
+	s.checkConcurrency(s.Concurrency, 0, "concurrency", bad)
 	if d := time.Duration(s.Deadline); d != 0 && d < time.Second {
 		bad(0, "deadline", "%s is under 1s", d)
 	}
@@ -86,6 +87,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 		s.checkOutput(&s.Steps[i], where, lim, bad)
 		s.checkTools(&s.Steps[i], where, bad)
 		checkCommon(st.line, where, st.Route, st.Timeout, st.MaxRetries, st.Queue)
+		s.checkConcurrency(st.Concurrency, lineOr(st.fieldLines["concurrency"], st.line), where+".concurrency", bad)
 	}
 	if len(index) != len(s.Steps) {
 		return errors.Join(capProblems(errs)...) // dependencies name ids: check them once the ids are sound

@@ -148,11 +148,12 @@ var blocks = map[string]struct {
 	name string
 	t    reflect.Type
 }{
-	"ApproveSpec":  {"approve", reflect.TypeFor[ApproveSpec]()},
-	"WaitForSpec":  {"wait_for", reflect.TypeFor[WaitForSpec]()},
-	"OutputSpec":   {"output", reflect.TypeFor[OutputSpec]()},
-	"StepDefaults": {"defaults", reflect.TypeFor[StepDefaults]()},
-	"BudgetSpec":   {"budget", reflect.TypeFor[BudgetSpec]()},
+	"ApproveSpec":     {"approve", reflect.TypeFor[ApproveSpec]()},
+	"WaitForSpec":     {"wait_for", reflect.TypeFor[WaitForSpec]()},
+	"ConcurrencySpec": {"concurrency", reflect.TypeFor[ConcurrencySpec]()},
+	"OutputSpec":      {"output", reflect.TypeFor[OutputSpec]()},
+	"StepDefaults":    {"defaults", reflect.TypeFor[StepDefaults]()},
+	"BudgetSpec":      {"budget", reflect.TypeFor[BudgetSpec]()},
 }
 
 // yamlFields are the YAML keys of struct type t.

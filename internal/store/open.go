@@ -72,7 +72,10 @@ type StepProgress struct {
 	State      string // "pending" when the step has no fields yet
 	Attempts   int
 	LeaseUntil *time.Time // the end of its current attempt's lease, if it began one
-	Map        *MapCounts // a map step's counters, once it expanded
+	// Owner is the task that began its current attempt: its own, or a
+	// concurrency grant's (another task id).
+	Owner string
+	Map   *MapCounts // a map step's counters, once it expanded
 }
 
 // Progress is what the reconciler reads of a workflow.
@@ -84,7 +87,7 @@ type Progress struct {
 }
 
 // progressFields are the fields of a step Progress reads, in this order.
-var progressFields = append([]string{"state", "attempts", "lease_until"}, mapCountFields...)
+var progressFields = append([]string{"state", "attempts", "lease_until", "owner"}, mapCountFields...)
 
 // Progress reads a workflow's state and each step's state, attempts and
 // lease: two reads of one hash, the second only if the first found it.
@@ -129,7 +132,7 @@ func (s *Store) Progress(ctx context.Context, id string) (*Progress, error) {
 // stepProgress builds a step's progress from its values in
 // progressFields' order.
 func stepProgress(id string, v func(int) string) StepProgress {
-	r := StepProgress{ID: id, State: v(0), LeaseUntil: parseTS(v(2)), Map: mapCounts(func(i int) string { return v(3 + i) })}
+	r := StepProgress{ID: id, State: v(0), LeaseUntil: parseTS(v(2)), Owner: v(3), Map: mapCounts(func(i int) string { return v(4 + i) })}
 	r.Attempts, _ = strconv.Atoi(v(1))
 	if r.State == "" {
 		r.State = StepPending

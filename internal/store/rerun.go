@@ -48,12 +48,12 @@ if s == 'blocked' or s == 'failed' then -- canceled and timed_out marked every o
   local v = hmget(K, q)
   local busy = {'inflight', s}
   for x, id in ipairs(steps) do
-    if v[x] == 'queued' or v[x] == 'running' or v[x] == 'waiting' then
+    if v[x] == 'queued' or v[x] == 'running' or v[x] == 'waiting' or v[x] == 'throttled' then
       busy[#busy + 1] = id
     elseif v[x] == 'mapped' then -- in flight while one of its released instances is
       local open = false
       eachInstance(K, id, function(_, st)
-        open = not st or st == 'queued' or st == 'running' -- no record yet: its task waits
+        open = not st or st == 'queued' or st == 'running' or st == 'throttled' -- no record yet: its task waits
         return open
       end)
       if open then busy[#busy + 1] = id end

@@ -35,14 +35,15 @@ const (
 	StateTimedOut  = record.StateTimedOut
 	StateWaiting   = record.StateWaiting
 
-	StepPending  = record.StepPending
-	StepQueued   = record.StepQueued
-	StepRunning  = record.StepRunning
-	StepDone     = record.StepDone
-	StepDead     = record.StepDead
-	StepCanceled = record.StepCanceled
-	StepMapped   = record.StepMapped
-	StepWaiting  = record.StepWaiting
+	StepPending   = record.StepPending
+	StepQueued    = record.StepQueued
+	StepRunning   = record.StepRunning
+	StepDone      = record.StepDone
+	StepDead      = record.StepDead
+	StepCanceled  = record.StepCanceled
+	StepMapped    = record.StepMapped
+	StepWaiting   = record.StepWaiting
+	StepThrottled = record.StepThrottled
 )
 
 // Terminal reports whether a workflow state is final (record.Terminal).

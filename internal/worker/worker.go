@@ -122,10 +122,12 @@ func Run(ctx context.Context, o Options) error {
 	id := newWorkerID()
 	h, err := engine.NewHandler(engine.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
 		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
-		Prices: app.Prices(cfg), Retry: &policy, EventLimit: cfg.Events.EventLimit(), EventContent: cfg.Events.Content, Worker: id, Redact: built.Redactor.String})
+		Prices: app.Prices(cfg), Retry: &policy, EventLimit: cfg.Events.EventLimit(), EventContent: cfg.Events.Content, Worker: id, Redact: built.Redactor.String,
+		KeyLease: cfg.Worker.KeyLease.D()})
 	if err != nil {
 		return err
 	}
+	mets.WatchKeys(h.KeyLoads)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:    cfg.Worker.Concurrency,
 		Queues:         wh.queues,
@@ -164,7 +166,9 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		close(reconciled)
 	}
-	defer func() { stopBG(); <-reconciled }()
+	kept := make(chan struct{})
+	go func() { defer close(kept); h.SlotKeeper(insp).Run(bg) }() // concurrency keys' leases
+	defer func() { stopBG(); <-reconciled; <-kept }()
 	ad, err := advertise(ctx, rdb, o, id, wh.queues, o.AdvertiseInterval)
 	if err != nil {
 		srv.Shutdown()

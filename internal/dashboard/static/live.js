@@ -51,6 +51,11 @@
           if (open[e.step] && !e.class) open[e.step].target = e.target;
           break;
         case "step.failed": close(e.step, at, "failed"); break;
+        case "step.throttled":
+          close(e.step, at, "done");
+          open[e.step] = { step: e.step, row: rowOf(e.step), start: at, end: null, outcome: "waiting", target: e.reason || "throttled" };
+          bars.push(open[e.step]);
+          break;
         case "step.waiting":
           close(e.step, at, "done");
           open[e.step] = { step: e.step, row: rowOf(e.step), start: at, end: null, outcome: "waiting", target: e.reason || "waits" };
@@ -213,7 +218,7 @@
     redraw();
   };
   for (const t of ["workflow.submitted", "workflow.rerun", "workflow.ended", "step.ready", "step.started", "step.failed",
-    "step.waiting", "step.done", "step.degraded", "step.dead", "step.canceled", "llm.call", "tool.turn", "do.call",
+    "step.waiting", "step.throttled", "step.done", "step.degraded", "step.dead", "step.canceled", "llm.call", "tool.turn", "do.call",
     "step.delta", "step.stream_reset", "log.truncated"]) src.addEventListener(t, onEvent);
   src.addEventListener("end", () => { ended = true; src.close(); later(); redraw(); requestAnimationFrame(() => { live.dataset.live = "ended"; }); });
   src.addEventListener("error", () => { if (ended) src.close(); });

@@ -37,6 +37,7 @@ type params struct {
 	codestep                     bool
 	mapItems, mapParallel        int
 	events                       bool
+	keys                         bool
 	followers                    int
 	eventsOff                    bool // this run keeps no event log (-events sets it per run)
 }
@@ -138,6 +139,7 @@ func main() {
 	flag.IntVar(&p.runs, "runs", 1, "repeat each agentq/bare asynq measurement this many times and report the median ratio (shared machines are noisy)")
 	flag.IntVar(&p.mapItems, "map", 0, "instead of agentq against bare asynq, run one workflow mapping this many items (for_each, prompt instances) then a reduce, against as many steps of -members-member chords; reports CPU per step of each and their ratio")
 	flag.BoolVar(&p.events, "events", false, "instead of agentq against bare asynq, run each shape with the event log off and with it on and every step streaming (stream: true), back to back; reports Redis and process CPU per step of each and their ratio")
+	flag.BoolVar(&p.keys, "keys", false, "instead of agentq against bare asynq, measure concurrency keys: tenant B's time to completion beside tenant A's 2,000-item map without and with a key per tenant (limit 10), Redis commands/s while 1,000 steps wait on a full key, and each shape's CPU per step with and without a key on every step")
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
@@ -193,6 +195,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	if p.mapItems < 0 {
 		return errors.New("-map must be at least 1")
 	}
+	if p.keys && (p.codestep || p.floor || p.celery || p.events || len(p.resources) > 0) {
+		return errors.New("-keys runs alone: not with -codestep, -floor, -celery, -events or -resources")
+	}
 	if p.events && (p.codestep || p.floor || p.celery || len(p.resources) > 0) {
 		return errors.New("-events runs alone: not with -codestep, -floor, -celery or -resources")
 	}
@@ -228,6 +233,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.events {
 		return runEvents(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
+	if p.keys {
+		return runKeys(ctx, p, out, rdb, db, chaos, chaosURL)
 	}
 	if p.followers > 0 {
 		return runFollowers(ctx, p, out, rdb, db, chaosURL)

@@ -273,16 +273,16 @@ func (quietAsynq) Error(...any) {}
 func (quietAsynq) Fatal(...any) {}
 
 // kindFiles are the files of the step kinds and of the seam, by package
-// (their spec side, their run side, a map's instances and an approval's
-// decision): only they ask what kind a step is.
+// (their spec side, their run side, a map's instances, an approval's
+// decision and a signal's delivery): only they ask what kind a step is.
 var kindFiles = map[string]bool{
 	"spec/kind.go": true, "spec/approvespec.go": true, "spec/codespec.go": true, "spec/mapspec.go": true, "spec/toolspec.go": true,
-	"engine/approve.go": true, "engine/coderun.go": true, "engine/mapload.go": true,
-	"flow/mapinstances.go": true, "producer/decide.go": true, "producer/instances.go": true,
+	"spec/signalspec.go": true, "engine/approve.go": true, "engine/coderun.go": true, "engine/mapload.go": true, "engine/signalstep.go": true,
+	"flow/mapinstances.go": true, "flow/signal.go": true, "producer/decide.go": true, "producer/instances.go": true,
 }
 
 // kindCheck is what asking a step's kind looks like: its kind's own key.
-var kindCheck = regexp.MustCompile(`\.IsMap\(\)|\.Approve [!=]= nil|\.Run [!=]= ""|\.ForEach [!=]= ""|\.Prompt [!=]= ""|len\(\w+\.Tools\) [!=>]`)
+var kindCheck = regexp.MustCompile(`\.IsMap\(\)|\.Approve [!=]= nil|\.WaitFor [!=]= nil|\.Run [!=]= ""|\.ForEach [!=]= ""|\.Prompt [!=]= ""|len\(\w+\.Tools\) [!=>]`)
 
 // The engine, the spec and the producer ask a step's kind (KindOf),
 // never which kind it is.

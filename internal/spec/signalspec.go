@@ -110,3 +110,12 @@ func quoteMatch(m string) string {
 	}
 	return strconv.Quote(m)
 }
+
+// waitMatch is a signal step's match template ("" for other steps), for
+// the submit's check of what templates read.
+func waitMatch(st *Step) string {
+	if st.WaitFor == nil {
+		return ""
+	}
+	return st.WaitFor.Match
+}

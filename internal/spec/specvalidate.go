@@ -211,11 +211,3 @@ func (s *Spec) fieldLine(line int, where string) int {
 	}
 	return line
 }
-
-// waitMatch is a signal step's match template ("" for other steps).
-func waitMatch(st *Step) string {
-	if st.WaitFor == nil {
-		return ""
-	}
-	return st.WaitFor.Match
-}

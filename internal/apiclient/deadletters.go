@@ -3,30 +3,31 @@ package apiclient
 import (
 	"context"
 	"net/url"
+	"strings"
 
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/producer"
 )
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of
-// its current run): its own task's, or, for a signal step that timed
-// out, its timeout's.
+// its current run): its own task's, a signal step's timeout's or a
+// concurrency grant's, as the dead letters list it.
 func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
 	wf, err := c.Status(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	for _, s := range wf.Steps {
-		if s.ID != step || s.Attempts == 0 {
-			continue
-		}
-		t := flow.SignalTimeoutTaskID(id, step, wf.Generation, s.Attempts)
-		var d producer.DeadLetterDetail
-		if c.do(ctx, "GET", "/api/v1/dlq/"+url.PathEscape(t), nil, &d) == nil {
-			return t, nil
+	own := flow.StepTaskID(id, step, wf.Generation)
+	dls, err := c.DeadLetters(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	for _, d := range dls {
+		if d.Workflow == id && d.Step == step && strings.HasPrefix(d.TaskID, own) && (d.TaskID == own || d.TaskID[len(own)] == ':') {
+			return d.TaskID, nil
 		}
 	}
-	return flow.StepTaskID(id, step, wf.Generation), nil
+	return own, nil
 }
 
 // DeadLetters lists dead letters, optionally of one class.

@@ -171,7 +171,13 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if err != nil || parked {
 		return err
 	}
-	defer func() { h.end(ctx, slot, err) }()
+	defer func() {
+		if r := recover(); r != nil {
+			h.end(ctx, slot, errPanicked) // asynq retries a panic: the slot is kept
+			panic(r)
+		}
+		h.end(ctx, slot, err)
+	}()
 	var a *store.Attempt
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again

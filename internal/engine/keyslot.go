@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
@@ -32,8 +33,8 @@ const DefaultKeyLease = 30 * time.Second
 
 // keySlot is a concurrency key's slot a task holds.
 type keySlot struct {
-	key    string
 	holder store.SlotHolder
+	limit  int
 }
 
 // heldSlots are the slots this worker's tasks hold, renewed together.
@@ -78,18 +79,18 @@ func (h *Handler) keyLease() time.Duration { return cmp.Or(h.o.KeyLease, Default
 // release enqueues it again).
 func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wspec *spec.Spec, st *spec.Step, r spec.Resolved, taskID string, log *slog.Logger) (*keySlot, bool, error) {
 	c := spec.ConcurrencyOf(wspec, st)
-	if c == nil {
-		return nil, false, nil
+	if c == nil || t.Type() != tasks.TypeStep || spec.WaitsFor(st) != "" {
+		return nil, false, nil // a wait (an approval, a signal) and its timeout hold no slot: they hold no worker
 	}
 	key, err := spec.RenderKey(ctx, c, wspec.Input)
 	if err != nil { // checked at submit: an older producer's spec
 		log.Error("step task dead-lettered", "err", err)
 		return nil, false, fmt.Errorf("%s: %v: %w", retry.BadRequest, err, asynq.SkipRetry)
 	}
-	holder := store.SlotHolder{Workflow: p.Workflow, Step: p.Step, Gen: p.Gen}
+	holder := store.SlotHolder{Key: key, Workflow: p.Workflow, Step: p.Step, Gen: p.Gen}
 	var ok bool
 	err = untilStored(ctx, func() (err error) {
-		ok, err = h.st.Acquire(ctx, key, c.Limit, holder, h.keyLease(), flow.StepTaskID(p.Workflow, p.Step, p.Gen), r.Queue, string(t.Payload()))
+		ok, err = h.st.Acquire(ctx, holder, c.Limit, h.keyLease(), flow.StepTaskID(p.Workflow, p.Step, p.Gen), r.Queue, string(t.Payload()))
 		return err
 	})
 	if err != nil {
@@ -97,15 +98,17 @@ func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wsp
 	}
 	if ok {
 		h.held.add(holder)
-		return &keySlot{key: key, holder: holder}, false, nil
+		return &keySlot{holder: holder, limit: c.Limit}, false, nil
 	}
 	text := fmt.Sprintf("waits for a slot of concurrency key %q (limit %d)", key, c.Limit)
-	state, err := h.st.Throttle(ctx, p.Workflow, p.Step, taskID, text)
+	state, marked, err := h.st.Throttle(ctx, p.Workflow, p.Step, p.Gen, taskID, text)
 	if err != nil {
 		return nil, false, err // retried: it waits already, and waiting again changes nothing
 	}
-	log.Info("step throttled: its concurrency key's slots are all held", "key", key, "limit", c.Limit)
-	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: store.StepThrottled, WorkflowState: state})
+	if marked {
+		log.Info("step throttled: its concurrency key's slots are all held", "key", key, "limit", c.Limit)
+		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: store.StepThrottled, WorkflowState: state})
+	}
 	return nil, true, nil
 }
 
@@ -129,16 +132,16 @@ func (h *Handler) end(ctx context.Context, slot *keySlot, err error) {
 		keep := h.keyLease() + h.retryWait(retried, err)
 		if rerr := h.st.Renew(sctx, keep, slot.holder); rerr != nil {
 			h.o.Logger.Warn("could not keep a concurrency slot through a retry's backoff (its lease lapses, and the retry takes a slot again)",
-				"key", slot.key, "err", store.Excerpt(rerr.Error()))
+				"key", slot.holder.Key, "err", store.Excerpt(rerr.Error()))
 		}
 		return
 	}
 	var grants []store.Grant
 	if rerr := untilStored(sctx, func() (err error) {
-		grants, err = h.st.Release(sctx, slot.holder, h.keyLease())
+		grants, err = h.st.Release(sctx, slot.holder, slot.limit, h.keyLease())
 		return err
 	}); rerr != nil {
-		h.o.Logger.Warn("could not release a concurrency slot (it frees when its lease lapses)", "key", slot.key, "err", store.Excerpt(rerr.Error()))
+		h.o.Logger.Warn("could not release a concurrency slot (it frees when its lease lapses)", "key", slot.holder.Key, "err", store.Excerpt(rerr.Error()))
 		return
 	}
 	h.enqueueGrants(sctx, grants)
@@ -163,7 +166,7 @@ func (h *Handler) enqueueGrants(ctx context.Context, grants []store.Grant) {
 		g := grants[0]
 		grants = grants[1:]
 		t, err := h.grantTask(ctx, g)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, errEnded) {
 			more, rerr := h.st.ReleaseGrant(ctx, g, h.keyLease())
 			if rerr == nil {
 				grants = append(grants, more...)
@@ -180,12 +183,24 @@ func (h *Handler) enqueueGrants(ctx context.Context, grants []store.Grant) {
 	}
 }
 
+// errEnded is grantTask's answer for a step whose workflow ended (or was
+// rerun) while it waited: the grant goes to the next waiter instead.
+var errEnded = errors.New("the workflow ended")
+
 // grantTask is the task of the step grant g handed a slot to: its own
-// task's settings under the grant's task id.
+// task's settings under the grant's task id, with the retries its
+// attempts so far left (a new task's count starts again).
 func (h *Handler) grantTask(ctx context.Context, g store.Grant) (*asynq.Task, error) {
 	p, err := tasks.DecodePayload([]byte(g.Payload))
 	if err != nil {
 		return nil, fmt.Errorf("grant %s: %w: %w", g.TaskID, store.ErrNotFound, err)
+	}
+	w, err := h.st.Summary(ctx, p.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	if record.Terminal(w.State) || w.Generation != p.Gen {
+		return nil, errEnded
 	}
 	wspec, err := h.specs.get(ctx, h.st, p.Workflow)
 	if err != nil {
@@ -195,9 +210,13 @@ func (h *Handler) grantTask(ctx context.Context, g store.Grant) (*asynq.Task, er
 	if !ok {
 		return nil, fmt.Errorf("grant %s: %w", g.TaskID, store.ErrNotFound)
 	}
+	attempts, err := h.st.StepAttempts(ctx, p.Workflow, p.Step)
+	if err != nil {
+		return nil, err
+	}
 	qt := flow.QueuedTask(p.Workflow, p.Step, p.Gen, wspec, st, h.st.Retention())
 	return asynq.NewTask(qt.Type, qt.Payload, asynq.TaskID(g.TaskID), asynq.Queue(qt.Queue), asynq.Timeout(qt.Timeout),
-		asynq.MaxRetry(qt.MaxRetry), asynq.Retention(qt.Retention)), nil
+		asynq.MaxRetry(max(0, qt.MaxRetry-attempts)), asynq.Retention(qt.Retention)), nil
 }
 
 // KeyLoads are the concurrency keys' top loads and totals (metrics).
@@ -217,30 +236,41 @@ type SlotKeeper struct {
 // of grants whose lease lapsed.
 func (h *Handler) SlotKeeper(insp *asynq.Inspector) *SlotKeeper { return &SlotKeeper{h: h, insp: insp} }
 
-// Run renews and sweeps every third of the lease until ctx ends.
+// Run renews and sweeps, each every third of the lease on its own (a slow
+// sweep never delays a renewal), until ctx ends.
 func (k *SlotKeeper) Run(ctx context.Context) {
-	tick := time.NewTicker(k.h.keyLease() / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			k.Pass(ctx)
-		}
+	var wg sync.WaitGroup
+	for _, f := range []func(context.Context){k.Renew, k.Sweep} {
+		wg.Go(func() {
+			tick := time.NewTicker(k.h.keyLease() / 3)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					f(ctx)
+				}
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // sweepBatch bounds the lapsed leases one pass ends.
 const sweepBatch = 100
 
-// Pass renews the held slots once and ends lapsed leases.
-func (k *SlotKeeper) Pass(ctx context.Context) {
+// Renew renews the slots this worker's tasks hold, once.
+func (k *SlotKeeper) Renew(ctx context.Context) {
+	if err := k.h.st.Renew(ctx, k.h.keyLease(), k.h.held.all()...); err != nil {
+		k.h.o.Logger.Warn("could not renew concurrency slots", "err", store.Excerpt(err.Error()))
+	}
+}
+
+// Sweep ends lapsed leases once.
+func (k *SlotKeeper) Sweep(ctx context.Context) {
 	h := k.h
 	lease := h.keyLease()
-	if err := h.st.Renew(ctx, lease, h.held.all()...); err != nil {
-		h.o.Logger.Warn("could not renew concurrency slots", "err", store.Excerpt(err.Error()))
-	}
 	made, lapsed, err := h.st.Sweep(ctx, lease, sweepBatch)
 	if err != nil {
 		h.o.Logger.Warn("could not sweep concurrency slots", "err", store.Excerpt(err.Error()))
@@ -274,3 +304,7 @@ func (k *SlotKeeper) lapsed(ctx context.Context, g store.Grant) {
 		h.o.Logger.Warn("could not keep a concurrency grant", "key", g.Key, "err", store.Excerpt(err.Error()))
 	}
 }
+
+// errPanicked ends a slot's task that panicked: asynq retries it, so the
+// slot is kept as for any retry.
+var errPanicked = errors.New("the step's task panicked")

@@ -180,3 +180,50 @@ steps:
 		return err == nil && inflight == 0 && waiting == 0, fmt.Sprintf("in flight %d, waiting %d (%v)", inflight, waiting, err)
 	})
 }
+
+// A step running under a grant (its first task ended throttled) is
+// stopped by its workflow's cancel like any other, and gives its slot back;
+// a signal step waits, and times out, holding no slot of the workflow's
+// key even when the key is full.
+func TestAGrantedStepIsCanceledAndWaitsHoldNoSlot(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Name: "the first two calls hang", Requests: 2, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
+	e.StartWorker(t)
+	spec := func(timeout string) string {
+		return `name: one
+input: { tenant: t }
+concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
+steps:
+  - { id: s, route: solo, prompt: "hello", timeout: ` + timeout + `, max_retries: 0 }
+`
+	}
+	first := e.Submit(t, e.Spec(spec("2s")))
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "hang") == 1, "the first call does not hang"
+	})
+	second := e.Submit(t, e.Spec(spec("60s")))
+	waits := e.Submit(t, e.Spec(`name: waits
+input: { tenant: t }
+concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
+steps:
+  - { id: paid, wait_for: { signal: paid, match: x, timeout: 1s } }
+`))
+	if wf := e.Wait(t, waits, 20*time.Second, store.StateBlocked); wf.Steps[0].Class != "timeout" {
+		t.Fatalf("the signal step behind a full key: %+v", wf.Steps[0])
+	}
+	e.Wait(t, first, 30*time.Second, store.StateBlocked) // its hung call timed out: its slot goes to the second
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		wf, err := e.Store.Get(t.Context(), second)
+		return err == nil && wf.Steps[0].State == store.StepRunning && e.Chaos.Snapshot().Count("openai", "", "hang") == 2,
+			fmt.Sprintf("the second step does not run under its grant: %+v %v", wf, err)
+	})
+	if _, err := e.Client.Cancel(t.Context(), second); err != nil {
+		t.Fatal(err)
+	}
+	// the slot comes back only when the step's task ends (its lease, 30s,
+	// is far off): the cancel stopped the task that runs under the grant
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		_, inflight, _, err := e.Store.KeyLoads(t.Context(), 10)
+		return err == nil && inflight == 0, fmt.Sprintf("after the cancel: %d in flight (%v)", inflight, err)
+	})
+}

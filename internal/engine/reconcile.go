@@ -213,6 +213,8 @@ func (r *Reconciler) due(sp store.StepProgress, now time.Time, enqueued, overdue
 		return true, true // the workflow was not looked at for Grace
 	case store.StepPending:
 		return enqueued && overdue, enqueued // a step with inputs has no task until they settle
+	case store.StepThrottled:
+		return false, true // waits for its concurrency key's slot: no task until a grant
 	}
 	return false, false // settled or canceled
 }

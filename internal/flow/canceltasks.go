@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -28,8 +29,12 @@ func TasksOf(ctx context.Context, rec *store.Store, id string, wspec *spec.Spec)
 	for i := range wspec.Steps {
 		st := &wspec.Steps[i]
 		queue := spec.Resolve(wspec, st).Queue
-		out = append(out, StepTask{st.ID, queue, StepTaskID(id, st.ID, wf.Generation)})
+		own := StepTaskID(id, st.ID, wf.Generation)
+		out = append(out, StepTask{st.ID, queue, own})
 		if i < len(wf.Steps) && wf.Steps[i].ID == st.ID {
+			if o := wf.Steps[i].Owner; o != "" && o != own && strings.HasPrefix(o, own+":") {
+				out = append(out, StepTask{st.ID, queue, o}) // a concurrency grant's task runs it
+			}
 			out = append(out, mapInstanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
 		}
 	}

@@ -271,7 +271,7 @@ func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, erro
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of
 // its current run), for Requeue, Discard and DeadLetterDetail: its own
-// task's, or, for a signal step that timed out, its timeout's.
+// task's, a signal step's timeout's, or a concurrency grant's that ran it.
 func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
 	w, err := c.store.Get(ctx, id)
 	if err != nil {
@@ -284,6 +284,9 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 		}
 		if t := flow.SignalTimeoutTaskID(id, step, w.Generation, s.Attempts); c.archived(t) {
 			return t, nil
+		}
+		if s.Owner != "" && s.Owner != own && c.archived(s.Owner) { // a concurrency grant's task ran it
+			return s.Owner, nil
 		}
 	}
 	return own, nil

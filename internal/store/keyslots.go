@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,15 +18,14 @@ import (
 // lives under one hash tag, {cc}, so each script below touches one slot
 // (Redis Cluster safe) and one sweep finds every lapsed lease:
 //
-//	{cc}:h:<key>  sorted set: the key's holders (SlotHolder.member), scored by lease end (ms)
-//	{cc}:q:<key>  list: the key's waiters, oldest first (JSON: member, task id, queue)
-//	{cc}:qm       hash: waiter member → key (a step waits once)
-//	{cc}:g        hash: granted holder member → its grant (JSON: key, task id, queue): a slot handed to a waiter whose task has not begun
-//	{cc}:lim      hash: key → its limit (the last acquirer's)
-//	{cc}:leases   sorted set: "<key>\x00<member>" by lease end, every key's, for the sweep
-//	{cc}:held     hash: holder member → key
+//	{cc}:leases   sorted set: "<key>\x00<holder>" by lease end (ms): every slot held, of every key
+//	{cc}:inflight sorted set: key → its slots held (the limit's count, and the metrics' top keys)
+//	{cc}:q:<key>  list: the key's waiters, oldest first (JSON: holder, task id, queue, payload)
+//	{cc}:qm       hash: waiting holder → key (a step waits once)
+//	{cc}:waiting  sorted set: key → its waiters
+//	{cc}:g        hash: granted holder → its grant (JSON): a slot handed to a waiter whose task has not begun
+//	{cc}:lim      hash: key → its limit (the last waiter's: a sweep's grants read it)
 //	{cc}:seq      counter: grants' task id suffixes
-//	{cc}:inflight, {cc}:waiting  sorted sets: key → holders, waiters (the metrics' top keys)
 //	{cc}:totals   hash: inflight, waiting over every key
 //
 // A step over its key's limit does not hold a worker slot: its task joins
@@ -37,20 +37,20 @@ import (
 // while it runs; the lease of a SIGKILLed worker's holder lapses and the
 // sweep hands its slot on. A grant whose task never reached asynq is
 // enqueued again by the sweep (its task id keeps it from running twice).
+// A step with a key costs two scripts of about five commands each.
 
 const ccTag = Prefix + "{cc}"
 
+// ccKeys are the keys of key's scripts: its waiters, then the shared ones.
 func ccKeys(key string) []string {
-	return []string{ccTag + ":h:" + key, ccTag + ":q:" + key, ccTag + ":qm", ccTag + ":g", ccTag + ":lim", ccTag + ":leases",
-		ccTag + ":held", ccTag + ":seq", ccTag + ":inflight", ccTag + ":waiting", ccTag + ":totals"}
+	return []string{ccTag + ":q:" + key, ccTag + ":qm", ccTag + ":g", ccTag + ":lim", ccTag + ":leases",
+		ccTag + ":seq", ccTag + ":inflight", ccTag + ":waiting", ccTag + ":totals"}
 }
 
-// ccFixed are the keys every key's scripts share (ccKeys without the first two).
-func ccFixed() []string { return ccKeys("")[2:] }
-
-// SlotHolder is a step that holds, or waits for, a slot of a concurrency
-// key: its workflow, step (or map instance) and run.
+// SlotHolder is a step that holds, or waits for, a slot of concurrency key
+// Key: its workflow, step (or map instance) and run.
 type SlotHolder struct {
+	Key      string
 	Workflow string
 	Step     string
 	Gen      int
@@ -59,6 +59,8 @@ type SlotHolder struct {
 func (h SlotHolder) member() string {
 	return h.Workflow + "\x00" + h.Step + "\x00" + strconv.Itoa(h.Gen)
 }
+
+func (h SlotHolder) lease() string { return h.Key + "\x00" + h.member() }
 
 // Grant is a slot handed to a waiter: enqueue its step's task with TaskID
 // on Queue (Payload: the step's), and it takes the slot over when it
@@ -70,107 +72,103 @@ type Grant struct {
 	Holder string `json:"m"`
 	// Payload is the step's task payload.
 	Payload string `json:"p"`
+	raw     string // as the store holds it: a lapsed grant is acted on only if it is still this one
 }
 
-// luaCC holds the helpers the key scripts share. KEYS[1] and KEYS[2] are
-// one key's holders and waiters; KEYS[3..] are ccFixed's.
+// luaCC holds the helpers the key scripts share; KEYS are ccKeys'.
 const luaCC = `
-local QM, G, LIM, LEASES, HELD, SEQ, INFL, WAIT, TOT = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local function counts(key, hk, qk)
-  local n, w = redis.call('ZCARD', hk), redis.call('LLEN', qk)
-  local n0, w0 = tonumber(redis.call('ZSCORE', INFL, key) or '0'), tonumber(redis.call('ZSCORE', WAIT, key) or '0')
-  if n ~= n0 then redis.call('HINCRBY', TOT, 'inflight', n - n0) end
-  if w ~= w0 then redis.call('HINCRBY', TOT, 'waiting', w - w0) end
-  if n > 0 then redis.call('ZADD', INFL, n, key) else redis.call('ZREM', INFL, key) end
-  if w > 0 then redis.call('ZADD', WAIT, w, key) else redis.call('ZREM', WAIT, key) end
+local QM, G, LIM, LEASES, SEQ, INFL, WAIT, TOT = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local function count(z, field, key, d)
+  local n = tonumber(redis.call('ZINCRBY', z, d, key))
+  if n <= 0 then redis.call('ZREM', z, key) end
+  redis.call('HINCRBY', TOT, field, d)
+  return n
 end
-local function hold(key, hk, m, expiry)
-  redis.call('ZADD', hk, expiry, m)
-  redis.call('ZADD', LEASES, expiry, key .. '\0' .. m)
-  redis.call('HSET', HELD, m, key)
-end
--- drop m's slot of key, and hand free slots to the oldest waiters:
--- returns the grants (JSON), appended to out
-local function release(key, hk, qk, m, now, glease, out)
-  redis.call('ZREM', hk, m)
-  redis.call('ZREM', LEASES, key .. '\0' .. m)
-  redis.call('HDEL', HELD, m)
-  redis.call('HDEL', G, m)
-  local lim = tonumber(redis.call('HGET', LIM, key) or '1')
-  while redis.call('ZCARD', hk) < lim do
+-- drop m's slot of key (if it holds one), and hand free slots to the
+-- oldest waiters (lim: the key's limit; nil: the stored one): the grants
+-- (JSON) are appended to out. A holder that took its grant over dropped
+-- the grant then; a lapsed grant's caller drops it.
+local function release(key, qk, m, now, glease, lim, out)
+  if redis.call('ZREM', LEASES, key .. '\0' .. m) == 0 then return out end
+  local n = count(INFL, 'inflight', key, -1)
+  lim = lim or tonumber(redis.call('HGET', LIM, key) or '1')
+  local granted = 0
+  while n < lim and granted < 100 do -- a limit raised a lot: the next releases grant the rest
+    granted = granted + 1
     local e = redis.call('LPOP', qk)
     if not e then break end
     local w = cjson.decode(e)
     redis.call('HDEL', QM, w.m)
+    count(WAIT, 'waiting', key, -1)
     local g = cjson.encode({k = key, id = w.id .. ':k' .. redis.call('INCR', SEQ), q = w.q, m = w.m, p = w.p})
-    hold(key, hk, w.m, now + glease)
+    redis.call('ZADD', LEASES, now + glease, key .. '\0' .. w.m)
     redis.call('HSET', G, w.m, g)
+    n = count(INFL, 'inflight', key, 1)
     out[#out + 1] = g
   end
-  counts(key, hk, qk)
   return out
 end
 `
 
-// slotAcquireScript takes a slot of a key for a step, or makes it a waiter.
-// KEYS: the key's holders and waiters, then ccFixed. ARGV: key, holder
-// member, limit, now (ms), lease (ms), the waiter entry (JSON).
-// Returns 'held' (it had the slot: a redelivery, or its grant), 'ok' or
-// 'wait'.
+// slotAcquireScript takes a slot of a key for a step, or makes it a
+// waiter. KEYS: ccKeys. ARGV: key, holder member, limit, now (ms), lease
+// (ms), the waiter entry (JSON). Returns 'held' (it had the slot: a
+// redelivery, or its grant), 'ok' or 'wait'.
 var slotAcquireScript = redis.NewScript(luaCC + `
 local key, m, lim, now, lease = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-redis.call('HSET', LIM, key, lim)
-if redis.call('ZSCORE', KEYS[1], m) then
-  hold(key, KEYS[1], m, now + lease)
+local km = key .. '\0' .. m
+if redis.call('ZSCORE', LEASES, km) then
+  redis.call('ZADD', LEASES, now + lease, km)
   redis.call('HDEL', G, m)
   return 'held'
 end
-if redis.call('ZCARD', KEYS[1]) < lim then
-  hold(key, KEYS[1], m, now + lease)
-  counts(key, KEYS[1], KEYS[2])
+if tonumber(redis.call('ZSCORE', INFL, key) or '0') < lim then
+  redis.call('ZADD', LEASES, now + lease, km)
+  count(INFL, 'inflight', key, 1)
   return 'ok'
 end
-if not redis.call('HGET', QM, m) then
-  redis.call('RPUSH', KEYS[2], ARGV[6])
-  redis.call('HSET', QM, m, key)
-  counts(key, KEYS[1], KEYS[2])
+redis.call('HSET', LIM, key, lim)
+if redis.call('HSETNX', QM, m, key) == 1 then
+  redis.call('RPUSH', KEYS[1], ARGV[6])
+  count(WAIT, 'waiting', key, 1)
 end
 return 'wait'
 `)
 
-// Acquire takes one of key's limit slots for h for lease, or, with every
-// slot held, makes h one of the key's waiters (once: acquiring again
+// Acquire takes one of h.Key's limit slots for h for lease, or, with
+// every slot held, makes h one of the key's waiters (once: acquiring again
 // changes nothing): the grant that hands it a slot names its task (id
-// taskID and a suffix, on queue, with payload). It reports whether h holds
-// a slot.
-func (s *Store) Acquire(ctx context.Context, key string, limit int, h SlotHolder, lease time.Duration, taskID, queue, payload string) (bool, error) {
+// taskID and a suffix, on queue, with payload). It reports whether h
+// holds a slot.
+func (s *Store) Acquire(ctx context.Context, h SlotHolder, limit int, lease time.Duration, taskID, queue, payload string) (bool, error) {
 	entry, _ := json.Marshal(map[string]string{"m": h.member(), "id": taskID, "q": queue, "p": payload})
-	res, err := slotAcquireScript.Run(ctx, s.rdb, ccKeys(key), key, h.member(), limit, s.now().UnixMilli(), lease.Milliseconds(), entry).Text()
+	res, err := slotAcquireScript.Run(ctx, s.rdb, ccKeys(h.Key), h.Key, h.member(), limit, s.now().UnixMilli(), lease.Milliseconds(), entry).Text()
 	if err != nil {
-		return false, fmt.Errorf("store: concurrency key %q: acquire: %w", key, err)
+		return false, fmt.Errorf("store: concurrency key %q: acquire: %w", h.Key, err)
 	}
 	return res != "wait", nil
 }
 
-// slotReleaseScript drops a holder's slot (whatever key it holds: KEYS[1] and
-// KEYS[2] are found from it) and grants free slots to waiters.
-// KEYS: ccFixed's, after two placeholders. ARGV: member, now (ms), the
-// grant lease (ms), the key prefix of holders and waiters. Returns the
-// grants (JSON).
+// slotReleaseScript drops a holder's slot and grants free slots to
+// waiters. KEYS: ccKeys. ARGV: key, member, now (ms), the grant lease
+// (ms), the limit (0: the stored one). Returns the grants (JSON).
 var slotReleaseScript = redis.NewScript(luaCC + `
-local m, now, glease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local key = redis.call('HGET', HELD, m)
-if not key then return {} end
-return release(key, ARGV[4] .. 'h:' .. key, ARGV[4] .. 'q:' .. key, m, now, glease, {})
+local lim = tonumber(ARGV[5])
+if lim == 0 then lim = nil end
+return release(ARGV[1], KEYS[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), lim, {})
 `)
 
-// Release drops h's slot, if it holds one, and returns the grants it made
-// (enqueue each: Grant).
-func (s *Store) Release(ctx context.Context, h SlotHolder, grantLease time.Duration) ([]Grant, error) {
-	res, err := slotReleaseScript.Run(ctx, s.rdb, append([]string{ccTag + ":h", ccTag + ":q"}, ccFixed()...),
-		h.member(), s.now().UnixMilli(), grantLease.Milliseconds(), ccTag+":").StringSlice()
+// Release drops h's slot, if it holds one, hands free slots of its key
+// (limit; 0: the stored one) to its waiters and returns the grants it
+// made (enqueue each: Grant).
+func (s *Store) Release(ctx context.Context, h SlotHolder, limit int, grantLease time.Duration) ([]Grant, error) {
+	return s.release(ctx, h.Key, h.member(), limit, grantLease)
+}
+
+func (s *Store) release(ctx context.Context, key, member string, limit int, grantLease time.Duration) ([]Grant, error) {
+	res, err := slotReleaseScript.Run(ctx, s.rdb, ccKeys(key), key, member, s.now().UnixMilli(), grantLease.Milliseconds(), limit).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("store: release a concurrency slot: %w", err)
+		return nil, fmt.Errorf("store: concurrency key %q: release: %w", key, err)
 	}
 	return grants(res), nil
 }
@@ -180,48 +178,35 @@ func grants(res []string) []Grant {
 	for _, r := range res {
 		var g Grant
 		if json.Unmarshal([]byte(r), &g) == nil {
+			g.raw = r
 			out = append(out, g)
 		}
 	}
 	return out
 }
 
-// slotRenewScript extends the leases of holders that still hold their slots.
-// KEYS: ccFixed's, after two placeholders. ARGV: now+lease (ms), the key
-// prefix, members. Returns how many were renewed.
-var slotRenewScript = redis.NewScript(luaCC + `
-local expiry, n = tonumber(ARGV[1]), 0
-for x = 3, #ARGV do
-  local m = ARGV[x]
-  local key = redis.call('HGET', HELD, m)
-  if key and redis.call('ZSCORE', ARGV[2] .. 'h:' .. key, m) then
-    hold(key, ARGV[2] .. 'h:' .. key, m, expiry)
-    n = n + 1
-  end
-end
-return n
-`)
-
-// Renew extends the leases of the holders hs to lease from now.
+// Renew extends the leases of the holders hs that still hold their slots
+// to lease from now: one command.
 func (s *Store) Renew(ctx context.Context, lease time.Duration, hs ...SlotHolder) error {
 	if len(hs) == 0 {
 		return nil
 	}
-	args := []any{s.now().Add(lease).UnixMilli(), ccTag + ":"}
-	for _, h := range hs {
-		args = append(args, h.member())
+	at := float64(s.now().Add(lease).UnixMilli())
+	zs := make([]redis.Z, len(hs))
+	for i, h := range hs {
+		zs[i] = redis.Z{Score: at, Member: h.lease()}
 	}
-	if err := slotRenewScript.Run(ctx, s.rdb, append([]string{ccTag + ":h", ccTag + ":q"}, ccFixed()...), args...).Err(); err != nil {
+	if err := s.rdb.ZAddXX(ctx, ccTag+":leases", zs...).Err(); err != nil {
 		return fmt.Errorf("store: renew concurrency slots: %w", err)
 	}
 	return nil
 }
 
-// slotSweepScript ends lapsed leases: a holder's slot is released (and handed
-// on); a grant whose task has not begun is returned to be looked at. KEYS:
-// ccFixed's, after two placeholders. ARGV: now (ms), the grant lease
-// (ms), the key prefix, at most how many. Returns {grants made...}, then
-// ”, then {lapsed grants...}.
+// slotSweepScript ends lapsed leases: a holder's slot is released (and
+// handed on); a grant whose task has not begun is returned to be looked
+// at. KEYS: ccKeys (of no key). ARGV: now (ms), the grant lease (ms), the
+// waiters' key prefix, at most how many. Returns {grants made...}, then
+// '', then {lapsed grants...}.
 var slotSweepScript = redis.NewScript(luaCC + `
 local now, glease = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out, lapsed = {}, {}
@@ -232,7 +217,7 @@ for _, e in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, 
   if g then
     lapsed[#lapsed + 1] = g
   else
-    release(key, ARGV[3] .. 'h:' .. key, ARGV[3] .. 'q:' .. key, m, now, glease, out)
+    release(key, ARGV[3] .. key, m, now, glease, nil, out)
   end
 end
 out[#out + 1] = ''
@@ -244,10 +229,9 @@ return out
 // renewing (their worker died) are handed on (grants, to enqueue); the
 // grants whose lease lapsed before their task began are returned as
 // lapsed, for the caller to enqueue again (their task ids keep a task
-// from running twice) and Regrant.
+// from running twice) and Regrant, or release.
 func (s *Store) Sweep(ctx context.Context, grantLease time.Duration, n int) (made, lapsed []Grant, err error) {
-	res, err := slotSweepScript.Run(ctx, s.rdb, append([]string{ccTag + ":h", ccTag + ":q"}, ccFixed()...),
-		s.now().UnixMilli(), grantLease.Milliseconds(), ccTag+":", n).StringSlice()
+	res, err := slotSweepScript.Run(ctx, s.rdb, ccKeys(""), s.now().UnixMilli(), grantLease.Milliseconds(), ccTag+":q:", n).StringSlice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: sweep concurrency slots: %w", err)
 	}
@@ -259,26 +243,40 @@ func (s *Store) Sweep(ctx context.Context, grantLease time.Duration, n int) (mad
 	return grants(res), nil, nil
 }
 
+// lapsedScript acts on a lapsed grant only if it is still that grant
+// (its task may have taken the slot over since the sweep read it): extends
+// its lease, or releases it. KEYS: ccKeys. ARGV: key, member, the grant
+// (JSON), regrant or release, now (ms), the lease (ms). Returns the grants
+// a release made.
+var lapsedScript = redis.NewScript(luaCC + `
+if redis.call('HGET', G, ARGV[2]) ~= ARGV[3] then return {} end
+local now, lease = tonumber(ARGV[5]), tonumber(ARGV[6])
+if ARGV[4] == 'regrant' then
+  redis.call('ZADD', LEASES, 'XX', now + lease, ARGV[1] .. '\0' .. ARGV[2])
+  return {}
+end
+redis.call('HDEL', G, ARGV[2])
+return release(ARGV[1], KEYS[1], ARGV[2], now, lease, nil, {})
+`)
+
 // Regrant extends a lapsed grant's lease (its task is in asynq, or was
-// just enqueued again).
+// just enqueued again), if it is still that grant.
 func (s *Store) Regrant(ctx context.Context, g Grant, lease time.Duration) error {
-	expiry := s.now().Add(lease).UnixMilli()
-	pipe := s.rdb.TxPipeline()
-	pipe.ZAddXX(ctx, ccTag+":h:"+g.Key, redis.Z{Score: float64(expiry), Member: g.Holder})
-	pipe.ZAddXX(ctx, ccTag+":leases", redis.Z{Score: float64(expiry), Member: g.Key + "\x00" + g.Holder})
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("store: regrant a concurrency slot: %w", err)
-	}
-	return nil
+	_, err := s.lapsed(ctx, g, "regrant", lease)
+	return err
 }
 
 // ReleaseGrant drops a grant whose task ended without taking it (it is
-// gone from asynq, or ended before it began the step), handing the slot on.
+// gone from asynq, or ended before it began the step), if it is still that
+// grant, handing the slot on.
 func (s *Store) ReleaseGrant(ctx context.Context, g Grant, grantLease time.Duration) ([]Grant, error) {
-	res, err := slotReleaseScript.Run(ctx, s.rdb, append([]string{ccTag + ":h", ccTag + ":q"}, ccFixed()...),
-		g.Holder, s.now().UnixMilli(), grantLease.Milliseconds(), ccTag+":").StringSlice()
+	return s.lapsed(ctx, g, "release", grantLease)
+}
+
+func (s *Store) lapsed(ctx context.Context, g Grant, what string, lease time.Duration) ([]Grant, error) {
+	res, err := lapsedScript.Run(ctx, s.rdb, ccKeys(g.Key), g.Key, g.Holder, g.raw, what, s.now().UnixMilli(), lease.Milliseconds()).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("store: release a concurrency grant: %w", err)
+		return nil, fmt.Errorf("store: concurrency key %q: %s a grant: %w", g.Key, what, err)
 	}
 	return grants(res), nil
 }
@@ -325,33 +323,54 @@ func (s *Store) KeyLoads(ctx context.Context, top int) (loads []KeyLoad, infligh
 // throttleScript marks a step (or map instance) waiting for a slot of a
 // concurrency key: "throttled", with what it waits for as its output,
 // unless it settled, waits for something else, or its workflow ended.
-// A step running under another task (its grant's, begun since) is left
-// as it is.
+// A step running under another task (its grant's, begun since), or of
+// another run of the workflow, is left as it is.
 // KEYS: wf. ARGV: the step's state, output and owner field names, the
-// text, the task's id. Returns the workflow's state (” if gone).
+// text, the task's id, its generation. Returns {the workflow's state
+// (empty if gone), 1 if the step was marked}.
 var throttleScript = redis.NewScript(luaEvents + `
-local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[3], 'gen')
 local s = v[1]
-if not s then return '' end
-if s == 'canceled' or s == 'timed_out' or s == 'completed' or s == 'failed' then return s end
+if not s then return {'', 0} end
+if s == 'canceled' or s == 'timed_out' or s == 'completed' or s == 'failed' then return {s, 0} end
+if (v[4] or '0') ~= ARGV[6] then return {s, 0} end
 local st = v[2]
-if st == 'done' or st == 'dead' or st == 'waiting' or st == 'mapped' or st == 'canceled' or st == 'throttled' then return s end
-if st == 'running' and v[3] ~= ARGV[5] then return s end
+if st == 'done' or st == 'dead' or st == 'waiting' or st == 'mapped' or st == 'canceled' or st == 'throttled' then return {s, 0} end
+if st == 'running' and v[3] ~= ARGV[5] then return {s, 0} end
 redis.call('HSET', KEYS[1], ARGV[1], 'throttled', ARGV[2], ARGV[4])
 flush()
-return s
+return {s, 1}
 `)
 
-// Throttle marks step of wf waiting for a slot of a concurrency key (text
-// says which) and logs it, unless another task than task runs it; it
-// returns the workflow's state.
-func (s *Store) Throttle(ctx context.Context, wf, step, task, text string) (string, error) {
+// Throttle marks step of wf (run gen) waiting for a slot of a concurrency
+// key (text says which) and logs it, unless another task than task runs
+// it, it settled, or the workflow ended or runs another generation; it
+// returns the workflow's state and whether it marked the step.
+func (s *Store) Throttle(ctx context.Context, wf, step string, gen int, task, text string) (string, bool, error) {
 	f := s.fields.of(step)
-	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{f.name(fState), f.name(fOutput), f.name(fOwner), Excerpt(text), task},
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{f.name(fState), f.name(fOutput), f.name(fOwner), Excerpt(text), task, gen},
 		Event{Type: record.EventThrottled, Step: step, Reason: text})
-	st, err := throttleScript.Run(ctx, s.rdb, keys, args...).Text()
+	res, err := throttleScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
-		return "", fmt.Errorf("store: throttle %s/%s: %w", wf, step, err)
+		return "", false, fmt.Errorf("store: throttle %s/%s: %w", wf, step, err)
 	}
-	return st, nil
+	if len(res) != 2 {
+		return "", false, fmt.Errorf("store: throttle %s/%s: unexpected reply %v", wf, step, res)
+	}
+	st, _ := res[0].(string)
+	marked, _ := res[1].(int64)
+	return st, marked == 1, nil
+}
+
+// StepAttempts is how many attempts step of wf has begun.
+func (s *Store) StepAttempts(ctx context.Context, wf, step string) (int, error) {
+	v, err := s.rdb.HGet(ctx, wfKey(wf), s.fields.of(step).name(fAttempts).(string)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: attempts of %s/%s: %w", wf, step, err)
+	}
+	n, _ := strconv.Atoi(v)
+	return n, nil
 }

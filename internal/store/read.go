@@ -54,7 +54,7 @@ func (s *Store) Summary(ctx context.Context, id string) (*Workflow, error) {
 // stepFields are the fields of a step that Get reads, in this order (a map
 // step's counters last, in mapCountFields' order).
 var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at")...)
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at", "owner")...)
 
 // stepRecord builds a step's record from its values in stepFields' order.
 func stepRecord(id string, v func(int) string) StepRecord {
@@ -73,6 +73,7 @@ func stepRecord(id string, v func(int) string) StepRecord {
 	if r.State == StepRunning { // between attempts: the next one's due time (dueNow drops a past one)
 		r.NextAttemptAt = parseTS(v(14 + len(mapCountFields)))
 	}
+	r.Owner = v(15 + len(mapCountFields))
 	if r.State == "" {
 		r.State = StepPending
 	}

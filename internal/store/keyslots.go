@@ -206,7 +206,7 @@ func (s *Store) Renew(ctx context.Context, lease time.Duration, hs ...SlotHolder
 // handed on); a grant whose task has not begun is returned to be looked
 // at. KEYS: ccKeys (of no key). ARGV: now (ms), the grant lease (ms), the
 // waiters' key prefix, at most how many. Returns {grants made...}, then
-// ”, then {lapsed grants...}.
+// an empty string, then {lapsed grants...}.
 var slotSweepScript = redis.NewScript(luaCC + `
 local now, glease = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out, lapsed = {}, {}

@@ -26,15 +26,20 @@ func TasksOf(ctx context.Context, rec *store.Store, id string, wspec *spec.Spec)
 	if err != nil || len(wf.Steps) != len(wspec.Steps) {
 		wf = &record.Workflow{} // gone: the steps' ids of generation 0 at least
 	}
+	ids := make([]string, len(wspec.Steps))
+	for i := range wspec.Steps {
+		ids[i] = wspec.Steps[i].ID
+	}
+	owners, _ := rec.Owners(ctx, id, ids) // none read: the steps' own tasks at least
 	for i := range wspec.Steps {
 		st := &wspec.Steps[i]
 		queue := spec.Resolve(wspec, st).Queue
 		own := StepTaskID(id, st.ID, wf.Generation)
 		out = append(out, StepTask{st.ID, queue, own})
+		if i < len(owners) && owners[i] != own && strings.HasPrefix(owners[i], own+":") {
+			out = append(out, StepTask{st.ID, queue, owners[i]}) // a concurrency grant's task runs it
+		}
 		if i < len(wf.Steps) && wf.Steps[i].ID == st.ID {
-			if o := wf.Steps[i].Owner; o != "" && o != own && strings.HasPrefix(o, own+":") {
-				out = append(out, StepTask{st.ID, queue, o}) // a concurrency grant's task runs it
-			}
 			out = append(out, mapInstanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
 		}
 	}

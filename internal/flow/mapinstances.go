@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"strings"
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
@@ -28,7 +29,11 @@ func mapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec
 				continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
 			}
 			inst := record.InstanceID(st.ID, from+n)
-			out = append(out, StepTask{inst, queue, StepTaskID(wf, inst, gen)})
+			own := StepTaskID(wf, inst, gen)
+			out = append(out, StepTask{inst, queue, own})
+			if err == nil && strings.HasPrefix(page[n].Owner, own+":") {
+				out = append(out, StepTask{inst, queue, page[n].Owner}) // a concurrency grant's task runs it
+			}
 		}
 	}
 	return out

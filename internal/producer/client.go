@@ -285,8 +285,8 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 		if t := flow.SignalTimeoutTaskID(id, step, w.Generation, s.Attempts); c.archived(t) {
 			return t, nil
 		}
-		if s.Owner != "" && s.Owner != own && c.archived(s.Owner) { // a concurrency grant's task ran it
-			return s.Owner, nil
+		if o, _ := c.store.Owners(ctx, id, []string{step}); len(o) == 1 && strings.HasPrefix(o[0], own+":") && c.archived(o[0]) {
+			return o[0], nil // a concurrency grant's task ran it
 		}
 	}
 	return own, nil

@@ -120,10 +120,6 @@ type StepRecord struct {
 	// attempt's backoff), when its next attempt is due; nil otherwise.
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	InputHash     string     `json:"-"`
-	// Owner is the task id of the step's current attempt (its own task's,
-	// or a concurrency grant's): what cancel stops and a dead letter is
-	// found by. Not shown.
-	Owner string `json:"-"`
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).
 	Unserved string `json:"unserved,omitempty"`

@@ -54,7 +54,7 @@ func (s *Store) Summary(ctx context.Context, id string) (*Workflow, error) {
 // stepFields are the fields of a step that Get reads, in this order (a map
 // step's counters last, in mapCountFields' order).
 var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at", "owner")...)
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at")...)
 
 // stepRecord builds a step's record from its values in stepFields' order.
 func stepRecord(id string, v func(int) string) StepRecord {
@@ -73,7 +73,6 @@ func stepRecord(id string, v func(int) string) StepRecord {
 	if r.State == StepRunning { // between attempts: the next one's due time (dueNow drops a past one)
 		r.NextAttemptAt = parseTS(v(14 + len(mapCountFields)))
 	}
-	r.Owner = v(15 + len(mapCountFields))
 	if r.State == "" {
 		r.State = StepPending
 	}
@@ -124,4 +123,26 @@ func dueAfter(at *time.Time, now time.Time) *time.Time {
 		return nil
 	}
 	return at
+}
+
+// Owners are the task ids that began the current attempts of steps of wf
+// (empty for a step that has not begun): a step's own task's, or a
+// concurrency grant's. Cancel stops them; a dead letter is found by them.
+func (s *Store) Owners(ctx context.Context, wf string, steps []string) ([]string, error) {
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	fields := make([]string, len(steps))
+	for i, st := range steps {
+		fields[i] = s.fields.of(st).name(fOwner).(string)
+	}
+	v, err := s.rdb.HMGet(ctx, wfKey(wf), fields...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: owners of %s: %w", wf, err)
+	}
+	out := make([]string, len(steps))
+	for i := range v {
+		out[i] = str(v[i])
+	}
+	return out, nil
 }

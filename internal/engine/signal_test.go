@@ -166,10 +166,12 @@ func TestASignalTimeoutDeadLetters(t *testing.T) {
 	if s := wf.Steps[0]; s.State != store.StepDead || s.Class != string(retry.Timeout) || !strings.Contains(s.Error, "no signal payment.succeeded matching \"order-1\" within 1s") {
 		t.Fatalf("paid step: %s %s %q", s.State, s.Class, s.Error)
 	}
-	task, err := e.Client.DeadLetterTask(t.Context(), id, "paid")
-	if err != nil || task != flow.SignalTimeoutTaskID(id, "paid", 0, 1) {
-		t.Fatalf("dead letter task %q (%v)", task, err)
-	}
+	var task string
+	poll.Until(t, 10*time.Second, func() (bool, string) { // archived once the timeout's task returns
+		var err error
+		task, err = e.Client.DeadLetterTask(t.Context(), id, "paid")
+		return err == nil && task == flow.SignalTimeoutTaskID(id, "paid", 0, 1), fmt.Sprintf("dead letter task %q (%v)", task, err)
+	})
 	var found bool
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		dls, err := e.Client.DeadLetters(t.Context(), string(retry.Timeout))

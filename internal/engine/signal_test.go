@@ -360,15 +360,17 @@ steps:
   - { id: paid, wait_for: { signal: paid, match: "a", timeout: 1s } }
 `))
 	e.Wait(t, id, 20*time.Second, store.StateBlocked)
-	task, err := e.Client.DeadLetterTask(t.Context(), id, "paid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 10*time.Second, func() (bool, string) {
-		err := e.Client.Requeue(t.Context(), task)
-		return err == nil, fmt.Sprintf("requeue: %v", err)
+	poll.Until(t, 10*time.Second, func() (bool, string) { // archived once the timeout's task returns
+		task, err := e.Client.DeadLetterTask(t.Context(), id, "paid")
+		if err == nil {
+			err = e.Client.Requeue(t.Context(), task)
+		}
+		return err == nil, fmt.Sprintf("requeue %s: %v", task, err)
 	})
-	var wf *store.Workflow
+	var (
+		wf  *store.Workflow
+		err error
+	)
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		wf, err = e.Store.Get(t.Context(), id)
 		return err == nil && wf.Steps[0].State == store.StepWaiting, fmt.Sprintf("the requeued step does not wait: %+v %v", wf, err)

@@ -63,42 +63,20 @@ func runEvents(ctx context.Context, p params, out io.Writer, rdb *redis.Client, 
 	}
 	for _, sh := range shapes {
 		fmt.Fprintf(out, "bench: %d %s × %d steps = %d steps, log off and on\n", sh.workflows, sh.name, sh.steps, sh.workflows*sh.steps)
-		var runs []EventsRun
-		for i := 0; i < p.runs; i++ {
-			res := EventsRun{Shape: sh.name, Workflows: sh.workflows, StepsPerWorkflow: sh.steps, OnFirst: i%2 == 1}
-			order := []bool{false, true}
-			if res.OnFirst {
-				order = []bool{true, false}
+		res, err := pairRuns(p, sh, out, func(on bool) (AgentqRun, error) {
+			q := p
+			q.eventsOff = !on
+			if !on {
+				return measureAgentq(ctx, q, sh, "agentq events off "+sh.name, rdb, db, chaos, chaosURL)
 			}
-			for _, on := range order {
-				q := p
-				q.eventsOff = !on
-				var err error
-				if on {
-					res.On, err = measureAgentq(ctx, q, streaming(sh), "agentq events on "+sh.name, rdb, db, chaos, chaosURL)
-					if err == nil {
-						err = checkLogged(ctx, rdb, sh)
-					}
-				} else {
-					res.Off, err = measureAgentq(ctx, q, sh, "agentq events off "+sh.name, rdb, db, chaos, chaosURL)
-				}
-				if err != nil {
-					return err
-				}
+			run, err := measureAgentq(ctx, q, streaming(sh), "agentq events on "+sh.name, rdb, db, chaos, chaosURL)
+			if err == nil {
+				err = checkLogged(ctx, rdb, sh)
 			}
-			if c := res.Off.Cost.RedisCPUMicros; c > 0 {
-				res.RedisRatio = res.On.Cost.RedisCPUMicros / c
-			}
-			if c := res.Off.Cost.ProcCPUMicros; c > 0 {
-				res.ProcRatio = res.On.Cost.ProcCPUMicros / c
-			}
-			fmt.Fprintf(out, "bench:   repetition %d: Redis CPU/step off %.0f µs, on %.0f µs, ratio %.2f\n", i+1, res.Off.Cost.RedisCPUMicros, res.On.Cost.RedisCPUMicros, res.RedisRatio)
-			runs = append(runs, res)
-		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].RedisRatio < runs[j].RedisRatio })
-		res := runs[len(runs)/2]
-		for _, x := range runs {
-			res.RedisRatios = append(res.RedisRatios, x.RedisRatio)
+			return run, err
+		})
+		if err != nil {
+			return err
 		}
 		r.Events = append(r.Events, res)
 	}
@@ -177,4 +155,46 @@ func printEventsReport(out io.Writer, r *EventsReport) {
 			fmt.Fprintf(out, "\ntarget missed: %s Redis CPU per step with the log on is %.2f× off > %.2f×\n", x.Shape, x.RedisRatio, eventsTarget)
 		}
 	}
+}
+
+// pairRuns measures sh p.runs times, each repetition the run without
+// (on false) and with the thing measured back to back (with it first in
+// odd repetitions, so that what a run leaves behind does not always fall
+// on one side), and returns the repetition with the median Redis CPU
+// ratio, with every repetition's ratio.
+func pairRuns(p params, sh shape, out io.Writer, measure func(on bool) (AgentqRun, error)) (EventsRun, error) {
+	var runs []EventsRun
+	for i := 0; i < p.runs; i++ {
+		res := EventsRun{Shape: sh.name, Workflows: sh.workflows, StepsPerWorkflow: sh.steps, OnFirst: i%2 == 1}
+		order := []bool{false, true}
+		if res.OnFirst {
+			order = []bool{true, false}
+		}
+		for _, on := range order {
+			run, err := measure(on)
+			if err != nil {
+				return res, err
+			}
+			if on {
+				res.On = run
+			} else {
+				res.Off = run
+			}
+		}
+		if c := res.Off.Cost.RedisCPUMicros; c > 0 {
+			res.RedisRatio = res.On.Cost.RedisCPUMicros / c
+		}
+		if c := res.Off.Cost.ProcCPUMicros; c > 0 {
+			res.ProcRatio = res.On.Cost.ProcCPUMicros / c
+		}
+		fmt.Fprintf(out, "bench:   %s repetition %d: Redis CPU/step off %.0f µs, on %.0f µs (%.2f×); process %.0f µs, %.0f µs (%.2f×)\n", sh.name, i+1,
+			res.Off.Cost.RedisCPUMicros, res.On.Cost.RedisCPUMicros, res.RedisRatio, res.Off.Cost.ProcCPUMicros, res.On.Cost.ProcCPUMicros, res.ProcRatio)
+		runs = append(runs, res)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].RedisRatio < runs[j].RedisRatio })
+	res := runs[len(runs)/2]
+	for _, x := range runs {
+		res.RedisRatios = append(res.RedisRatios, x.RedisRatio)
+	}
+	return res, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,38 +99,14 @@ func runKeys(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db
 		shapes = append(shapes, chainShape(p.chains, p.length))
 	}
 	for _, sh := range shapes {
-		var runs []EventsRun
-		for i := 0; i < p.runs; i++ {
-			res := EventsRun{Shape: sh.name, Workflows: sh.workflows, StepsPerWorkflow: sh.steps, OnFirst: i%2 == 1}
-			order := []bool{false, true}
-			if res.OnFirst {
-				order = []bool{true, false}
+		res, err := pairRuns(p, sh, out, func(on bool) (AgentqRun, error) {
+			if on {
+				return measureAgentq(ctx, p, keyed(sh), "agentq keys on "+sh.name, rdb, db, chaos, chaosURL)
 			}
-			for _, on := range order {
-				var err error
-				if on {
-					res.On, err = measureAgentq(ctx, p, keyed(sh), "agentq keys on "+sh.name, rdb, db, chaos, chaosURL)
-				} else {
-					res.Off, err = measureAgentq(ctx, p, sh, "agentq keys off "+sh.name, rdb, db, chaos, chaosURL)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if c := res.Off.Cost.RedisCPUMicros; c > 0 {
-				res.RedisRatio = res.On.Cost.RedisCPUMicros / c
-			}
-			if c := res.Off.Cost.ProcCPUMicros; c > 0 {
-				res.ProcRatio = res.On.Cost.ProcCPUMicros / c
-			}
-			fmt.Fprintf(out, "bench:   %s repetition %d: Redis CPU/step without keys %.0f µs, with %.0f µs (%.2f×); process %.0f µs, %.0f µs (%.2f×)\n", sh.name, i+1,
-				res.Off.Cost.RedisCPUMicros, res.On.Cost.RedisCPUMicros, res.RedisRatio, res.Off.Cost.ProcCPUMicros, res.On.Cost.ProcCPUMicros, res.ProcRatio)
-			runs = append(runs, res)
-		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].RedisRatio < runs[j].RedisRatio })
-		res := runs[len(runs)/2]
-		for _, x := range runs {
-			res.RedisRatios = append(res.RedisRatios, x.RedisRatio)
+			return measureAgentq(ctx, p, sh, "agentq keys off "+sh.name, rdb, db, chaos, chaosURL)
+		})
+		if err != nil {
+			return err
 		}
 		r.Overhead = append(r.Overhead, res)
 	}

@@ -35,6 +35,7 @@ func TestTheClientHasTheCLIsVerbs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.RegisterSpec("greeter", []byte("name: greeter\nsteps:\n  - { id: s, run: once }\n"))
 	w.HandleStep("once", func(ctx context.Context, s *agentq.Step) (any, error) {
 		mu.Lock()
 		first := !failed[s.Workflow()]
@@ -148,6 +149,31 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 	}
 	if wf := wait(paid, agentq.StateCompleted); wf.Steps[0].Output != `{"amount":3}` {
 		t.Fatalf("the signaled step's output %q", wf.Steps[0].Output)
+	}
+	// specs stored by name: the worker's registered one, and puts that
+	// make a version only when the content changes
+	name := "research-" + via
+	v1, err := c.PutSpec(ctx, name, []byte("name: research\nsteps:\n  - { id: s, run: once }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.PutSpec(ctx, name, []byte("name: research\nsteps:\n  - { id: s, run: once }\n")); err != nil || again != v1 {
+		t.Fatalf("the same spec again: version %d (%v), want %d", again, err, v1)
+	}
+	v2, err := c.PutSpec(ctx, name, []byte("name: research\nsteps:\n  - { id: s2, run: once }\n"))
+	if err != nil || v2 != v1+1 {
+		t.Fatalf("a changed spec: version %d (%v), want %d", v2, err, v1+1)
+	}
+	if _, err := c.PutSpec(ctx, "bad name", []byte("name: x\nsteps:\n  - { id: s, run: once }\n")); err == nil {
+		t.Fatal("a bad spec name was stored")
+	}
+	stored, err := c.StoredSpecs(ctx)
+	found := map[string]int{}
+	for _, s := range stored {
+		found[s.Name] = s.Version
+	}
+	if err != nil || found[name] != v2 || found["greeter"] < 1 {
+		t.Fatalf("stored specs %+v (%v): want %s at %d and the worker's greeter", stored, err, name, v2)
 	}
 	sig := agentq.Signal{Name: "payment.succeeded", Match: via, IdempotencyKey: "evt-" + via}
 	first, err := c.SendSignal(ctx, sig)

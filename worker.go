@@ -24,6 +24,7 @@ type Worker struct {
 	mu      sync.Mutex
 	steps   map[string]engine.StepFunc
 	tools   map[string]engine.Tool // Tool's registrations
+	specs   map[string]*spec.Spec  // RegisterSpec's
 	errs    []error
 	running bool
 }
@@ -97,7 +98,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for k, v := range w.steps {
 		steps[k] = v
 	}
-	tools := maps.Clone(w.tools)
+	tools, specs := maps.Clone(w.tools), maps.Clone(w.specs)
 	w.mu.Unlock()
-	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools, Events: w.events, Ready: w.ready})
+	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools, Specs: specs, Events: w.events, Ready: w.ready})
 }

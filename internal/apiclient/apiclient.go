@@ -226,6 +226,39 @@ func (c *Client) Spec(ctx context.Context, id string) (*spec.Spec, error) {
 
 // Decide records a decision on a waiting approval step (by is the API's
 // own: "api"); flow.ErrNotWaiting if the step is not waiting.
+// PutSpec stores wspec under name (POST /api/v1/specs/{name}, the spec as
+// JSON).
+func (c *Client) PutSpec(ctx context.Context, name string, wspec *spec.Spec) (*producer.StoredSpec, error) {
+	body, err := json.Marshal(wspec)
+	if err != nil {
+		return nil, fmt.Errorf("spec %s: %w", name, err)
+	}
+	var out producer.StoredSpec
+	if err := c.do(ctx, "POST", "/api/v1/specs/"+url.PathEscape(name), body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// StoredSpecs lists the stored specs (GET /api/v1/specs).
+func (c *Client) StoredSpecs(ctx context.Context) ([]producer.StoredSpec, error) {
+	var out []producer.StoredSpec
+	err := c.do(ctx, "GET", "/api/v1/specs", nil, &out)
+	return out, err
+}
+
+// StoredSpecOf reads a stored spec's version (0: the latest).
+func (c *Client) StoredSpecOf(ctx context.Context, name string, version int) (*spec.Spec, int, error) {
+	var out struct {
+		Version int        `json:"version"`
+		Spec    *spec.Spec `json:"spec"`
+	}
+	if err := c.do(ctx, "GET", "/api/v1/specs/"+url.PathEscape(name)+"?version="+strconv.Itoa(version), nil, &out); err != nil {
+		return nil, 0, err
+	}
+	return out.Spec, out.Version, nil
+}
+
 // Signal sends a signal (POST /api/v1/signals); its idempotency key goes
 // as the Idempotency-Key header.
 func (c *Client) Signal(ctx context.Context, s producer.Signal) (*producer.SignalResult, error) {

@@ -124,6 +124,10 @@ func decodeError(method, path string, status int, data []byte) error {
 		return fmt.Errorf("%w: %v", producer.ErrNoWorkers, err)
 	case status == http.StatusConflict && e.Code == codeIdempotencyConflict:
 		return &serverError{msg: msg, is: producer.ErrIdempotencyConflict}
+	case e.Code == "no_spec":
+		return fmt.Errorf("%w: %v", producer.ErrNoSpec, err)
+	case e.Code == "bad_spec_name":
+		return &serverError{msg: msg, is: producer.ErrBadSpecName}
 	case e.Code == codeBadSignal:
 		return &serverError{msg: msg, is: producer.ErrBadSignal}
 	case e.Code == codeBadIdempotencyKey:

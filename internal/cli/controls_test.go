@@ -391,3 +391,41 @@ steps:
 		t.Fatalf("a signal nothing waits for: exit %d, out %q, err %q", r.code, r.out, r.err)
 	}
 }
+
+// enqueue spec put, list and show: a put makes a version only when the
+// content changes; show prints a version as YAML; a bad spec or name, or a
+// missing one, is exit 2 with one line.
+func TestSpecsFromTheCLI(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	vars, cfg := envFor(t, e)
+	one := writeFile(t, "one.yaml", "name: research\nsteps:\n  - { id: search, route: solo, prompt: \"find {{ .Input.q }}\" }\n")
+	two := writeFile(t, "two.yaml", "name: research\nsteps:\n  - { id: search, route: solo, prompt: \"look up {{ .Input.q }}\" }\n")
+	for i, c := range []struct {
+		file, want string
+	}{{one, "research version 1 (stored)"}, {one, "research version 1 (unchanged)"}, {two, "research version 2 (stored)"}} {
+		if r := run(t, cli.Enqueue, vars, "spec", "put", "research", c.file, "--config", cfg); r.code != 0 || strings.TrimSpace(r.out) != c.want {
+			t.Fatalf("put %d: exit %d, out %q, err %q; want %q", i, r.code, r.out, r.err, c.want)
+		}
+	}
+	if r := run(t, cli.Enqueue, vars, "spec", "list", "--config", cfg); r.code != 0 || strings.TrimSpace(r.out) != "research\tversion 2" {
+		t.Fatalf("list: exit %d, out %q", r.code, r.out)
+	}
+	r := run(t, cli.Enqueue, vars, "spec", "show", "research", "--version", "1", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.out, "# research version 1") || !strings.Contains(r.out, "find {{ .Input.q }}") {
+		t.Fatalf("show --version 1: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	bad := writeFile(t, "bad.yaml", "name: research\nsteps:\n  - { id: search, route: nowhere, prompt: x }\n")
+	for _, args := range [][]string{
+		{"spec", "put", "research", bad},
+		{"spec", "put", "bad name", one},
+		{"spec", "show", "nothing"},
+		{"spec", "show", "research", "--version", "9"},
+	} {
+		if r := run(t, cli.Enqueue, vars, append(args, "--config", cfg)...); r.code != 2 || r.err == "" {
+			t.Errorf("%q: exit %d, err %q: want exit 2", args, r.code, r.err)
+		}
+	}
+	if r := run(t, cli.Enqueue, vars, "--help"); !strings.Contains(r.out, "signal") || !strings.Contains(r.out, "spec") {
+		t.Errorf("enqueue --help does not show signal and spec:\n%s", r.out)
+	}
+}

@@ -223,7 +223,7 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), followCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), signalCmd(c), rerunCmd(c))
+	cmd.AddCommand(statusCmd(c), followCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), signalCmd(c), specCmd(c), rerunCmd(c))
 	return cmd
 }
 

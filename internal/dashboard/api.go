@@ -24,6 +24,9 @@ import (
 //	GET  /api/v1/workflows/{id}/result    the final steps' outputs
 //	GET  /api/v1/workflows/{id}/events    its event log as Server-Sent Events (apievents.go)
 //	POST /api/v1/workflows/{id}/cancel
+//	GET  /api/v1/specs                    the stored specs and their latest versions
+//	POST /api/v1/specs/{name}             store a spec (YAML or JSON body): a new version unless the same
+//	GET  /api/v1/specs/{name}?version=N   a stored spec's version (the latest without)
 //	POST /api/v1/signals                  send a signal ({name, match, data}; header
 //	                                      Idempotency-Key: a second send of a key is a no-op)
 //	GET  /api/v1/dlq?class=C              dead letters
@@ -102,6 +105,9 @@ func (s *Server) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"id": r.PathValue("id"), "state": st})
 	}))
+	mux.HandleFunc("GET /api/v1/specs", s.apiSpecs)
+	mux.HandleFunc("POST /api/v1/specs/{name}", s.mutatingWithin(int64(s.o.Config.Limits.MaxSpecBytes)+1, false, s.apiPutSpec))
+	mux.HandleFunc("GET /api/v1/specs/{name}", s.apiSpec)
 	mux.HandleFunc("POST /api/v1/signals", s.mutatingWithin(int64(s.o.Config.Limits.MaxOutputBytes)+64<<10, false, s.apiSignal))
 	mux.HandleFunc("GET /api/v1/dlq", func(w http.ResponseWriter, r *http.Request) {
 		dls, err := s.client.DeadLetters(r.Context(), r.URL.Query().Get("class"))

@@ -13,6 +13,10 @@ var handlerPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 // (a letter, then letters, digits, _, . or -, at most 64).
 func ValidHandlerName(name string) bool { return handlerPattern.MatchString(name) }
 
+// ValidSpecName reports whether name can name a stored spec: as a code
+// step's function is named.
+func ValidSpecName(name string) bool { return handlerPattern.MatchString(name) }
+
 // checkCodeStep checks the fields of a step with run:. A code step has no
 // prompt of its own (its function may ask the model through the router):
 // the fields that shape a prompt's call are refused (codeKind.takes).

@@ -5,6 +5,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,8 @@ import (
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/router"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -70,6 +73,9 @@ type Options struct {
 	Now func() time.Time
 	// Steps are the code steps this worker serves (a spec's run: NAME).
 	Steps map[string]engine.StepFunc
+	// Specs are the specs this worker registers by name (RegisterSpec):
+	// stored when it starts, each a new version unless unchanged.
+	Specs map[string]*spec.Spec
 	// Tools are the tools this worker runs for prompt steps (a spec's
 	// tools: NAME).
 	Tools map[string]engine.Tool
@@ -128,6 +134,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	mets.WatchKeys(h.KeyLoads)
+	if err := registerSpecs(ctx, store.New(rdb, cfg.Retention.D(), nil), o.Specs, o.Logger); err != nil {
+		return err
+	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:    cfg.Worker.Concurrency,
 		Queues:         wh.queues,
@@ -259,4 +268,21 @@ func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "compon
 func (a asynqLogger) Fatal(args ...any) {
 	a.l.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true)
 	os.Exit(1) // asynq's contract (and its default logger): Fatal does not return
+}
+
+// registerSpecs stores the worker's registered specs by name (a new
+// version of each whose content changed).
+func registerSpecs(ctx context.Context, st *store.Store, specs map[string]*spec.Spec, log *slog.Logger) error {
+	for name, s := range specs {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return fmt.Errorf("register spec %s: %w", name, err)
+		}
+		v, created, err := st.PutSpec(ctx, name, b)
+		if err != nil {
+			return fmt.Errorf("register spec %s: %w", name, err)
+		}
+		log.Info("spec registered", "spec", name, "version", v, "new", created)
+	}
+	return nil
 }

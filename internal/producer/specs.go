@@ -1,0 +1,76 @@
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// StoredSpec is a spec stored by name (enqueue spec put, a worker's
+// RegisterSpec): its name and version, and whether a put made that
+// version (false: the same content was stored already).
+type StoredSpec struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	Created bool   `json:"created,omitempty"`
+}
+
+// ErrNoSpec is returned for a stored spec name or version that does not
+// exist; ErrBadSpecName for a name that cannot name one.
+var (
+	ErrNoSpec      = store.ErrNoSpec
+	ErrBadSpecName = errors.New("bad spec name")
+)
+
+// PutSpec stores wspec (parsed and checked) under name: a new version
+// unless the same content is stored already. A workflow started from a
+// stored spec keeps the version it started with.
+func (c *Client) PutSpec(ctx context.Context, name string, wspec *spec.Spec) (*StoredSpec, error) {
+	if !spec.ValidSpecName(name) {
+		return nil, fmt.Errorf("%w: %q (a letter, then letters, digits, _, . or -, at most 64)", ErrBadSpecName, flow.BoundID(name))
+	}
+	b, err := json.Marshal(wspec)
+	if err != nil {
+		return nil, fmt.Errorf("spec %s: %w", name, err)
+	}
+	v, created, err := c.store.PutSpec(ctx, name, b)
+	if err != nil {
+		return nil, err
+	}
+	return &StoredSpec{Name: name, Version: v, Created: created}, nil
+}
+
+// StoredSpecs lists the stored specs with their latest versions.
+func (c *Client) StoredSpecs(ctx context.Context) ([]StoredSpec, error) {
+	vs, err := c.store.SpecNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StoredSpec, len(vs))
+	for i, v := range vs {
+		out[i] = StoredSpec{Name: v.Name, Version: v.Version}
+	}
+	return out, nil
+}
+
+// StoredSpecOf reads version version of stored spec name (0: the latest)
+// and returns it with its version.
+func (c *Client) StoredSpecOf(ctx context.Context, name string, version int) (*spec.Spec, int, error) {
+	if !spec.ValidSpecName(name) {
+		return nil, 0, fmt.Errorf("%w: %q", ErrBadSpecName, flow.BoundID(name))
+	}
+	b, v, err := c.store.GetSpec(ctx, name, version)
+	if err != nil {
+		return nil, 0, err
+	}
+	var s spec.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, 0, fmt.Errorf("spec %s version %d: stored spec is unreadable: %w", name, v, err)
+	}
+	return &s, v, nil
+}

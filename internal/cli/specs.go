@@ -21,6 +21,9 @@ func specCmd(c *common) *cobra.Command {
 (a child workflow: a step's workflow: { spec: NAME }) and for workers that
 register theirs. Each put that changes a spec's content makes a new version;
 a workflow started from a stored spec keeps the version it started with.`,
+		Example: `  enqueue spec put research research.yaml
+  enqueue spec list
+  enqueue spec show research --version 1`,
 	}
 	var version int
 	var asJSON bool
@@ -70,9 +73,10 @@ is written). It prints the name and the version.`,
 		},
 	}
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the stored specs and their latest versions",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List the stored specs and their latest versions",
+		Example: `  enqueue spec list --json`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withClient(cmd, c, func(cl *client.Client) error {
 				sts, err := cl.StoredSpecs(cmd.Context())

@@ -28,6 +28,11 @@ const (
 	// completed in time. It runs as the step's own task does (the same
 	// payload), so its dead letter is the step's and a requeue waits again.
 	TypeSignalTimeout = TypeStep + ":signal-timeout"
+	// TypeChildEnded tells a child workflow step (workflow:) that its
+	// child ended. It runs as the step's own task does (the same payload),
+	// so a child's failure is the step's dead letter, and a requeue runs
+	// the step again (a new child).
+	TypeChildEnded = TypeStep + ":child-ended"
 	// TypeDecided is a person's decision that ended its workflow
 	// (completed, or blocked by another step), handed to a worker: the
 	// worker counts the step and the workflow's end in its metrics and
@@ -39,7 +44,7 @@ const (
 
 // RunsStep reports whether a task of type typ runs a step's attempt (its
 // own task, or a signal step's timeout): its dead letter is the step's.
-func RunsStep(typ string) bool { return typ == TypeStep || typ == TypeSignalTimeout }
+func RunsStep(typ string) bool { return typ == TypeStep || typ == TypeSignalTimeout || typ == TypeChildEnded }
 
 // Payload is all a step task carries: ids, never prompts or keys.
 type Payload struct {

@@ -32,6 +32,9 @@ func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 		cost = fmt.Sprintf(", cost %.4f%s", c, client.CostByProvider(wf))
 	}
 	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)
+	if wf.Parent != nil {
+		fmt.Fprintf(w, "  a child of workflow %s, step %s\n", wf.Parent.Workflow, wf.Parent.Step)
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, s := range wf.Steps {
 		flags := ""
@@ -70,6 +73,8 @@ func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 		switch {
 		case s.State == "throttled":
 			fmt.Fprintf(w, "  %s %s\n", s.ID, oneLine(s.Output, 300))
+		case s.State == "waiting" && s.WaitsFor == "child":
+			fmt.Fprintf(w, "  %s %s (enqueue status %s)\n", s.ID, oneLine(s.Output, 300), s.Child)
 		case s.State == "waiting" && s.WaitsFor == "signal":
 			fmt.Fprintf(w, "  %s %s (enqueue signal)\n", s.ID, oneLine(s.Output, 300))
 		case s.State == "waiting":

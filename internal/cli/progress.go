@@ -68,6 +68,8 @@ func (p *progress) update(wf *producer.Workflow) {
 		switch {
 		case s.State == "throttled":
 			line += ": " + oneLine(s.Output, 200)
+		case s.State == "waiting" && s.WaitsFor == "child":
+			line += ": " + oneLine(s.Output, 200)
 		case s.State == "waiting" && s.WaitsFor == "signal":
 			line += ": " + oneLine(s.Output, 200) + " (enqueue signal)"
 		case s.State == "waiting":

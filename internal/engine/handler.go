@@ -233,7 +233,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	ctx, span := flow.StepContext(ctx, p, r.Route, a.Step.Attempts)
 	defer span.End()
 	run := stepRun{p: p, spec: wspec, st: st, r: r, attempt: a.Step.Attempts, inst: inst, log: log, deadline: a.DeadlineAt,
-		waitTimeout: t.Type() == tasks.TypeSignalTimeout}
+		waitTimeout: t.Type() == tasks.TypeSignalTimeout, childEnded: t.Type() == tasks.TypeChildEnded}
 	err = h.process(h.withStepLog(ctx, run), run, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
 		return h.timeOut(ctx, p.Workflow, wspec) // not retried: the workflow is over

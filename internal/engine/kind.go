@@ -26,6 +26,7 @@ var runners = map[string]runner{
 	spec.KindCode:     codeRun{},
 	spec.KindApproval: approvalRun{},
 	spec.KindSignal:   signalRun{},
+	spec.KindChild:    childRun{},
 }
 
 // registerKind adds kind k, marked in a step by its own field key: its

@@ -8,11 +8,16 @@ import (
 	"github.com/agentq/agentq/internal/store"
 )
 
-// notifyEnded enqueues the webhook of a workflow a settle ended (or
-// blocked), when it asks for one. Enqueuing is idempotent (one task per
+// notifyEnded tells the parent step of a child workflow a settle ended
+// (flow.TellParent), and enqueues the webhook of a workflow a settle ended
+// (or blocked), when it asks for one. Enqueuing is idempotent (one task per
 // workflow and event), so a settle delivered twice notifies once; a Redis
 // that is restarting is waited for within the settle's time.
 func (h *Handler) notifyEnded(ctx context.Context, wf string, wspec *spec.Spec, state string) {
+	if err := untilStored(ctx, func() error { return flow.TellParent(ctx, h.o.Client, h.st, wf, state) }); err != nil {
+		h.o.Logger.Error("a child workflow's end was not told to its parent step: it waits until its own deadline, a cancel or a rerun",
+			"wf", wf, "state", state, "err", store.Excerpt(err.Error()))
+	}
 	if h.o.Webhooks == nil {
 		if wspec != nil && spec.NotifyWants(wspec.Notify, state) {
 			h.o.Logger.Warn("workflow not notified: its spec has notify: but this worker's configuration has no webhooks.secret", "wf", wf, "event", state)

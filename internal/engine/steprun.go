@@ -29,4 +29,7 @@ type stepRun struct {
 	// waitTimeout says the task is a signal step's timeout
 	// (tasks.TypeSignalTimeout), not its own.
 	waitTimeout bool
+	// childEnded says the task tells a child workflow step its child
+	// ended (tasks.TypeChildEnded).
+	childEnded bool
 }

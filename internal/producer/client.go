@@ -180,16 +180,14 @@ func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	used := map[string]bool{}
-	for _, st := range wspec.Steps {
-		for _, d := range st.DependsOn {
-			used[d] = true
-		}
-	}
 	r := &Result{Workflow: wf}
 	parseOutputs(wspec, wf)
+	finals := map[string]bool{}
+	for _, id := range wspec.Finals() {
+		finals[id] = true
+	}
 	for _, s := range wf.Steps {
-		if !used[s.ID] {
+		if finals[s.ID] {
 			r.Final = append(r.Final, s)
 		}
 	}
@@ -219,9 +217,17 @@ func Settled(state string) bool {
 
 // Cancel stops a workflow: it is marked canceled (no further step is
 // enqueued), its queued tasks are deleted and its running steps see their
-// context canceled. It returns the workflow's state after the call (a
-// workflow that already ended keeps its state).
+// context canceled; its child workflows are canceled too, and, if it is a
+// child, its parent step is told. It returns the workflow's state after
+// the call (a workflow that already ended keeps its state).
 func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
+	return c.cancel(ctx, id, 0)
+}
+
+// maxChildDepth bounds how deep a cancel follows child workflows.
+const maxChildDepth = 32
+
+func (c *Client) cancel(ctx context.Context, id string, depth int) (string, error) {
 	wspec, err := c.spec(ctx, id)
 	if err != nil {
 		return "", err
@@ -237,6 +243,22 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 	errs := flow.StopTasks(c.insp, flow.TasksOf(ctx, c.store, id, wspec), "")
 	if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, wspec, record.StateCanceled); err != nil {
 		errs = append(errs, fmt.Errorf("webhook: %w", err))
+	}
+	if err := flow.TellParent(ctx, c.asynq, c.store, id, record.StateCanceled); err != nil {
+		errs = append(errs, err)
+	}
+	children, err := c.store.Children(ctx, id)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, child := range children {
+		if depth >= maxChildDepth {
+			errs = append(errs, fmt.Errorf("child workflow %s: over %d levels of children: not canceled", child, maxChildDepth))
+			break
+		}
+		if _, err := c.cancel(ctx, child, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("child workflow %s: %w", child, err))
+		}
 	}
 	if len(errs) > 0 {
 		return state, fmt.Errorf("workflow %s canceled, but some of its tasks could not be stopped (they will stop at their next start): %w", id, errors.Join(errs...))

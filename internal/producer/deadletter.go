@@ -245,6 +245,9 @@ func (c *Client) Discard(ctx context.Context, taskID string) error {
 				return err
 			}
 		}
+		if err := flow.TellParent(ctx, c.asynq, c.store, p.Workflow, record.StateFailed); err != nil {
+			return err
+		}
 	}
 	return nil
 }

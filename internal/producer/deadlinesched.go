@@ -2,15 +2,10 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/hibiken/asynq"
-
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
-	"github.com/agentq/agentq/tasks"
 )
 
 // WithDeadline bounds the submitted workflow to d from now (instead of its
@@ -34,21 +29,5 @@ func (c *Client) deadlineAt(wspec *spec.Spec, set SubmitSettings) time.Time {
 // scheduleDeadline enqueues the task that ends workflow id at at (nothing
 // for a zero at); one that exists already is success.
 func (c *Client) scheduleDeadline(ctx context.Context, id string, wspec *spec.Spec, at time.Time) error {
-	if at.IsZero() {
-		return nil
-	}
-	payload, _ := json.Marshal(tasks.Payload{Workflow: id, Step: "deadline"})
-	queue := wspec.Defaults.Queue
-	if queue == "" {
-		queue = spec.DefaultQueue
-	}
-	// asynq schedules by whole seconds: the task is due at the second
-	// after the deadline, never before it
-	due := at.Truncate(time.Second).Add(time.Second)
-	t := asynq.NewTask(tasks.TypeDeadline, payload, asynq.TaskID(id+":deadline"), asynq.Queue(queue), asynq.ProcessAt(due),
-		asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Timeout(time.Minute), asynq.Retention(c.o.Retention))
-	if _, err := c.asynq.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("schedule the deadline of %s: %w", id, err)
-	}
-	return nil
+	return flow.ScheduleDeadline(ctx, c.asynq, id, wspec, at, c.o.Retention)
 }

@@ -74,3 +74,23 @@ func (c *Client) StoredSpecOf(ctx context.Context, name string, version int) (*s
 	}
 	return &s, v, nil
 }
+
+// checkChildSpecs refuses a spec whose child workflow steps name a spec
+// that is not stored: it would only fail when the step starts.
+func (c *Client) checkChildSpecs(ctx context.Context, wspec *spec.Spec) error {
+	var errs []error
+	for i := range wspec.Steps {
+		name := spec.ChildSpecName(&wspec.Steps[i])
+		if name == "" {
+			continue
+		}
+		_, _, err := c.store.GetSpec(ctx, name, 0)
+		if errors.Is(err, store.ErrNoSpec) {
+			errs = append(errs, &spec.SpecError{Where: fmt.Sprintf("steps[%d] (%s).workflow.spec", i, wspec.Steps[i].ID),
+				Msg: fmt.Sprintf("no stored spec %q (enqueue spec put %s FILE, or a worker's RegisterSpec)", name, name)})
+		} else if err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}

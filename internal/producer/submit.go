@@ -61,6 +61,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 	if err := spec.CheckKeys(ctx, wspec); err != nil {
 		return Submission{}, err
 	}
+	if err := c.checkChildSpecs(ctx, wspec); err != nil {
+		return Submission{}, err
+	}
 	if !c.o.SkipWorkerCheck && !set.SkipWorkerCheck {
 		if err := c.checkWorkers(ctx, wspec); err != nil {
 			return Submission{}, err

@@ -82,10 +82,19 @@ type Workflow struct {
 	// Counts are the workflow's step counters, kept as steps settle:
 	// reading them costs the same however wide the workflow is.
 	Counts *Counts `json:"counts,omitempty"`
+	// Parent is, for a child workflow (a step's workflow:), the workflow
+	// and step that started it.
+	Parent *ParentRef `json:"parent,omitempty"`
 	// CostByProvider is what its priced LLM calls cost, by the provider
 	// that answered each (code steps, tool loops and maps included, every
 	// run), counted call by call as the workers make them.
 	CostByProvider map[string]float64 `json:"cost_by_provider,omitempty"`
+}
+
+// ParentRef names the step that started a child workflow.
+type ParentRef struct {
+	Workflow string `json:"workflow"`
+	Step     string `json:"step"`
 }
 
 // Counts are a workflow's step counters (a map step counts once).
@@ -123,6 +132,10 @@ type StepRecord struct {
 	// Unserved, on a pending or queued step, says why no live worker can
 	// run it (computed when read, never stored).
 	Unserved string `json:"unserved,omitempty"`
+	// Child is, for a child workflow step (workflow:), the child workflow
+	// it started last (a rerun or a requeue starts another; the earlier
+	// ones name their parent still).
+	Child string `json:"child,omitempty"`
 	// WaitsFor, on a waiting or throttled step, is what it waits for:
 	// "approval" (a person's decision), "signal" or "key" (a slot of its
 	// concurrency key); Output says which. Computed when read.

@@ -49,6 +49,7 @@ const (
 	KindCode     = "code"
 	KindApproval = "approval"
 	KindSignal   = "signal"
+	KindChild    = "child"
 )
 
 // Waiter is a kind whose steps wait for something outside their workflow
@@ -61,6 +62,7 @@ type Waiter interface {
 const (
 	WaitApproval = "approval"
 	WaitSignal   = "signal"
+	WaitChild    = "child"
 )
 
 // WaitsFor is what spec step st waits for while it is "waiting" (empty:
@@ -78,7 +80,7 @@ type ProblemFunc = func(line int, where, format string, a ...any)
 
 // kinds are the step kinds, the first that claims a step being its kind;
 // prompt steps claim every step the others leave.
-var kinds = []Kind{approvalKind{}, signalKind{}, codeKind{}, toolLoopKind{}, promptKind{}}
+var kinds = []Kind{approvalKind{}, signalKind{}, childKind{}, codeKind{}, toolLoopKind{}, promptKind{}}
 
 // kindKeys are the spec keys of the kinds registered beyond the built-in
 // ones, and their kinds: a step's field of such a key is kept in
@@ -127,6 +129,7 @@ var kindFields = []struct {
 	{"with", "code steps (run:)", func(st *Step) bool { return st.With != nil }},
 	{"approve", "approval steps (approve:)", func(st *Step) bool { return st.Approve != nil }},
 	{"wait_for", "signal steps (wait_for:)", func(st *Step) bool { return st.WaitFor != nil }},
+	{"workflow", "child workflow steps (workflow:)", func(st *Step) bool { return st.Workflow != nil }},
 	{"timeout", "steps a worker runs (an approval waits for approve.timeout, a signal step for wait_for.timeout)", func(st *Step) bool { return st.Timeout != 0 }},
 }
 

@@ -109,6 +109,9 @@ type Step struct {
 	// WaitFor makes this a signal step: it waits for a signal sent to
 	// its workflow from outside (signalspec.go).
 	WaitFor *WaitForSpec `yaml:"wait_for" json:"wait_for,omitempty"`
+	// Workflow makes this a child workflow step: it runs a stored spec as
+	// a workflow of its own and waits for it (childspec.go).
+	Workflow *ChildSpec `yaml:"workflow" json:"workflow,omitempty"`
 	// Concurrency bounds this step by a concurrency key, instead of the
 	// workflow's (concurrency.go).
 	Concurrency *ConcurrencySpec `yaml:"concurrency" json:"concurrency,omitempty"`
@@ -305,11 +308,11 @@ func Prepare(s *Spec) error {
 		if st.systemT, err = parseTemplate(st.ID+".system", st.System); err != nil {
 			return err
 		}
-		if err := KindOf(st).Prepare(st); err != nil {
-			return err
-		}
 		if st.withT, err = parseWith(st.With); err != nil {
 			return fmt.Errorf("steps (%s).%w", st.ID, err)
+		}
+		if err := KindOf(st).Prepare(st); err != nil { // after with: a kind may hold other templates in withT
+			return err
 		}
 		seen := map[string]bool{}
 		st.inputs = nil

@@ -48,6 +48,24 @@ func (s *Spec) indexGraph() {
 	}
 }
 
+// Finals lists the steps nothing depends on (a chord's body, a chain's
+// end), in spec order: the workflow's answer.
+func (s *Spec) Finals() []string {
+	used := map[string]bool{}
+	for _, st := range s.Steps {
+		for _, d := range st.DependsOn {
+			used[d] = true
+		}
+	}
+	var out []string
+	for _, st := range s.Steps {
+		if !used[st.ID] {
+			out = append(out, st.ID)
+		}
+	}
+	return out
+}
+
 // Roots lists the steps with no dependencies.
 func (s *Spec) Roots() []string {
 	var out []string

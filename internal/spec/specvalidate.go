@@ -122,7 +122,8 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 			name, text string
 			line       int
 		}{{"prompt", st.Prompt, st.promptLine}, {"system", st.System, st.systemLine}, {"with", withText(st.With), st.withLine},
-			{"for_each", st.ForEach, st.fieldLines["for_each"]}, {"wait_for.match", waitMatch(&st), st.fieldLines["wait_for"]}} {
+			{"for_each", st.ForEach, st.fieldLines["for_each"]}, {"wait_for.match", waitMatch(&st), st.fieldLines["wait_for"]},
+			{"workflow.input", childInputText(&st), st.fieldLines["workflow"]}} {
 			if f.text == "" {
 				continue
 			}

@@ -150,6 +150,7 @@ var blocks = map[string]struct {
 }{
 	"ApproveSpec":     {"approve", reflect.TypeFor[ApproveSpec]()},
 	"WaitForSpec":     {"wait_for", reflect.TypeFor[WaitForSpec]()},
+	"ChildSpec":       {"workflow", reflect.TypeFor[ChildSpec]()},
 	"ConcurrencySpec": {"concurrency", reflect.TypeFor[ConcurrencySpec]()},
 	"OutputSpec":      {"output", reflect.TypeFor[OutputSpec]()},
 	"StepDefaults":    {"defaults", reflect.TypeFor[StepDefaults]()},

@@ -98,6 +98,12 @@ func toJSON(v any) (string, error) {
 // RenderWith renders a code step's with: into its JSON arguments,
 // over the template dot data (DataOf).
 func RenderWith(ctx context.Context, st *Step, data TemplateData) (json.RawMessage, error) {
+	return renderTemplated(ctx, st, st.With, data)
+}
+
+// renderTemplated renders root, a with:-like value whose templates are
+// st's (parseWith), into JSON.
+func renderTemplated(ctx context.Context, st *Step, root any, data TemplateData) (json.RawMessage, error) {
 	var walk func(path string, v any) (any, error)
 	walk = func(path string, v any) (any, error) {
 		switch x := v.(type) {
@@ -137,7 +143,7 @@ func RenderWith(ctx context.Context, st *Step, data TemplateData) (json.RawMessa
 		}
 		return v, nil
 	}
-	v, err := walk("with", st.With)
+	v, err := walk("with", root)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).
-var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen", "spend"}
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen", "spend", "parent"}
 
 // workflowRecord builds a workflow's own record (no steps) from its values
 // in workflowFields' order.
@@ -25,6 +25,9 @@ func workflowRecord(h []any) *Workflow {
 	w.Counts.Dead, _ = strconv.Atoi(str(h[8]))
 	w.DeadlineAt, w.Error = parseTS(str(h[9])), str(h[10])
 	w.Generation, _ = strconv.Atoi(str(h[11]))
+	if l, ok := parentLink(str(h[13])); ok {
+		w.Parent = &record.ParentRef{Workflow: l.Workflow, Step: l.Step}
+	}
 	if sp := str(h[12]); sp != "" {
 		var micros map[string]float64
 		if json.Unmarshal([]byte(sp), &micros) == nil && len(micros) > 0 {
@@ -54,7 +57,7 @@ func (s *Store) Summary(ctx context.Context, id string) (*Workflow, error) {
 // stepFields are the fields of a step that Get reads, in this order (a map
 // step's counters last, in mapCountFields' order).
 var stepFields = append([]string{"state", "attempts", "output", "tool_calls", "degraded", "error", "target",
-	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at")...)
+	"prompt_tokens", "completion_tokens", "input_hash", "started_at", "finished_at", "class"}, append(mapCountFields, "cost_micros", "retry_at", "child")...)
 
 // stepRecord builds a step's record from its values in stepFields' order.
 func stepRecord(id string, v func(int) string) StepRecord {
@@ -73,6 +76,7 @@ func stepRecord(id string, v func(int) string) StepRecord {
 	if r.State == StepRunning { // between attempts: the next one's due time (dueNow drops a past one)
 		r.NextAttemptAt = parseTS(v(14 + len(mapCountFields)))
 	}
+	r.Child = v(15 + len(mapCountFields))
 	if r.State == "" {
 		r.State = StepPending
 	}

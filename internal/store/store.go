@@ -117,6 +117,9 @@ type NewWorkflow struct {
 	// Ready are the steps that depend on nothing: the log says they are
 	// ready.
 	Ready []string
+	// Parent, for a child workflow, is the step that started it: told
+	// when the child ends.
+	Parent *ParentLink
 }
 
 func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
@@ -155,6 +158,10 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
 	if !w.DeadlineAt.IsZero() {
 		args = append(args, "deadline_at", ts(w.DeadlineAt))
+	}
+	if w.Parent != nil {
+		b, _ := json.Marshal(w.Parent)
+		args = append(args, "parent", string(b))
 	}
 	args[1] = len(args) - 2
 	keys := []string{wfKey(w.ID)}

@@ -1,0 +1,223 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/tasks"
+)
+
+// subSpec is a three-step sub-pipeline: search → read → summarise.
+const subSpec = `name: sub
+input: { q: "" }
+steps:
+  - { id: search, route: solo, prompt: "search {{ .Input.q }}" }
+  - { id: read, route: solo, depends_on: [search], prompt: "read {{ .Steps.search.Output }}" }
+  - { id: summarise, route: solo, depends_on: [read], prompt: "summarise {{ .Steps.read.Output }}" }
+`
+
+// researchSpec plans five questions and runs sub for each.
+const researchSpec = `name: research
+%s
+steps:
+  - { id: plan, run: plan }
+  - id: sub
+    depends_on: [plan]
+    for_each: "{{ .Steps.plan.JSON }}"
+    workflow: { spec: sub, input: { q: "{{ .Item }}" } }
+  - { id: report, run: report, depends_on: [sub], with: { answers: "{{ .Steps.sub.Outputs }}" } }
+`
+
+func childEnv(t *testing.T, o testenv.Options, reported chan []any) *testenv.Env {
+	o.Steps = map[string]engine.StepFunc{
+		"plan": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			return []string{"q0", "q1", "q2", "q3", "q4"}, nil
+		},
+		"report": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			var a struct{ Answers []any }
+			if err := s.Args(&a); err != nil {
+				return nil, err
+			}
+			reported <- a.Answers
+			return len(a.Answers), nil
+		},
+	}
+	e := testenv.Start(t, o)
+	if _, err := e.Client.PutSpec(t.Context(), "sub", e.Spec(subSpec)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// childrenOf are the child workflows of parent's map step sub, by instance.
+func childrenOf(t *testing.T, e *testenv.Env, parent string) []string {
+	t.Helper()
+	ids, err := e.Store.Children(t.Context(), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// A map of five child workflows of three steps each runs fifteen child
+// steps once each; each child names its parent, the parent's instances
+// their children, and the parent's dependent reads the children's outputs.
+func TestAMapOfChildWorkflows(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{}, reported)
+	id := e.Submit(t, e.Spec(fmt.Sprintf(researchSpec, "")))
+	e.Wait(t, id, 60*time.Second, store.StateCompleted)
+	answers := <-reported
+	if len(answers) != 5 {
+		t.Fatalf("report read %d answers: %v", len(answers), answers)
+	}
+	for i, a := range answers {
+		if s, _ := a.(string); !strings.Contains(s, "summarise") {
+			t.Errorf("answer %d is not its child's final output: %v", i, a)
+		}
+	}
+	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 15 {
+		t.Fatalf("%d LLM calls, want 15 (five children of three steps)", n)
+	}
+	children := childrenOf(t, e, id)
+	if len(children) != 5 {
+		t.Fatalf("%d children, want 5: %v", len(children), children)
+	}
+	for _, c := range children {
+		wf, err := e.Client.Status(t.Context(), c)
+		if err != nil || wf.State != store.StateCompleted || wf.Parent == nil || wf.Parent.Workflow != id || !strings.HasPrefix(wf.Parent.Step, "sub[") {
+			t.Fatalf("child %s: %+v %v", c, wf, err)
+		}
+		for _, s := range wf.Steps {
+			if s.Attempts != 1 {
+				t.Errorf("child %s step %s ran %d times", c, s.ID, s.Attempts)
+			}
+		}
+	}
+}
+
+// A child workflow step's task delivered again (a redelivery after a
+// crash between starting the child and waiting) finds the child it
+// started: no second child, and the step completes once.
+func TestAChildStepDeliveredAgainStartsNoSecondChild(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(300 * time.Millisecond)}}}}, reported)
+	id := e.Submit(t, e.Spec(fmt.Sprintf(researchSpec, "")))
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		n := len(childrenOf(t, e, id))
+		return n == 5, fmt.Sprintf("%d children started", n)
+	})
+	for i := range 5 { // each instance's task again, under another id: a duplicate delivery
+		payload, _ := json.Marshal(tasks.Payload{Workflow: id, Step: fmt.Sprintf("sub[%d]", i)})
+		if _, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeStep, payload, asynq.TaskID(fmt.Sprintf("dup-%s-%d", id, i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Wait(t, id, 60*time.Second, store.StateCompleted)
+	if n := len(childrenOf(t, e, id)); n != 5 {
+		t.Fatalf("%d children after the duplicates, want 5", n)
+	}
+	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 15 {
+		t.Fatalf("%d LLM calls, want 15", n)
+	}
+	page, err := e.Client.ListPage(t.Context(), producer.ListOptions{Name: "sub", Limit: 100})
+	if err != nil || len(page) != 5 {
+		t.Fatalf("%d workflows named sub, want 5 (%v)", len(page), err)
+	}
+}
+
+// Canceling the parent cancels its five children; a parent's deadline
+// ends its children timed_out (theirs is their parent's).
+func TestCancelAndDeadlineReachTheChildren(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}}}, reported)
+	id := e.Submit(t, e.Spec(fmt.Sprintf(researchSpec, "")))
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		n := len(childrenOf(t, e, id))
+		return n == 5, fmt.Sprintf("%d children started", n)
+	})
+	if _, err := e.Client.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range childrenOf(t, e, id) {
+		e.Wait(t, c, 20*time.Second, store.StateCanceled)
+	}
+
+	late := e.Submit(t, e.Spec(fmt.Sprintf(researchSpec, "deadline: 3s")))
+	e.Wait(t, late, 30*time.Second, store.StateTimedOut)
+	children := childrenOf(t, e, late)
+	if len(children) != 5 {
+		t.Fatalf("%d children, want 5", len(children))
+	}
+	for _, c := range children {
+		e.Wait(t, c, 30*time.Second, store.StateTimedOut)
+	}
+}
+
+// A child that ends without completing (canceled here) dead-letters its
+// parent step with the child's reason; a rerun of the parent from that
+// step starts a new child, and the old one stays, linked.
+func TestAChildsFailureIsItsStepsAndARerunStartsANewOne(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}}, reported)
+	id := e.Submit(t, e.Spec(`name: one
+steps:
+  - { id: sub, workflow: { spec: sub, input: { q: "only" } } }
+`))
+	var child string
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		cs := childrenOf(t, e, id)
+		if len(cs) == 1 {
+			child = cs[0]
+		}
+		return child != "", "no child started"
+	})
+	if wf, err := e.Client.Status(t.Context(), id); err != nil || wf.Steps[0].WaitsFor != "child" || wf.Steps[0].Child != child {
+		t.Fatalf("the parent step: %+v %v", wf, err)
+	}
+	if _, err := e.Client.Cancel(t.Context(), child); err != nil {
+		t.Fatal(err)
+	}
+	wf := e.Wait(t, id, 20*time.Second, store.StateBlocked)
+	if s := wf.Steps[0]; s.State != store.StepDead || !strings.Contains(s.Error, "child workflow "+child+" ended canceled") {
+		t.Fatalf("the parent step after its child's cancel: %s %q", s.State, s.Error)
+	}
+	if _, err := e.Client.Rerun(t.Context(), id, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	wf = e.Wait(t, id, 30*time.Second, store.StateCompleted)
+	if wf.Steps[0].Child == child || wf.Steps[0].Child != flow.ChildID(id, "sub", 1, 1) {
+		t.Fatalf("the rerun's child %s (the first %s)", wf.Steps[0].Child, child)
+	}
+	if old, err := e.Client.Status(t.Context(), child); err != nil || old.State != store.StateCanceled || old.Parent == nil || old.Parent.Workflow != id {
+		t.Fatalf("the first child after the rerun: %+v %v", old, err)
+	}
+	var out string
+	if err := json.Unmarshal([]byte(wf.Steps[0].Output), &out); err != nil || !strings.Contains(out, "summarise") {
+		t.Fatalf("the step's output %q: want the child's final output as a JSON string", wf.Steps[0].Output)
+	}
+}
+
+// A child workflow step whose stored spec does not exist is refused at
+// submit, naming it.
+func TestAChildOfAnUnknownSpecIsRefused(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	wspec := e.Spec("name: x\nsteps:\n  - { id: sub, workflow: { spec: nowhere } }\n")
+	if _, err := e.Client.Submit(t.Context(), wspec); err == nil || !strings.Contains(err.Error(), `steps[0] (sub).workflow.spec: no stored spec "nowhere"`) {
+		t.Fatalf("submit: %v", err)
+	}
+}

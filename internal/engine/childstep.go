@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/retry"
+)
+
+// A child workflow step (workflow: { spec, input }) runs a stored spec as
+// a workflow of its own: its task parks the step ("waiting": the step
+// holds no worker slot), then creates the child (an id fixed by the step,
+// its run and its attempt, so a retried or redelivered task finds the
+// child it started and never starts a second), linked both ways. The
+// child's end tells the step (flow.TellParent: a tasks.TypeChildEnded
+// task with the step's payload): completed, the child's output is the
+// step's; failed, canceled or timed out, the step is dead-lettered with
+// the child's reason. The child's deadline is its parent's, if that comes
+// first; a cancel of the parent cancels its children (producer.Cancel).
+
+// childRun runs a child workflow step's task, and its child's end.
+type childRun struct{}
+
+func (childRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+	switch {
+	case a.Step.State == store.StepDone:
+		return nil
+	case a.Step.State == store.StepWaiting && run.childEnded:
+		return h.childEnded(ctx, run)
+	}
+	// the first run, a redelivery of a step parked already (creating the
+	// child again changes nothing), or a requeued dead letter (a new child)
+	return h.startChild(ctx, run, views)
+}
+
+// startChild parks the step and creates its child workflow.
+func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]spec.StepView) error {
+	p, st := run.p, run.st
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	raw, version, err := h.st.GetSpec(sctx, st.Workflow.Spec, 0)
+	if errors.Is(err, store.ErrNoSpec) {
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("workflow.spec: no stored spec %q (enqueue spec put, or a worker's RegisterSpec)", st.Workflow.Spec))
+	}
+	if err != nil {
+		return err
+	}
+	var child spec.Spec
+	if err := json.Unmarshal(raw, &child); err != nil {
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("workflow.spec: stored spec %s version %d is unreadable: %w", st.Workflow.Spec, version, err))
+	}
+	in, err := spec.ChildInput(ctx, st, spec.DataOf(run.spec.Input, views, run.inst))
+	if err != nil {
+		return h.deadLetter(ctx, run, retry.BadRequest, err)
+	}
+	input := maps.Clone(child.Input)
+	if input == nil {
+		input = map[string]any{}
+	}
+	maps.Copy(input, in)
+	child.Input = input
+	if err := spec.CheckKeys(ctx, &child); err != nil {
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("child workflow %s: %w", st.Workflow.Spec, err))
+	}
+	id := flow.ChildID(p.Workflow, p.Step, p.Gen, run.attempt)
+	// parked first: the child's end finds the step waiting, however soon
+	// it comes
+	var state string
+	if err := untilStored(sctx, func() (err error) {
+		state, err = h.st.Wait(sctx, p.Workflow, p.Step, fmt.Sprintf("waits for child workflow %s (%s version %d)", id, st.Workflow.Spec, version))
+		return err
+	}); err != nil {
+		return fmt.Errorf("%w: %w", errNotRecorded, err)
+	}
+	if record.Terminal(state) {
+		return nil // the workflow ended meanwhile: no child
+	}
+	if err := h.st.SetChild(sctx, p.Workflow, p.Step, id); err != nil {
+		return err // retried: parking and linking again change nothing
+	}
+	if err := h.createChild(sctx, run, id, &child); err != nil {
+		return err // retried: the child is created once
+	}
+	run.log.Info("child workflow started", "child", id, "spec", st.Workflow.Spec, "version", version)
+	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, State: store.StepWaiting, WorkflowState: state, Attempt: run.attempt})
+	return nil
+}
+
+// createChild writes child workflow id of wspec, linked to run's step,
+// with its parent's deadline if that comes first, and enqueues its roots;
+// a child that exists already is left as it is (its roots enqueued again
+// change nothing: their task ids).
+func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec *spec.Spec) error {
+	data, err := json.Marshal(wspec)
+	if err != nil {
+		return err
+	}
+	deadline := time.Time{}
+	if d := time.Duration(wspec.Deadline); d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	if run.deadline != nil && (deadline.IsZero() || run.deadline.Before(deadline)) {
+		deadline = *run.deadline
+	}
+	ids := make([]string, len(wspec.Steps))
+	for i := range wspec.Steps {
+		ids[i] = wspec.Steps[i].ID
+	}
+	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots(),
+		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: run.r.Queue}}
+	if h.st.EnqueuesTasks() && deadline.IsZero() {
+		for _, root := range wspec.Roots() {
+			st, _ := wspec.Step(root)
+			w.Roots = append(w.Roots, flow.QueuedTask(id, root, 0, wspec, st, h.st.Retention()))
+		}
+	}
+	enqueued, err := h.st.Create(ctx, w)
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return err
+	}
+	if enqueued {
+		return nil
+	}
+	if err := flow.ScheduleDeadline(ctx, h.o.Client, id, wspec, deadline, h.st.Retention()); err != nil {
+		return err
+	}
+	for _, root := range wspec.Roots() {
+		if err := flow.EnqueueStep(ctx, h.o.Client, id, wspec, root, 0, h.st.Retention()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// childEnded settles a child workflow step whose child ended: done with
+// the child's output, or dead with its reason (only if it still waits).
+func (h *Handler) childEnded(ctx context.Context, run stepRun) error {
+	p := run.p
+	id := flow.ChildID(p.Workflow, p.Step, p.Gen, run.attempt)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	child, err := h.st.Get(sctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return h.childFailed(ctx, run, fmt.Sprintf("child workflow %s is gone (expired)", id))
+	}
+	if err != nil {
+		return err
+	}
+	switch child.State {
+	case store.StateCompleted:
+	case store.StateFailed, store.StateCanceled, store.StateTimedOut:
+		reason := fmt.Sprintf("child workflow %s ended %s", id, child.State)
+		if child.Error != "" {
+			reason += ": " + child.Error
+		}
+		return h.childFailed(ctx, run, reason)
+	default:
+		return nil // not ended (a blocked child may be requeued): told again when it ends
+	}
+	cspec, err := h.specs.get(sctx, h.st, id)
+	if err != nil {
+		return err
+	}
+	out := flow.ChildOutput(cspec, child)
+	if len(out) > h.o.MaxOutputBytes {
+		return h.childFailed(ctx, run, fmt.Sprintf("%s: child workflow %s's output is %d bytes, over limits.max_output_bytes (%d)", retry.OutputTooLarge, id, len(out), h.o.MaxOutputBytes))
+	}
+	err = h.settle(ctx, run, store.Outcome{Done: true, Decided: true, Output: out, Target: "child", Attempt: run.attempt}, retry.OK)
+	if errors.Is(err, store.ErrAlreadySettled) {
+		return nil
+	}
+	return err
+}
+
+// childFailed dead-letters a child workflow step (if it still waits) with
+// reason: class handler, as for a code step whose function failed.
+func (h *Handler) childFailed(ctx context.Context, run stepRun, reason string) error {
+	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: run.st.Optional, Error: store.Excerpt(reason), Class: string(retry.Handler), Attempt: run.attempt}
+	if err := h.settle(ctx, run, o, retry.Handler); errors.Is(err, store.ErrAlreadySettled) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	run.log.Error("child workflow step dead-lettered", "err", reason)
+	return fmt.Errorf("%s: %s: %w", retry.Handler, store.Excerpt(reason), asynq.SkipRetry)
+}

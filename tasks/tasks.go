@@ -44,7 +44,9 @@ const (
 
 // RunsStep reports whether a task of type typ runs a step's attempt (its
 // own task, or a signal step's timeout): its dead letter is the step's.
-func RunsStep(typ string) bool { return typ == TypeStep || typ == TypeSignalTimeout || typ == TypeChildEnded }
+func RunsStep(typ string) bool {
+	return typ == TypeStep || typ == TypeSignalTimeout || typ == TypeChildEnded
+}
 
 // Payload is all a step task carries: ids, never prompts or keys.
 type Payload struct {

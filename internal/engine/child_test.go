@@ -221,3 +221,44 @@ func TestAChildOfAnUnknownSpecIsRefused(t *testing.T) {
 		t.Fatalf("submit: %v", err)
 	}
 }
+
+// childSteps are childEnv's code steps, for a worker process.
+func childSteps() map[string]engine.StepFunc {
+	return map[string]engine.StepFunc{
+		"plan": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			return []string{"q0", "q1", "q2", "q3", "q4"}, nil
+		},
+		"report": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "reported", nil },
+	}
+}
+
+// A worker SIGKILLed right after a child workflow step created its child,
+// before the step's task ended: the step was parked first, so the child's
+// end completes it without its task (which asynq recovers later and finds
+// the step done, or, if it comes first, finds the child it started); the
+// map has five children, each step run once.
+func TestAParentKilledAfterStartingAChildStartsNoSecond(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a worker process")
+	}
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{NoWorker: true}, reported)
+	id := e.Submit(t, e.Spec(fmt.Sprintf(researchSpec, "")))
+	p := startWorkerProcess(t, e, 1, workerEnv+"_CRASH_AFTER_CHILD=1", workerEnv+"_CHILD_STEPS=1")
+	<-p.done // it killed itself once a child existed
+	if n := len(childrenOf(t, e, id)); n != 1 {
+		t.Fatalf("%d children when the worker died, want 1", n)
+	}
+	e.StartWorker(t)
+	e.Wait(t, id, 150*time.Second, store.StateCompleted)
+	if n := len(childrenOf(t, e, id)); n != 5 {
+		t.Fatalf("%d children, want 5", n)
+	}
+	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 15 {
+		t.Fatalf("%d LLM calls, want 15: each child step once", n)
+	}
+	page, err := e.Client.ListPage(t.Context(), producer.ListOptions{Name: "sub", Limit: 100})
+	if err != nil || len(page) != 5 {
+		t.Fatalf("%d workflows named sub, want 5 (%v)", len(page), err)
+	}
+}

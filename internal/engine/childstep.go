@@ -91,6 +91,9 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if err := h.createChild(sctx, run, id, &child); err != nil {
 		return err // retried: the child is created once
 	}
+	if h.o.AfterChild != nil {
+		h.o.AfterChild(p.Workflow, p.Step, id)
+	}
 	run.log.Info("child workflow started", "child", id, "spec", st.Workflow.Spec, "version", version)
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, State: store.StepWaiting, WorkflowState: state, Attempt: run.attempt})
 	return nil

@@ -64,6 +64,9 @@ type HandlerOptions struct {
 	// enqueued them already where the store can: store.Task). Crash drills
 	// use it to stop a worker at the worst moment.
 	BeforeEnqueue func(wf, step string, ready []string)
+	// AfterChild, when set, is called when a child workflow step created
+	// its child, before its task ends (crash drills stop a worker there).
+	AfterChild func(wf, step, child string)
 	// Steps are the code steps this worker serves, by the name a spec's
 	// run: gives.
 	Steps map[string]StepFunc

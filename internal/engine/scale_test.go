@@ -49,6 +49,15 @@ func workerChild() {
 	if os.Getenv(workerEnv+"_TOOLS") != "" {
 		o.Tools = childTools()
 	}
+	if os.Getenv(workerEnv+"_CRASH_AFTER_CHILD") != "" {
+		o.AfterChild = func(_, _, _ string) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // the child exists; the parent step's task has not ended
+			select {}
+		}
+	}
+	if os.Getenv(workerEnv+"_TOOLS") == "" && os.Getenv(workerEnv+"_CHILD_STEPS") != "" {
+		o.Steps = childSteps()
+	}
 	if os.Getenv(workerEnv+"_CRASH_BEFORE_ENQUEUE") != "" {
 		o.BeforeEnqueue = func(_, _ string, ready []string) {
 			if len(ready) > 0 {

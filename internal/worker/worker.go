@@ -57,6 +57,8 @@ type Options struct {
 	Middleware func(asynq.Handler) asynq.Handler
 	// BeforeEnqueue is passed to the handler (crash drills); may be nil.
 	BeforeEnqueue func(wf, step string, ready []string)
+	// AfterChild is passed to the handler (crash drills); may be nil.
+	AfterChild func(wf, step, child string)
 	// Observer hears every LLM call the router makes; may be nil.
 	Observer router.Observer
 	// MetricsListening is called with the address /metrics is served on
@@ -127,7 +129,7 @@ func Run(ctx context.Context, o Options) error {
 	policy := engine.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
 	id := newWorkerID()
 	h, err := engine.NewHandler(engine.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, AfterChild: o.AfterChild, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
 		Prices: app.Prices(cfg), Retry: &policy, EventLimit: cfg.Events.EventLimit(), EventContent: cfg.Events.Content, Worker: id, Redact: built.Redactor.String,
 		KeyLease: cfg.Worker.KeyLease.D()})
 	if err != nil {

@@ -196,6 +196,16 @@ steps:
 	if s := wf.Steps[0]; s.State != store.StepDead || !strings.Contains(s.Error, "child workflow "+child+" ended canceled") {
 		t.Fatalf("the parent step after its child's cancel: %s %q", s.State, s.Error)
 	}
+	var task string
+	poll.Until(t, 10*time.Second, func() (bool, string) { // archived once the child-ended task returns
+		var err error
+		task, err = e.Client.DeadLetterTask(t.Context(), id, "sub")
+		return err == nil && strings.Contains(task, ":child-ended:"), fmt.Sprintf("dead letter task %q (%v)", task, err)
+	})
+	if err := e.Client.Discard(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 10*time.Second, store.StateFailed)
 	if _, err := e.Client.Rerun(t.Context(), id, "sub"); err != nil {
 		t.Fatal(err)
 	}

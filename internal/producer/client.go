@@ -293,7 +293,8 @@ func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]*Workflow, erro
 
 // DeadLetterTask is the task id of step's dead letter in workflow id (of
 // its current run), for Requeue, Discard and DeadLetterDetail: its own
-// task's, a signal step's timeout's, or a concurrency grant's that ran it.
+// task's, a signal step's timeout's, a child workflow step's child-ended
+// task's, or a concurrency grant's that ran it.
 func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, error) {
 	w, err := c.store.Get(ctx, id)
 	if err != nil {
@@ -306,6 +307,9 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 		}
 		if t := flow.SignalTimeoutTaskID(id, step, w.Generation, s.Attempts); c.archived(t) {
 			return t, nil
+		}
+		if t := flow.ChildEndedTaskID(store.ParentLink{Workflow: id, Step: step, Gen: w.Generation, Attempt: s.Attempts}); c.archived(t) {
+			return t, nil // a child workflow step whose child failed
 		}
 		if o, _ := c.store.Owners(ctx, id, []string{step}); len(o) == 1 && strings.HasPrefix(o[0], own+":") && c.archived(o[0]) {
 			return o[0], nil // a concurrency grant's task ran it

@@ -26,7 +26,6 @@ import (
 //	{cc}:g        hash: granted holder → its grant (JSON): a slot handed to a waiter whose task has not begun
 //	{cc}:lim      hash: key → its limit (the last waiter's: a sweep's grants read it)
 //	{cc}:seq      counter: grants' task id suffixes
-//	{cc}:totals   hash: inflight, waiting over every key
 //
 // A step over its key's limit does not hold a worker slot: its task joins
 // the key's waiters and ends. A holder that releases its slot hands it to
@@ -37,14 +36,14 @@ import (
 // while it runs; the lease of a SIGKILLed worker's holder lapses and the
 // sweep hands its slot on. A grant whose task never reached asynq is
 // enqueued again by the sweep (its task id keeps it from running twice).
-// A step with a key costs two scripts of about five commands each.
+// A step with a key costs two scripts of about four commands each.
 
 const ccTag = Prefix + "{cc}"
 
 // ccKeys are the keys of key's scripts: its waiters, then the shared ones.
 func ccKeys(key string) []string {
 	return []string{ccTag + ":q:" + key, ccTag + ":qm", ccTag + ":g", ccTag + ":lim", ccTag + ":leases",
-		ccTag + ":seq", ccTag + ":inflight", ccTag + ":waiting", ccTag + ":totals"}
+		ccTag + ":seq", ccTag + ":inflight", ccTag + ":waiting"}
 }
 
 // SlotHolder is a step that holds, or waits for, a slot of concurrency key
@@ -77,11 +76,10 @@ type Grant struct {
 
 // luaCC holds the helpers the key scripts share; KEYS are ccKeys'.
 const luaCC = `
-local QM, G, LIM, LEASES, SEQ, INFL, WAIT, TOT = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local function count(z, field, key, d)
+local QM, G, LIM, LEASES, SEQ, INFL, WAIT = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local function count(z, key, d)
   local n = tonumber(redis.call('ZINCRBY', z, d, key))
   if n <= 0 then redis.call('ZREM', z, key) end
-  redis.call('HINCRBY', TOT, field, d)
   return n
 end
 -- drop m's slot of key (if it holds one), and hand free slots to the
@@ -90,7 +88,7 @@ end
 -- the grant then; a lapsed grant's caller drops it.
 local function release(key, qk, m, now, glease, lim, out)
   if redis.call('ZREM', LEASES, key .. '\0' .. m) == 0 then return out end
-  local n = count(INFL, 'inflight', key, -1)
+  local n = count(INFL, key, -1)
   lim = lim or tonumber(redis.call('HGET', LIM, key) or '1')
   local granted = 0
   while n < lim and granted < 100 do -- a limit raised a lot: the next releases grant the rest
@@ -99,11 +97,11 @@ local function release(key, qk, m, now, glease, lim, out)
     if not e then break end
     local w = cjson.decode(e)
     redis.call('HDEL', QM, w.m)
-    count(WAIT, 'waiting', key, -1)
+    count(WAIT, key, -1)
     local g = cjson.encode({k = key, id = w.id .. ':k' .. redis.call('INCR', SEQ), q = w.q, m = w.m, p = w.p})
     redis.call('ZADD', LEASES, now + glease, key .. '\0' .. w.m)
     redis.call('HSET', G, w.m, g)
-    n = count(INFL, 'inflight', key, 1)
+    n = count(INFL, key, 1)
     out[#out + 1] = g
   end
   return out
@@ -124,13 +122,13 @@ if redis.call('ZSCORE', LEASES, km) then
 end
 if tonumber(redis.call('ZSCORE', INFL, key) or '0') < lim then
   redis.call('ZADD', LEASES, now + lease, km)
-  count(INFL, 'inflight', key, 1)
+  count(INFL, key, 1)
   return 'ok'
 end
 redis.call('HSET', LIM, key, lim)
 if redis.call('HSETNX', QM, m, key) == 1 then
   redis.call('RPUSH', KEYS[1], ARGV[6])
-  count(WAIT, 'waiting', key, 1)
+  count(WAIT, key, 1)
 end
 return 'wait'
 `)
@@ -294,7 +292,8 @@ func (s *Store) KeyLoads(ctx context.Context, top int) (loads []KeyLoad, infligh
 	pipe := s.rdb.Pipeline()
 	fi := pipe.ZRevRangeWithScores(ctx, ccTag+":inflight", 0, int64(top-1))
 	wa := pipe.ZRevRangeWithScores(ctx, ccTag+":waiting", 0, int64(top-1))
-	tot := pipe.HMGet(ctx, ccTag+":totals", "inflight", "waiting")
+	tin := pipe.ZCard(ctx, ccTag+":leases") // every slot held is a lease
+	twa := pipe.HLen(ctx, ccTag+":qm")      // every waiter is in qm once
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, 0, 0, fmt.Errorf("store: concurrency key loads: %w", err)
 	}
@@ -312,8 +311,7 @@ func (s *Store) KeyLoads(ctx context.Context, top int) (loads []KeyLoad, infligh
 	for _, z := range wa.Val() {
 		at(z.Member.(string)).Waiting = int64(z.Score)
 	}
-	inflight, _ = strconv.ParseInt(str(tot.Val()[0]), 10, 64)
-	waiting, _ = strconv.ParseInt(str(tot.Val()[1]), 10, 64)
+	inflight, waiting = tin.Val(), twa.Val()
 	for _, l := range byKey {
 		loads = append(loads, *l)
 	}

@@ -127,11 +127,18 @@ func TestAChildStepDeliveredAgainStartsNoSecondChild(t *testing.T) {
 		}
 	}
 	e.Wait(t, id, 60*time.Second, store.StateCompleted)
+	fiveChildrenOnce(t, e, id)
+}
+
+// fiveChildrenOnce checks that research workflow id started five children
+// (five workflows named sub in all) whose fifteen steps called once each.
+func fiveChildrenOnce(t *testing.T, e *testenv.Env, id string) {
+	t.Helper()
 	if n := len(childrenOf(t, e, id)); n != 5 {
-		t.Fatalf("%d children after the duplicates, want 5", n)
+		t.Fatalf("%d children, want 5", n)
 	}
 	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 15 {
-		t.Fatalf("%d LLM calls, want 15", n)
+		t.Fatalf("%d LLM calls, want 15: each child step once", n)
 	}
 	page, err := e.Client.ListPage(t.Context(), producer.ListOptions{Name: "sub", Limit: 100})
 	if err != nil || len(page) != 5 {
@@ -261,14 +268,5 @@ func TestAParentKilledAfterStartingAChildStartsNoSecond(t *testing.T) {
 	}
 	e.StartWorker(t)
 	e.Wait(t, id, 150*time.Second, store.StateCompleted)
-	if n := len(childrenOf(t, e, id)); n != 5 {
-		t.Fatalf("%d children, want 5", n)
-	}
-	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 15 {
-		t.Fatalf("%d LLM calls, want 15: each child step once", n)
-	}
-	page, err := e.Client.ListPage(t.Context(), producer.ListOptions{Name: "sub", Limit: 100})
-	if err != nil || len(page) != 5 {
-		t.Fatalf("%d workflows named sub, want 5 (%v)", len(page), err)
-	}
+	fiveChildrenOnce(t, e, id)
 }

@@ -203,6 +203,25 @@ steps:
 	if s := wf.Steps[0]; s.State != store.StepDead || !strings.Contains(s.Error, "child workflow "+child+" ended canceled") {
 		t.Fatalf("the parent step after its child's cancel: %s %q", s.State, s.Error)
 	}
+	// the child-ended task delivered again (a worker died before asynq
+	// archived it): it starts nothing over
+	payload, _ := json.Marshal(tasks.Payload{Workflow: id, Step: "sub"})
+	dup := "dup-child-ended-" + id
+	if _, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeChildEnded, payload, asynq.TaskID(dup), asynq.Retention(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB})
+	defer insp.Close()
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		info, err := insp.GetTaskInfo("default", dup)
+		return err == nil && info.State == asynq.TaskStateCompleted, fmt.Sprintf("the duplicate: %+v %v", info, err)
+	})
+	if cs := childrenOf(t, e, id); len(cs) != 1 {
+		t.Fatalf("the duplicate started a child: %v", cs)
+	}
+	if wf, _ := e.Store.Get(t.Context(), id); wf.Steps[0].State != store.StepDead || wf.Steps[0].Attempts != 1 {
+		t.Fatalf("after the duplicate: %s, attempt %d", wf.Steps[0].State, wf.Steps[0].Attempts)
+	}
 	var task string
 	poll.Until(t, 10*time.Second, func() (bool, string) { // archived once the child-ended task returns
 		var err error
@@ -269,4 +288,44 @@ func TestAParentKilledAfterStartingAChildStartsNoSecond(t *testing.T) {
 	e.StartWorker(t)
 	e.Wait(t, id, 150*time.Second, store.StateCompleted)
 	fiveChildrenOnce(t, e, id)
+}
+
+// A spec that starts itself as a child nests only so deep: the step that
+// would go past the bound is dead-lettered, saying why. A put of an
+// earlier version's content makes it the latest again (a rollback).
+func TestASpecThatStartsItselfStopsAndARollback(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{}, reported)
+	loop := e.Spec("name: loop\nsteps:\n  - { id: again, workflow: { spec: loop } }\n")
+	if _, err := e.Client.PutSpec(t.Context(), "loop", loop); err != nil {
+		t.Fatal(err)
+	}
+	id := e.Submit(t, loop)
+	var deepest string
+	poll.Until(t, 60*time.Second, func() (bool, string) {
+		wf, err := e.Store.Get(t.Context(), id)
+		for err == nil && wf.Steps[0].Child != "" {
+			deepest = wf.Steps[0].Child
+			wf, err = e.Store.Get(t.Context(), deepest)
+		}
+		return err == nil && wf.State == store.StateBlocked && strings.Contains(wf.Steps[0].Error, "levels deep, over 32"),
+			fmt.Sprintf("the deepest child: %+v %v", wf, err)
+	})
+	if _, err := e.Client.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+
+	a, b := e.Spec(subSpec), e.Spec(strings.Replace(subSpec, "search {{", "look up {{", 1))
+	v1, _ := e.Client.PutSpec(t.Context(), "rolled", a)
+	v2, _ := e.Client.PutSpec(t.Context(), "rolled", b)
+	back, err := e.Client.PutSpec(t.Context(), "rolled", a)
+	if err != nil || back.Version != v1.Version || back.Created {
+		t.Fatalf("a put of version 1's content: %+v %v", back, err)
+	}
+	if _, v, err := e.Client.StoredSpecOf(t.Context(), "rolled", 0); err != nil || v != v1.Version {
+		t.Fatalf("the latest after the rollback is %d (%v), want %d (not %d)", v, err, v1.Version, v2.Version)
+	}
+	if again, _ := e.Client.PutSpec(t.Context(), "rolled", e.Spec(strings.Replace(subSpec, "read {{", "open {{", 1))); again.Version != 3 {
+		t.Fatalf("a new content after the rollback: version %d, want 3", again.Version)
+	}
 }

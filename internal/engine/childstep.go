@@ -48,6 +48,21 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	p, st := run.p, run.st
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	id := flow.ChildID(p.Workflow, p.Step, p.Gen, run.attempt)
+	if cspec, err := h.specs.get(sctx, h.st, id); err == nil {
+		// started already (a retry, a redelivery): the child keeps the
+		// version it started with; its roots again change nothing
+		return h.resumeChild(sctx, run, id, cspec)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	depth, err := h.childDepth(sctx, p.Workflow)
+	if err != nil {
+		return err
+	}
+	if depth >= MaxChildDepth {
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("workflow.spec: %s would be a child %d levels deep, over %d (does a spec start itself?)", st.Workflow.Spec, depth+1, MaxChildDepth))
+	}
 	raw, version, err := h.st.GetSpec(sctx, st.Workflow.Spec, 0)
 	if errors.Is(err, store.ErrNoSpec) {
 		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("workflow.spec: no stored spec %q (enqueue spec put, or a worker's RegisterSpec)", st.Workflow.Spec))
@@ -72,7 +87,6 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if err := spec.CheckKeys(ctx, &child); err != nil {
 		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("child workflow %s: %w", st.Workflow.Spec, err))
 	}
-	id := flow.ChildID(p.Workflow, p.Step, p.Gen, run.attempt)
 	// parked first: the child's end finds the step waiting, however soon
 	// it comes
 	var state string
@@ -88,8 +102,13 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if err := h.st.SetChild(sctx, p.Workflow, p.Step, id); err != nil {
 		return err // retried: parking and linking again change nothing
 	}
-	if err := h.createChild(sctx, run, id, &child); err != nil {
+	if err := h.createChild(sctx, run, id, &child, depth+1); err != nil {
 		return err // retried: the child is created once
+	}
+	if w, err := h.st.Summary(sctx, p.Workflow); err == nil && record.Terminal(w.State) {
+		// the parent ended (a cancel) while its child was being created,
+		// after the cancel looked for children: the child goes too
+		_, _ = h.st.Cancel(sctx, id, ids(&child))
 	}
 	if h.o.AfterChild != nil {
 		h.o.AfterChild(p.Workflow, p.Step, id)
@@ -103,7 +122,7 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 // with its parent's deadline if that comes first, and enqueues its roots;
 // a child that exists already is left as it is (its roots enqueued again
 // change nothing: their task ids).
-func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec *spec.Spec) error {
+func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec *spec.Spec, depth int) error {
 	data, err := json.Marshal(wspec)
 	if err != nil {
 		return err
@@ -115,12 +134,8 @@ func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec
 	if run.deadline != nil && (deadline.IsZero() || run.deadline.Before(deadline)) {
 		deadline = *run.deadline
 	}
-	ids := make([]string, len(wspec.Steps))
-	for i := range wspec.Steps {
-		ids[i] = wspec.Steps[i].ID
-	}
-	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots(),
-		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: run.r.Queue}}
+	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids(wspec), DeadlineAt: deadline, Ready: wspec.Roots(),
+		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: run.r.Queue, Depth: depth}}
 	if h.st.EnqueuesTasks() && deadline.IsZero() {
 		for _, root := range wspec.Roots() {
 			st, _ := wspec.Step(root)
@@ -137,12 +152,56 @@ func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec
 	if err := flow.ScheduleDeadline(ctx, h.o.Client, id, wspec, deadline, h.st.Retention()); err != nil {
 		return err
 	}
+	return enqueueRoots(ctx, h, id, wspec)
+}
+
+// resumeChild finishes starting child id, created already with cspec: the
+// step parked and linked, the child's roots enqueued (again: their task
+// ids keep them from running twice).
+func (h *Handler) resumeChild(ctx context.Context, run stepRun, id string, cspec *spec.Spec) error {
+	p := run.p
+	state, err := h.st.Wait(ctx, p.Workflow, p.Step, fmt.Sprintf("waits for child workflow %s (%s)", id, run.st.Workflow.Spec))
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotRecorded, err)
+	}
+	if record.Terminal(state) {
+		return nil
+	}
+	if err := h.st.SetChild(ctx, p.Workflow, p.Step, id); err != nil {
+		return err
+	}
+	return enqueueRoots(ctx, h, id, cspec)
+}
+
+func enqueueRoots(ctx context.Context, h *Handler, id string, wspec *spec.Spec) error {
 	for _, root := range wspec.Roots() {
 		if err := flow.EnqueueStep(ctx, h.o.Client, id, wspec, root, 0, h.st.Retention()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// MaxChildDepth bounds how deep child workflows nest (a spec that starts
+// itself would nest without end); a cancel follows children as deep.
+const MaxChildDepth = 32
+
+// childDepth is how deep workflow wf is among child workflows (0: not a
+// child).
+func (h *Handler) childDepth(ctx context.Context, wf string) (int, error) {
+	l, err := h.st.ParentOf(ctx, wf)
+	if err != nil || l == nil {
+		return 0, err
+	}
+	return l.Depth, nil
+}
+
+func ids(wspec *spec.Spec) []string {
+	out := make([]string, len(wspec.Steps))
+	for i := range wspec.Steps {
+		out[i] = wspec.Steps[i].ID
+	}
+	return out
 }
 
 // childEnded settles a child workflow step whose child ended: done with

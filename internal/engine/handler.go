@@ -168,6 +168,11 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		log.Error("step task dead-lettered: the workflow has no such step")
 		return fmt.Errorf("workflow %s has no step %q: %w", flow.BoundID(p.Workflow), flow.BoundID(p.Step), asynq.SkipRetry)
 	}
+	if t.Type() == tasks.TypeSignalTimeout || t.Type() == tasks.TypeChildEnded {
+		if wanted, err := h.st.WaitEndWanted(ctx, p.Workflow, p.Step); err != nil || !wanted {
+			return err // settled already: delivered again, it starts nothing over
+		}
+	}
 	r := spec.Resolve(wspec, st)
 	taskID, _ := asynq.GetTaskID(ctx)
 	slot, parked, err := h.admit(ctx, t, p, wspec, st, r, taskID, log)

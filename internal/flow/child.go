@@ -29,9 +29,14 @@ func ChildID(wf, step string, gen, attempt int) string {
 }
 
 // ChildEndedTaskID is the id of the task that tells a child workflow
-// step its child ended.
+// step its child ended (once per child run: a child rerun after it ended
+// tells again).
 func ChildEndedTaskID(l store.ParentLink) string {
-	return StepTaskID(l.Workflow, l.Step, l.Gen) + ":child-ended:" + strconv.Itoa(l.Attempt)
+	id := StepTaskID(l.Workflow, l.Step, l.Gen) + ":child-ended:" + strconv.Itoa(l.Attempt)
+	if l.ChildGen > 0 {
+		id += ":" + strconv.Itoa(l.ChildGen)
+	}
+	return id
 }
 
 // TellParent tells the step that started child workflow wf, if it is one,

@@ -224,8 +224,31 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 	return c.cancel(ctx, id, 0)
 }
 
-// maxChildDepth bounds how deep a cancel follows child workflows.
+// maxChildDepth bounds how deep a cancel follows child workflows (as deep
+// as children nest: engine.MaxChildDepth).
 const maxChildDepth = 32
+
+// cancelChildren cancels the child workflows workflow id's steps started
+// (and theirs), those that still run.
+func (c *Client) cancelChildren(ctx context.Context, id string, depth int) error {
+	children, err := c.store.Children(ctx, id)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, child := range children {
+		if depth >= maxChildDepth {
+			return fmt.Errorf("child workflow %s: over %d levels of children: not canceled", child, maxChildDepth)
+		}
+		if w, err := c.store.Summary(ctx, child); err != nil || record.Terminal(w.State) {
+			continue // gone, or ended: nothing to stop (its own children were handled when it ended)
+		}
+		if _, err := c.cancel(ctx, child, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("child workflow %s: %w", child, err))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 func (c *Client) cancel(ctx context.Context, id string, depth int) (string, error) {
 	wspec, err := c.spec(ctx, id)
@@ -237,8 +260,11 @@ func (c *Client) cancel(ctx context.Context, id string, depth int) (string, erro
 		ids[i] = st.ID
 	}
 	state, err := c.store.Cancel(ctx, id, ids)
-	if err != nil || state != record.StateCanceled {
+	if err != nil {
 		return state, err
+	}
+	if state != record.StateCanceled { // ended already; its children, if any still run, go now
+		return state, c.cancelChildren(ctx, id, depth)
 	}
 	errs := flow.StopTasks(c.insp, flow.TasksOf(ctx, c.store, id, wspec), "")
 	if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, id, wspec, record.StateCanceled); err != nil {
@@ -247,18 +273,8 @@ func (c *Client) cancel(ctx context.Context, id string, depth int) (string, erro
 	if err := flow.TellParent(ctx, c.asynq, c.store, id, record.StateCanceled); err != nil {
 		errs = append(errs, err)
 	}
-	children, err := c.store.Children(ctx, id)
-	if err != nil {
+	if err := c.cancelChildren(ctx, id, depth); err != nil {
 		errs = append(errs, err)
-	}
-	for _, child := range children {
-		if depth >= maxChildDepth {
-			errs = append(errs, fmt.Errorf("child workflow %s: over %d levels of children: not canceled", child, maxChildDepth))
-			break
-		}
-		if _, err := c.cancel(ctx, child, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("child workflow %s: %w", child, err))
-		}
 	}
 	if len(errs) > 0 {
 		return state, fmt.Errorf("workflow %s canceled, but some of its tasks could not be stopped (they will stop at their next start): %w", id, errors.Join(errs...))
@@ -308,7 +324,11 @@ func (c *Client) DeadLetterTask(ctx context.Context, id, step string) (string, e
 		if t := flow.SignalTimeoutTaskID(id, step, w.Generation, s.Attempts); c.archived(t) {
 			return t, nil
 		}
-		if t := flow.ChildEndedTaskID(store.ParentLink{Workflow: id, Step: step, Gen: w.Generation, Attempt: s.Attempts}); c.archived(t) {
+		l := store.ParentLink{Workflow: id, Step: step, Gen: w.Generation, Attempt: s.Attempts}
+		if child, err := c.store.Summary(ctx, flow.ChildID(id, step, w.Generation, s.Attempts)); err == nil {
+			l.ChildGen = child.Generation
+		}
+		if t := flow.ChildEndedTaskID(l); c.archived(t) {
 			return t, nil // a child workflow step whose child failed
 		}
 		if o, _ := c.store.Owners(ctx, id, []string{step}); len(o) == 1 && strings.HasPrefix(o[0], own+":") && c.archived(o[0]) {

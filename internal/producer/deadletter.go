@@ -31,6 +31,7 @@ type DeadLetter struct {
 	Reason   string    `json:"reason"` // the last error, as asynq's archive and asynqmon show it
 	FailedAt time.Time `json:"failed_at"`
 	Attempts int       `json:"attempts"`
+	taskType string    // the archived task's type
 }
 
 // DeadLetterDetail is one dead letter with what a reviewer needs.
@@ -90,7 +91,7 @@ func (c *Client) deadLetter(ctx context.Context, info *asynq.TaskInfo) (DeadLett
 	if !tasks.RunsStep(info.Type) {
 		return DeadLetter{}, false
 	}
-	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: reasonOf(info.LastErr), FailedAt: info.LastFailedAt, Attempts: info.Retried + 1}
+	d := DeadLetter{TaskID: info.ID, Queue: info.Queue, Reason: reasonOf(info.LastErr), FailedAt: info.LastFailedAt, Attempts: info.Retried + 1, taskType: info.Type}
 	if cl, _, ok := strings.Cut(info.LastErr, ":"); ok && slices.Contains(retry.Classes(), retry.Class(cl)) {
 		d.Class = cl // a reason begins with its class ("m[3]: …" does not name one)
 	}
@@ -196,6 +197,9 @@ func (c *Client) Requeue(ctx context.Context, taskID string) error {
 		if err := c.store.Watch(ctx, p.Workflow); err != nil {
 			return fmt.Errorf("requeue %s: %w", taskID, err)
 		}
+		if err := c.markWaitEnd(ctx, info.Type, p); err != nil {
+			return fmt.Errorf("requeue %s: %w", taskID, err)
+		}
 	}
 	if err := c.insp.RunTask(info.Queue, info.ID); err != nil {
 		return fmt.Errorf("requeue %s: %w", taskID, err)
@@ -214,6 +218,9 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 	for _, d := range dls {
 		if d.Workflow != "" {
 			if err := c.store.Watch(ctx, d.Workflow); err != nil {
+				return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
+			}
+			if err := c.markWaitEnd(ctx, d.taskType, tasks.Payload{Workflow: d.Workflow, Step: d.Step}); err != nil {
 				return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
 			}
 		}
@@ -237,8 +244,12 @@ func (c *Client) Discard(ctx context.Context, taskID string) error {
 	}
 	var p tasks.Payload
 	if json.Unmarshal(info.Payload, &p) == nil && p.Workflow != "" {
-		if err := c.store.Fail(ctx, p.Workflow); err != nil && !errors.Is(err, store.ErrNotFound) {
+		state, err := c.store.Fail(ctx, p.Workflow)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
+		}
+		if state != record.StateFailed {
+			return nil // not blocked (an optional step's dead letter): it goes on
 		}
 		if wspec, err := c.spec(ctx, p.Workflow); err == nil {
 			if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, p.Workflow, wspec, record.StateFailed); err != nil {
@@ -248,8 +259,18 @@ func (c *Client) Discard(ctx context.Context, taskID string) error {
 		if err := flow.TellParent(ctx, c.asynq, c.store, p.Workflow, record.StateFailed); err != nil {
 			return err
 		}
+		return c.cancelChildren(ctx, p.Workflow, 0) // a failed workflow's children have no one to tell
 	}
 	return nil
+}
+
+// markWaitEnd marks the step of a wait's end task (a signal step's
+// timeout, a child's end) requeued, so the task starts the step over.
+func (c *Client) markWaitEnd(ctx context.Context, typ string, p tasks.Payload) error {
+	if typ != tasks.TypeSignalTimeout && typ != tasks.TypeChildEnded {
+		return nil
+	}
+	return c.store.MarkRequeued(ctx, p.Workflow, p.Step)
 }
 
 // reasonOf is an archived task's last error as people read it: without

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,12 @@ type ParentLink struct {
 	Gen      int    `json:"gen"`
 	Attempt  int    `json:"attempt"`
 	Queue    string `json:"queue"`
+	// Depth is how deep the child is among children (1: a child of a
+	// workflow that is not one).
+	Depth int `json:"depth,omitempty"`
+	// ChildGen is, as ParentOf reads it, the child's own run (a child
+	// rerun after it ended tells its parent again).
+	ChildGen int `json:"-"`
 }
 
 func parentLink(v string) (ParentLink, bool) {
@@ -35,14 +42,12 @@ func parentLink(v string) (ParentLink, bool) {
 // ParentOf is the step that started child workflow wf; nil for a
 // workflow that is not a child (or gone).
 func (s *Store) ParentOf(ctx context.Context, wf string) (*ParentLink, error) {
-	v, err := s.rdb.HGet(ctx, wfKey(wf), "parent").Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
+	v, err := s.rdb.HMGet(ctx, wfKey(wf), "parent", "gen").Result()
 	if err != nil {
 		return nil, fmt.Errorf("store: parent of %s: %w", wf, err)
 	}
-	if l, ok := parentLink(v); ok {
+	if l, ok := parentLink(str(v[0])); ok {
+		l.ChildGen, _ = strconv.Atoi(str(v[1]))
 		return &l, nil
 	}
 	return nil, nil
@@ -70,4 +75,35 @@ func (s *Store) Children(ctx context.Context, wf string) ([]string, error) {
 		return nil, fmt.Errorf("store: children of %s: %w", wf, err)
 	}
 	return out, nil
+}
+
+// A wait's own end (a signal step's timeout, a child's end) runs as the
+// step's task; delivered again after it settled the step (a worker died
+// before asynq archived it), it must not start the step over. Only a
+// person's requeue of its dead letter does: Requeue marks the step first.
+
+// WaitEndWanted reports whether a wait's end task for step of wf is to
+// run: the step waits, or its dead letter was requeued (the mark is taken).
+func (s *Store) WaitEndWanted(ctx context.Context, wf, step string) (bool, error) {
+	f := s.fields.of(step)
+	st, err := s.rdb.HGet(ctx, wfKey(wf), f.name(fState).(string)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("store: state of %s/%s: %w", wf, step, err)
+	}
+	if st == StepWaiting {
+		return true, nil
+	}
+	n, err := s.rdb.HDel(ctx, wfKey(wf), step+".requeued").Result()
+	if err != nil {
+		return false, fmt.Errorf("store: requeue mark of %s/%s: %w", wf, step, err)
+	}
+	return n == 1, nil
+}
+
+// MarkRequeued marks step of wf requeued by a person (WaitEndWanted).
+func (s *Store) MarkRequeued(ctx context.Context, wf, step string) error {
+	if err := s.rdb.HSet(ctx, wfKey(wf), step+".requeued", "1").Err(); err != nil {
+		return fmt.Errorf("store: mark %s/%s requeued: %w", wf, step, err)
+	}
+	return nil
 }

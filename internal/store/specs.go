@@ -18,19 +18,23 @@ import (
 // hash tag ({spec:<name>}), so a put is one script (Redis Cluster safe);
 // the names are indexed in a set of their own. Stored specs do not expire.
 //
-//	{spec:<name>}:v  hash: latest → N, v:N → the spec (JSON), h:<sha256> → N
+//	{spec:<name>}:v  hash: latest → the version new workflows run, top → the highest, v:N → the spec (JSON), h:<sha256> → N
 
 func specKey(name string) string { return Prefix + "{spec:" + name + "}:v" }
 func specNamesKey() string       { return Prefix + "specs" }
 
 // putSpecScript stores a spec's version unless one holds the same
-// content. KEYS: the name's versions. ARGV: the content's hash, the spec.
-// Returns {version, 1 if it is new}.
+// content (that version becomes the latest again: a rollback). KEYS: the
+// name's versions. ARGV: the content's hash, the spec. Returns {version,
+// 1 if it is new}.
 var putSpecScript = redis.NewScript(`
 local v = redis.call('HGET', KEYS[1], 'h:' .. ARGV[1])
-if v then return {tonumber(v), 0} end
-local n = redis.call('HINCRBY', KEYS[1], 'latest', 1)
-redis.call('HSET', KEYS[1], 'v:' .. n, ARGV[2], 'h:' .. ARGV[1], n)
+if v then
+  redis.call('HSET', KEYS[1], 'latest', v)
+  return {tonumber(v), 0}
+end
+local n = tonumber(redis.call('HGET', KEYS[1], 'top') or redis.call('HGET', KEYS[1], 'latest') or '0') + 1
+redis.call('HSET', KEYS[1], 'v:' .. n, ARGV[2], 'h:' .. ARGV[1], n, 'latest', n, 'top', n)
 return {n, 1}
 `)
 

@@ -236,17 +236,17 @@ func (s *Store) end(ctx context.Context, wf, state string, steps []string, reaso
 }
 
 // Fail ends a blocked workflow as failed; other states are left alone.
-func (s *Store) Fail(ctx context.Context, wf string) error {
+func (s *Store) Fail(ctx context.Context, wf string) (string, error) {
 	now := s.now()
 	keys, args := s.logged(wf, now, []string{wfKey(wf)}, []any{ts(now)}, Event{Type: record.EventEnded, State: StateFailed})
 	st, err := failScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
-		return fmt.Errorf("store: fail %s: %w", wf, err)
+		return "", fmt.Errorf("store: fail %s: %w", wf, err)
 	}
 	if st == "" {
-		return fmt.Errorf("store: fail %s: %w", wf, ErrNotFound)
+		return "", fmt.Errorf("store: fail %s: %w", wf, ErrNotFound)
 	}
-	return nil
+	return st, nil
 }
 
 // Spec returns the stored spec JSON of a workflow.

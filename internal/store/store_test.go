@@ -412,8 +412,8 @@ func TestFailedIsFinal(t *testing.T) {
 	if state, _, err := settle(ctx, s, "wf", "a", store.Outcome{Error: "bad_request: no", Class: "bad_request"}, chordDeps); err != nil || state != store.StateBlocked {
 		t.Fatalf("a dead: %q %v", state, err)
 	}
-	if err := s.Fail(ctx, "wf"); err != nil {
-		t.Fatal(err)
+	if state, err := s.Fail(ctx, "wf"); err != nil || state != store.StateFailed {
+		t.Fatalf("fail: %q %v", state, err)
 	}
 	for _, step := range []string{"b", "c"} {
 		state, ready, err := settle(ctx, s, "wf", step, store.Outcome{Done: true, Optional: true}, chordDeps)

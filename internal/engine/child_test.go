@@ -329,3 +329,19 @@ func TestASpecThatStartsItselfStopsAndARollback(t *testing.T) {
 		t.Fatalf("a new content after the rollback: version %d, want 3", again.Version)
 	}
 }
+
+// A child whose final step is a map gives its parent the list of its
+// instances' outputs.
+func TestAChildWithAMapFinalGivesItsList(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{}, reported)
+	if _, err := e.Client.PutSpec(t.Context(), "each", e.Spec("name: each\ninput: { items: [] }\nsteps:\n  - { id: m, for_each: \"{{ .Input.items }}\", route: solo, prompt: \"item {{ .Item }}\" }\n")); err != nil {
+		t.Fatal(err)
+	}
+	id := e.Submit(t, e.Spec("name: p\nsteps:\n  - { id: sub, workflow: { spec: each, input: { items: [1, 2, 3] } } }\n"))
+	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted)
+	var list []string
+	if err := json.Unmarshal([]byte(wf.Steps[0].Output), &list); err != nil || len(list) != 3 || !strings.Contains(list[2], "item 3") {
+		t.Fatalf("the step's output %q (%v): want its child's three instances' outputs", wf.Steps[0].Output, err)
+	}
+}

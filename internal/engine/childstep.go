@@ -233,7 +233,14 @@ func (h *Handler) childEnded(ctx context.Context, run stepRun) error {
 	if err != nil {
 		return err
 	}
-	out := flow.ChildOutput(cspec, child)
+	maps, err := h.childMapOutputs(sctx, id, cspec, child)
+	if errors.Is(err, errMapViewTooLarge) {
+		return h.childFailed(ctx, run, fmt.Sprintf("%s: child workflow %s's output is over limits.max_output_bytes (%d)", retry.OutputTooLarge, id, h.o.MaxOutputBytes))
+	}
+	if err != nil {
+		return err
+	}
+	out := flow.ChildOutput(cspec, child, maps)
 	if len(out) > h.o.MaxOutputBytes {
 		return h.childFailed(ctx, run, fmt.Sprintf("%s: child workflow %s's output is %d bytes, over limits.max_output_bytes (%d)", retry.OutputTooLarge, id, len(out), h.o.MaxOutputBytes))
 	}
@@ -255,4 +262,41 @@ func (h *Handler) childFailed(ctx context.Context, run stepRun, reason string) e
 	}
 	run.log.Error("child workflow step dead-lettered", "err", reason)
 	return fmt.Errorf("%s: %s: %w", retry.Handler, store.Excerpt(reason), asynq.SkipRetry)
+}
+
+// childMapOutputs reads the instances' outputs of child id's final map
+// steps (a record with map counters), each as a JSON list, a page at a
+// time, up to limits.max_output_bytes (errMapViewTooLarge past it).
+func (h *Handler) childMapOutputs(ctx context.Context, id string, cspec *spec.Spec, child *store.Workflow) (map[string]json.RawMessage, error) {
+	finals := map[string]bool{}
+	for _, f := range cspec.Finals() {
+		finals[f] = true
+	}
+	var out map[string]json.RawMessage
+	size := 0
+	for _, s := range child.Steps {
+		if !finals[s.ID] || s.Map == nil {
+			continue
+		}
+		var list []json.RawMessage
+		for from := 0; from < s.Map.Items; from += flow.OutputsPage {
+			page, err := h.st.InstanceOutputs(ctx, id, s.ID, from, min(flow.OutputsPage, s.Map.Items-from))
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range page {
+				v := flow.OutputValue(cspec, s.ID, r.Output, r.State == store.StepDone)
+				if size += len(v) + 1; size > h.o.MaxOutputBytes {
+					return nil, errMapViewTooLarge
+				}
+				list = append(list, v)
+			}
+		}
+		b, _ := json.Marshal(list)
+		if out == nil {
+			out = map[string]json.RawMessage{}
+		}
+		out[s.ID] = b
+	}
+	return out, nil
 }

@@ -62,20 +62,20 @@ func TellParent(ctx context.Context, c *asynq.Client, st *store.Store, wf, state
 
 // ChildOutput is what a completed child workflow gives its parent step:
 // its final step's output (as JSON: a JSON output as it is, text as a
-// string), or, with several final steps, an object of them keyed by step
-// id.
-func ChildOutput(wspec *spec.Spec, wf *record.Workflow) string {
+// string, a dead optional step's null; a map step's, maps[id], the list of
+// its instances'), or, with several final steps, an object of them keyed
+// by step id.
+func ChildOutput(wspec *spec.Spec, wf *record.Workflow, maps map[string]json.RawMessage) string {
 	finals := wspec.Finals()
 	value := func(id string) json.RawMessage {
+		if m, ok := maps[id]; ok {
+			return m
+		}
 		for _, s := range wf.Steps {
 			if s.ID != id {
 				continue
 			}
-			if st, ok := wspec.Step(id); ok && spec.WantsJSON(st) && json.Valid([]byte(s.Output)) {
-				return json.RawMessage(s.Output)
-			}
-			b, _ := json.Marshal(s.Output)
-			return b
+			return OutputValue(wspec, id, s.Output, s.State == record.StepDone)
 		}
 		return json.RawMessage("null")
 	}
@@ -88,6 +88,19 @@ func ChildOutput(wspec *spec.Spec, wf *record.Workflow) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
+}
+
+// OutputValue is step id's output as a JSON value: a JSON output as it
+// is, text as a string; null for a step that is not done.
+func OutputValue(wspec *spec.Spec, id, output string, done bool) json.RawMessage {
+	if !done {
+		return json.RawMessage("null")
+	}
+	if st, ok := wspec.Step(id); ok && spec.WantsJSON(st) && json.Valid([]byte(output)) {
+		return json.RawMessage(output)
+	}
+	b, _ := json.Marshal(output)
+	return b
 }
 
 // ScheduleDeadline schedules the task that ends workflow id timed out at

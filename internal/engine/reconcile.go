@@ -189,6 +189,13 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 			}
 			continue
 		}
+		if sp.State == store.StepWaiting && spec.WaitsFor(st) == spec.WaitChild {
+			open = true // kept in view until its child's end is told
+			if err := r.childWait(ctx, wf, sp, pr.Gen); err != nil {
+				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
+			}
+			continue
+		}
 		due, inFlight := r.due(sp, now, len(st.DependsOn) == 0, now.After(pr.CreatedAt.Add(r.o.Grace)))
 		open = open || inFlight
 		if due {
@@ -320,4 +327,19 @@ func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int,
 		return fmt.Errorf("archive %s: %w", flow.StepTaskID(wf, id, gen), err)
 	}
 	return nil
+}
+
+// childWait tells a waiting child workflow step its child ended, again,
+// if the child did (its own end's telling was lost: Redis away longer
+// than the settle's wait). Telling twice is one task: its id.
+func (r *Reconciler) childWait(ctx context.Context, wf string, sp store.StepProgress, gen int) error {
+	child := flow.ChildID(wf, sp.ID, gen, sp.Attempts)
+	w, err := r.h.st.Summary(ctx, child)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // not created yet: the step's own task (asynq brings it back) creates it
+	}
+	if err != nil {
+		return err
+	}
+	return flow.TellParent(ctx, r.h.o.Client, r.h.st, child, w.State)
 }

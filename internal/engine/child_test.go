@@ -345,3 +345,40 @@ func TestAChildWithAMapFinalGivesItsList(t *testing.T) {
 		t.Fatalf("the step's output %q (%v): want its child's three instances' outputs", wf.Steps[0].Output, err)
 	}
 }
+
+// A child step's task delivered again after a new version of its spec was
+// put finds the child it started and keeps its version: nothing of the
+// new version is checked against it or enqueued for it.
+func TestARedeliveredChildStepKeepsItsChildsVersion(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(300 * time.Millisecond)}}}}, reported)
+	id := e.Submit(t, e.Spec("name: p\nsteps:\n  - { id: sub, workflow: { spec: sub, input: { q: x } } }\n"))
+	var child string
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		cs := childrenOf(t, e, id)
+		if len(cs) == 1 {
+			child = cs[0]
+		}
+		return child != "", "no child started"
+	})
+	// version 2 has other steps and a key its input cannot render
+	if _, err := e.Client.PutSpec(t.Context(), "sub", e.Spec(`name: sub
+concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
+steps:
+  - { id: other, route: solo, prompt: "other" }
+`)); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(tasks.Payload{Workflow: id, Step: "sub"})
+	if _, err := e.Asynq.Enqueue(asynq.NewTask(tasks.TypeStep, payload, asynq.TaskID("dup-"+id))); err != nil {
+		t.Fatal(err)
+	}
+	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked)
+	if wf.State != store.StateCompleted || wf.Steps[0].Child != child {
+		t.Fatalf("after the redelivery: %s, child %s (was %s): %+v", wf.State, wf.Steps[0].Child, child, wf.Steps[0])
+	}
+	c, err := e.Store.Get(t.Context(), child)
+	if err != nil || len(c.Steps) != 3 || c.Steps[0].ID != "search" {
+		t.Fatalf("the child ran %+v (%v): want version 1's three steps", c, err)
+	}
+}

@@ -38,6 +38,7 @@ type params struct {
 	mapItems, mapParallel        int
 	events                       bool
 	keys                         bool
+	handoff                      bool
 	followers                    int
 	eventsOff                    bool // this run keeps no event log (-events sets it per run)
 }
@@ -139,6 +140,7 @@ func main() {
 	flag.IntVar(&p.runs, "runs", 1, "repeat each agentq/bare asynq measurement this many times and report the median ratio (shared machines are noisy)")
 	flag.IntVar(&p.mapItems, "map", 0, "instead of agentq against bare asynq, run one workflow mapping this many items (for_each, prompt instances) then a reduce, against as many steps of -members-member chords; reports CPU per step of each and their ratio")
 	flag.BoolVar(&p.events, "events", false, "instead of agentq against bare asynq, run each shape with the event log off and with it on and every step streaming (stream: true), back to back; reports Redis and process CPU per step of each and their ratio")
+	flag.BoolVar(&p.handoff, "handoff", false, "instead of agentq against bare asynq, measure hand-offs on an idle worker: ten chains of 21 steps one at a time (200 hand-offs, a step's settle to its successor's start), p50 and p99, and the idle worker's Redis commands/s")
 	flag.BoolVar(&p.keys, "keys", false, "instead of agentq against bare asynq, measure concurrency keys: tenant B's time to completion beside tenant A's 2,000-item map without and with a key per tenant (limit 10), Redis commands/s while 1,000 steps wait on a full key, and each shape's CPU per step with and without a key on every step")
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
@@ -236,6 +238,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.keys {
 		return runKeys(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
+	if p.handoff {
+		return runHandoff(ctx, p, out, rdb, db, chaosURL)
 	}
 	if p.followers > 0 {
 		return runFollowers(ctx, p, out, rdb, db, chaosURL)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/internal/worker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -381,4 +383,43 @@ steps:
 	if err != nil || len(c.Steps) != 3 || c.Steps[0].ID != "search" {
 		t.Fatalf("the child ran %+v (%v): want version 1's three steps", c, err)
 	}
+}
+
+// A child's end whose telling was lost (its task gone: Redis refused the
+// enqueue through a long outage) is told again by the reconciler: the
+// waiting step keeps its workflow in view, and the step completes.
+func TestTheReconcilerTellsALostChildEnd(t *testing.T) {
+	reported := make(chan []any, 1)
+	e := childEnv(t, testenv.Options{NoWorker: true}, reported)
+	lost := make(chan string, 1)
+	var once sync.Once
+	drop := func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			if t.Type() == tasks.TypeChildEnded {
+				dropped := false
+				once.Do(func() {
+					id, _ := asynq.GetTaskID(ctx)
+					lost <- id
+					dropped = true
+				})
+				if dropped {
+					return nil // as if it never ran
+				}
+			}
+			return next.ProcessTask(ctx, t)
+		})
+	}
+	runWorker(t, e, nil, func(o *worker.Options) { fastReconciler(o); o.Middleware = drop })
+	id := e.Submit(t, e.Spec("name: p\nsteps:\n  - { id: sub, workflow: { spec: sub, input: { q: x } } }\n"))
+	task := <-lost
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: e.DB.Addr, DB: e.DB.DB})
+	defer insp.Close()
+	poll.Until(t, 10*time.Second, func() (bool, string) { // gone from asynq: the telling never happened
+		err := insp.DeleteTask("default", task)
+		return err == nil, fmt.Sprintf("delete %s: %v", task, err)
+	})
+	if wf, _ := e.Store.Get(t.Context(), id); wf.State != store.StateWaiting {
+		t.Fatalf("before the reconciler: %s", wf.State)
+	}
+	e.Wait(t, id, 30*time.Second, store.StateCompleted)
 }

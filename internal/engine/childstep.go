@@ -60,8 +60,8 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if err != nil {
 		return err
 	}
-	if depth >= MaxChildDepth {
-		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("workflow.spec: %s would be a child %d levels deep, over %d (does a spec start itself?)", st.Workflow.Spec, depth+1, MaxChildDepth))
+	if depth >= flow.MaxChildDepth {
+		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("workflow.spec: %s would be a child %d levels deep, over %d (does a spec start itself?)", st.Workflow.Spec, depth+1, flow.MaxChildDepth))
 	}
 	raw, version, err := h.st.GetSpec(sctx, st.Workflow.Spec, 0)
 	if errors.Is(err, store.ErrNoSpec) {
@@ -181,10 +181,6 @@ func enqueueRoots(ctx context.Context, h *Handler, id string, wspec *spec.Spec) 
 	}
 	return nil
 }
-
-// MaxChildDepth bounds how deep child workflows nest (a spec that starts
-// itself would nest without end); a cancel follows children as deep.
-const MaxChildDepth = 32
 
 // childDepth is how deep workflow wf is among child workflows (0: not a
 // child).

@@ -28,6 +28,10 @@ func ChildID(wf, step string, gen, attempt int) string {
 	return "wf_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:12]))
 }
 
+// MaxChildDepth bounds how deep child workflows nest (a spec that starts
+// itself would nest without end); a cancel follows children as deep.
+const MaxChildDepth = 32
+
 // ChildEndedTaskID is the id of the task that tells a child workflow
 // step its child ended (once per child run: a child rerun after it ended
 // tells again).

@@ -22,6 +22,8 @@ type ConcurrencySpec struct {
 	// Limit is how many of the key's steps may be in flight at once, 1 to
 	// MaxConcurrencyLimit.
 	Limit int `yaml:"limit" json:"limit"`
+
+	keyT *Template // Key parsed (Prepare); nil: parsed when rendered
 }
 
 // MaxConcurrencyLimit bounds a concurrency key's limit; MaxKeyBytes a
@@ -43,9 +45,12 @@ func ConcurrencyOf(s *Spec, st *Step) *ConcurrencySpec {
 // RenderKey renders c's key over the workflow's input, and refuses a key
 // that is empty, too long or holds a control character.
 func RenderKey(ctx context.Context, c *ConcurrencySpec, input map[string]any) (string, error) {
-	t, err := parseTemplate("concurrency.key", c.Key)
-	if err != nil {
-		return "", fmt.Errorf("concurrency.key: %w", err)
+	t := c.keyT
+	if t == nil { // a spec not prepared (read as it is stored)
+		var err error
+		if t, err = parseTemplate("concurrency.key", c.Key); err != nil {
+			return "", fmt.Errorf("concurrency.key: %w", err)
+		}
 	}
 	k, err := RenderData(ctx, t, TemplateData{Input: input})
 	if err != nil {
@@ -89,6 +94,14 @@ func (s *Spec) checkConcurrency(c *ConcurrencySpec, line int, where string, bad 
 	if len(refs) > 0 || readsItem(t) {
 		bad(line, where+".key", "reads .Steps or .Item: a key is a template over .Input only (it is known when the workflow is submitted)")
 	}
+}
+
+// prepareKey parses c's key once, for every step that renders it.
+func prepareKey(c *ConcurrencySpec) (err error) {
+	if c != nil {
+		c.keyT, err = parseTemplate("concurrency.key", c.Key)
+	}
+	return err
 }
 
 // CheckKeys renders s's concurrency keys over its input as submitted and

@@ -299,9 +299,15 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 // the spec cache. It returns the first template that does not parse.
 func Prepare(s *Spec) error {
 	s.indexGraph()
+	if err := prepareKey(s.Concurrency); err != nil {
+		return err
+	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
 		var err error
+		if err := prepareKey(st.Concurrency); err != nil {
+			return err
+		}
 		if st.promptT, err = parseTemplate(st.ID+".prompt", st.Prompt); err != nil {
 			return err
 		}

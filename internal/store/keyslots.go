@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -358,17 +357,4 @@ func (s *Store) Throttle(ctx context.Context, wf, step string, gen int, task, te
 	st, _ := res[0].(string)
 	marked, _ := res[1].(int64)
 	return st, marked == 1, nil
-}
-
-// StepAttempts is how many attempts step of wf has begun.
-func (s *Store) StepAttempts(ctx context.Context, wf, step string) (int, error) {
-	v, err := s.rdb.HGet(ctx, wfKey(wf), s.fields.of(step).name(fAttempts).(string)).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: attempts of %s/%s: %w", wf, step, err)
-	}
-	n, _ := strconv.Atoi(v)
-	return n, nil
 }

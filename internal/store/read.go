@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/agentq/agentq/internal/record"
+	"github.com/redis/go-redis/v9"
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).
@@ -149,4 +151,17 @@ func (s *Store) Owners(ctx context.Context, wf string, steps []string) ([]string
 		out[i] = str(v[i])
 	}
 	return out, nil
+}
+
+// StepAttempts is how many attempts step of wf has begun.
+func (s *Store) StepAttempts(ctx context.Context, wf, step string) (int, error) {
+	v, err := s.rdb.HGet(ctx, wfKey(wf), s.fields.of(step).name(fAttempts).(string)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: attempts of %s/%s: %w", wf, step, err)
+	}
+	n, _ := strconv.Atoi(v)
+	return n, nil
 }

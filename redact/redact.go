@@ -122,7 +122,7 @@ func (r *Redactor) redact(s string, edges bool) string {
 	if r != nil {
 		for _, sec := range r.secrets {
 			if strings.Contains(s, sec.value) {
-				s = strings.ReplaceAll(s, sec.value, sec.label)
+				s = replaceWhole(s, sec.value, sec.label)
 			}
 		}
 		s = r.pieces.remove(s)
@@ -144,18 +144,55 @@ func (r *Redactor) edges(s string) string {
 		v := sec.value
 		for n := min(len(v)-1, len(s)); n >= minEdge; n-- {
 			if strings.HasSuffix(s, v[:n]) {
-				s = s[:len(s)-n] + sec.label
+				s = s[:runeStart(s, len(s)-n)] + sec.label
 				break
 			}
 		}
 		for n := min(len(v)-1, len(s)); n >= minEdge; n-- {
 			if strings.HasPrefix(s, v[len(v)-n:]) {
-				s = sec.label + s[n:]
+				s = sec.label + s[runeEnd(s, n):]
 				break
 			}
 		}
 	}
 	return s
+}
+
+// replaceWhole replaces every v in s by label. A secret's bytes need not be
+// UTF-8 (a webhook secret's decoded bytes), so each replaced span is
+// widened to whole runes: a rune the secret ends or starts inside goes
+// with it, and valid text stays valid.
+func replaceWhole(s, v, label string) string {
+	var b strings.Builder
+	last := 0 // s[last:] is not written yet
+	for at := 0; ; {
+		i := strings.Index(s[at:], v)
+		if i < 0 {
+			break
+		}
+		from, to := max(runeStart(s, at+i), last), runeEnd(s, at+i+len(v))
+		b.WriteString(s[last:from])
+		b.WriteString(label)
+		last, at = to, to
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// runeStart is i moved back to the start of the rune it stands in.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// runeEnd is i moved on to the start of the next rune.
+func runeEnd(s string, i int) int {
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return i
 }
 
 // Truncate returns s redacted and cut to at most n bytes (not counting the

@@ -203,6 +203,9 @@ func TestPiecesOfABinarySecret(t *testing.T) {
 func FuzzRedactAnySecret(f *testing.F) {
 	f.Add("aaaxaa€\x80b\x80aпa", "aaaxaa€\x80b\x80aпa tail")
 	f.Add("sk-fakeSecretTwo-QrStUvWxYz", "key sk-fakeSecretTwo-Q rStUvWxYz echoed")
+	f.Add("XAA\xe2", "XAA€")                     // a secret ending inside a rune of the text (found by CI's fuzzing)
+	f.Add("\x82\xacbcdefg", "€bcdefg and more")  // one starting inside a rune, at the text's start
+	f.Add("abcdef\xe2\x82", "text ends abcdef€") // a piece of one at the text's end
 	f.Fuzz(func(t *testing.T, secret, text string) {
 		r := redact.New(secret)
 		got := r.String(text)

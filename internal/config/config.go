@@ -245,6 +245,11 @@ type Worker struct {
 	// without its worker renewing it (every third of it): a killed
 	// worker's slots free within it. Default 30s; 3s to 10m.
 	KeyLease Duration `yaml:"key_lease"`
+	// NoHandoffs turns hand-offs off: a step's successor then waits for
+	// the next poll of a worker. By default (false) the worker that
+	// settles a step runs the steps it made ready at once when it serves
+	// their queue and has a free slot (docs/operations.md, "Hand-offs").
+	NoHandoffs bool `yaml:"no_handoffs"`
 }
 
 // Limits bound what a submitted workflow may hold.

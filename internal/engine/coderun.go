@@ -9,8 +9,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/retry"
@@ -26,7 +24,7 @@ func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, vi
 	log := run.log.With("handler", st.Run)
 	fn, ok := h.o.Steps[st.Run]
 	if !ok {
-		maxRetry, _ := asynq.GetMaxRetry(ctx)
+		maxRetry := deliveryOf(ctx).maxRetry
 		err := fmt.Errorf("no function %q is registered on this worker", st.Run)
 		if a.Step.Attempts > 3*(maxRetry+1) {
 			return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts))

@@ -61,7 +61,7 @@ func (h *Handler) timeOut(ctx context.Context, wf string, wspec *spec.Spec) erro
 	if err != nil || state != store.StateTimedOut {
 		return err
 	}
-	self, _ := asynq.GetTaskID(ctx)
+	self := deliveryOf(ctx).taskID
 	insp := asynq.NewInspectorFromRedisClient(h.o.Redis)
 	errs := flow.StopTasks(insp, flow.TasksOf(ctx, h.st, wf, wspec), self)
 	h.o.Logger.Warn("workflow timed out: its deadline passed", "wf", wf)

@@ -28,14 +28,13 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	if !tasks.RunsStep(t.Type()) {
 		return
 	}
-	taskID, _ := asynq.GetTaskID(ctx)
+	d := deliveryOf(ctx)
+	taskID := d.taskID
 	var attempt int
 	if v, ok := h.attempts.LoadAndDelete(taskID); ok {
 		attempt = v.(int)
 	}
-	retried, _ := asynq.GetRetryCount(ctx)
-	maxRetry, _ := asynq.GetMaxRetry(ctx)
-	if retried < maxRetry && !errors.Is(err, asynq.SkipRetry) {
+	if d.retried < d.maxRetry && !errors.Is(err, asynq.SkipRetry) {
 		return // asynq retries it
 	}
 	var se *StepError
@@ -69,7 +68,10 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 // abandonedReason is the class and readable reason of an error asynq
 // archives a step task with.
 func abandonedReason(err error, r spec.Resolved) (retry.Class, string) {
+	var pe *panicError // a hand-off's (handoff.go)
 	switch {
+	case errors.As(err, &pe):
+		return retry.Panic, "panic: " + pe.msg
 	case asynq.IsPanicError(err):
 		// asynq's text: "panic error cause by: panic [file:line]: message"
 		msg := strings.TrimPrefix(err.Error(), "panic error cause by: ")

@@ -109,6 +109,8 @@ type Handler struct {
 	tools   map[string]*compiledTool
 	// held are the concurrency slots this worker's tasks hold (keyslot.go)
 	held heldSlots
+	// handoffs, when set, runs the steps a settle makes ready (handoff.go)
+	handoffs *Handoffs
 }
 
 // NewHandler returns a Handler.
@@ -174,7 +176,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		}
 	}
 	r := spec.Resolve(wspec, st)
-	taskID, _ := asynq.GetTaskID(ctx)
+	taskID := deliveryOf(ctx).taskID
 	slot, parked, err := h.admit(ctx, t, p, wspec, st, r, taskID, log)
 	if err != nil || parked {
 		return err

@@ -126,8 +126,8 @@ func (h *Handler) end(ctx context.Context, slot *keySlot, err error) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	retried, _ := asynq.GetRetryCount(ctx)
-	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	d := deliveryOf(ctx)
+	retried, maxRetry := d.retried, d.maxRetry
 	if err != nil && !errors.Is(err, asynq.SkipRetry) && retried < maxRetry {
 		keep := h.keyLease() + h.retryWait(retried, err)
 		if rerr := h.st.Renew(sctx, keep, slot.holder); rerr != nil {

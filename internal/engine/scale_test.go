@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -41,10 +42,15 @@ func workerChild() {
 	if l, err := time.ParseDuration(os.Getenv(workerEnv + "_KEY_LEASE")); err == nil {
 		cfg.Worker.KeyLease = config.Duration(l)
 	}
+	poll, err := time.ParseDuration(cmp.Or(os.Getenv(workerEnv+"_POLL"), "50ms"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	o := worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Random: func() float64 { return 0 },
-		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
+		TaskCheckInterval: poll, DelayedTaskCheckInterval: 100 * time.Millisecond,
 		Ready: func() { fmt.Println("ready") }}
 	if os.Getenv(workerEnv+"_TOOLS") != "" {
 		o.Tools = childTools()

@@ -155,6 +155,9 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 			return err // retried by asynq: the settle is idempotent and returns d again
 		}
 	}
+	if h.handoffs != nil {
+		h.handoffs.offer(ctx, p.Workflow, wspec, res.Ready, res.Gen)
+	}
 	stepState := store.StepDone
 	if !o.Done {
 		stepState = store.StepDead
@@ -164,7 +167,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		serr = errors.New(o.Error)
 	}
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: stepState, WorkflowState: state,
-		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled})
+		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled, HandedOff: deliveryOf(ctx).handoff})
 	h.notifyEnded(ctx, p.Workflow, wspec, state)
 	return nil
 }

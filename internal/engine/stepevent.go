@@ -23,4 +23,7 @@ type StepEvent struct {
 	// Reconciled is set when the reconciler, not a handler, settled the
 	// step (or enqueued it again): why, e.g. "lease_expired".
 	Reconciled string
+	// HandedOff is set when the attempt ran as a hand-off: on the worker
+	// that settled its predecessor, without waiting for a poll.
+	HandedOff bool
 }

@@ -31,8 +31,8 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 				Degraded: true, Target: "template", InputHash: hash, Error: err.Error(), Attempt: attempt}, class)
 		}
 	}
-	retried, _ := asynq.GetRetryCount(ctx)
-	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	d := deliveryOf(ctx)
+	retried, maxRetry := d.retried, d.maxRetry
 	if !class.Retryable() || retried >= maxRetry {
 		return h.deadLetter(ctx, run, class, err)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
@@ -70,7 +68,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 // is; one that no worker took after many offers is dead-lettered.
 func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Attempt, err error) error {
 	p := run.p
-	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	maxRetry := deliveryOf(ctx).maxRetry
 	if a.Step.Attempts > 3*(maxRetry+1) {
 		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("%w, and no worker took the step after %d offers", err, a.Step.Attempts))
 	}

@@ -36,6 +36,7 @@ type Metrics struct {
 	fallbacks    *prometheus.CounterVec
 	keyEvents    *prometheus.CounterVec
 	steps        *prometheus.CounterVec
+	handoffs     prometheus.Counter
 	workflows    *prometheus.CounterVec
 	deadLetters  *prometheus.CounterVec
 	reconciled   *prometheus.CounterVec
@@ -74,6 +75,8 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 		Help: "Answers that did not come from a route's first choice; to=template for degraded answers."}, []string{"route", "from", "to"})
 	m.keyEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_key_events_total",
 		Help: "API key events by key fingerprint: cooldown, disabled, rotated."}, []string{"provider", "key", "event"})
+	m.handoffs = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentq_handoffs_total",
+		Help: "Step attempts run as hand-offs: on the worker that settled their predecessor, without waiting for its poll."})
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_steps_total",
 		Help: "Settled steps, failed attempts and waits by route and status (done, degraded, dead, retrying; waiting: for a person or a signal; throttled: for a concurrency key's slot; unrecorded: an answer kept in memory because it could not be recorded)."}, []string{"route", "status"})
 	m.workflows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_workflows_total",
@@ -92,7 +95,7 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 		Help: "What answered calls cost at the configured prices (their currency), by provider and model."}, []string{"provider", "model"})
 	m.scheduleRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_schedule_runs_total",
 		Help: "Workflows schedules submitted, by schedule and result: submitted, or existing (the slot's run was submitted already, e.g. by a replica that held the lease before)."}, []string{"schedule", "result"})
-	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.llmCost, m.fallbacks, m.keyEvents, m.steps, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
+	m.reg.MustRegister(m.llmRequests, m.llmDuration, m.llmTokens, m.llmCost, m.fallbacks, m.keyEvents, m.steps, m.handoffs, m.workflows, m.deadLetters, m.reconciled, m.webhooks,
 		m.budgetSpent, m.budgetNo, m.scheduleRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if targets != nil {
@@ -156,6 +159,9 @@ func (m *Metrics) Step(e engine.StepEvent) {
 		m.fallbacks.WithLabelValues(e.Route, "all", "template").Inc()
 	}
 	m.steps.WithLabelValues(e.Route, status).Inc()
+	if e.HandedOff {
+		m.handoffs.Inc()
+	}
 	if e.State == "dead" {
 		m.deadLetters.WithLabelValues(string(e.Class)).Inc()
 	}

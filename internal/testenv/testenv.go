@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,10 +155,13 @@ func Config(chaosURL string, db redistest.DB) (config.Config, error) {
 
 // Options tune Start.
 type Options struct {
-	Scenario  chaosllm.Scenario
-	NoWorker  bool      // start everything but the worker
-	LogOutput bool      // send worker logs to stderr (debugging)
-	LogTo     io.Writer // send worker logs here, as JSON at debug level (must be safe for concurrent writes)
+	Scenario chaosllm.Scenario
+	NoWorker bool // start everything but the worker
+	// PollInterval is the worker's asynq TaskCheckInterval; 0: 50ms. An
+	// hour makes a test's steps after the first run by hand-offs only.
+	PollInterval time.Duration
+	LogOutput    bool      // send worker logs to stderr (debugging)
+	LogTo        io.Writer // send worker logs here, as JSON at debug level (must be safe for concurrent writes)
 	// Middleware wraps the worker's step handler (fault injection).
 	Middleware func(asynq.Handler) asynq.Handler
 	// Metrics serves the worker's /metrics on a loopback port (MetricsURL).
@@ -235,7 +239,7 @@ func Start(t *testing.T, o Options) *Env {
 func (e *Env) WorkerOptions(log *slog.Logger) worker.Options {
 	return worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
 		Random:            func() float64 { return 0 },
-		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
+		TaskCheckInterval: cmp.Or(e.opts.PollInterval, 50*time.Millisecond), DelayedTaskCheckInterval: 100 * time.Millisecond,
 		Middleware: e.opts.Middleware, Observer: e.Calls, Steps: e.opts.Steps, Tools: e.opts.Tools}
 }
 

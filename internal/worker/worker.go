@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -159,6 +162,18 @@ func Run(ctx context.Context, o Options) error {
 	if o.Middleware != nil {
 		sh = o.Middleware(sh)
 	}
+	stopHandoffs := func() {}
+	if !cfg.Worker.NoHandoffs {
+		// the worker that settles a step runs its successors at once
+		// (engine/handoff.go); asynq's deliveries share its slots
+		handoffs := h.Handoffs(engine.HandoffOptions{Queues: slices.Collect(maps.Keys(wh.queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
+			ErrorHandler: h, RetryDelay: wh.retryDelay(policy.RetryDelay, random), IsFailure: policy.IsFailure})
+		sh = handoffs.Gate(sh)
+		hctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+		go handoffs.Run(hctx)
+		stopHandoffs = sync.OnceFunc(func() { handoffs.Stop(cfg.Worker.ShutdownTimeout.D()); stopLeases() })
+		defer stopHandoffs()
+	}
 	mux.Handle(tasks.TypeStep, sh)
 	wh.register(mux)
 	if err := srv.Start(mux); err != nil {
@@ -214,7 +229,10 @@ func Run(ctx context.Context, o Options) error {
 	<-ctx.Done()
 	o.Logger.Info("worker stopping: no new steps; running steps may finish", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	ad.stop(ctx) // submits stop counting on this worker
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); stopHandoffs() }() // the hand-offs drain beside asynq's tasks
 	srv.Shutdown()
+	<-stopped
 	if hs != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

@@ -1,0 +1,248 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// noPoll is a worker poll interval longer than these tests' chains take:
+// asynq dequeues the tasks that are pending when the worker starts, then
+// sleeps (1.5 to 4.5s; asynq's shutdown waits for that sleep to end).
+const noPoll = 3 * time.Second
+
+// codeChain is a chain of n code steps running fn.
+func codeChain(name, fn string, n int, extra string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nsteps:\n  - { id: s0, run: %s%s }\n", name, fn, extra)
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "  - { id: s%d, run: %s, depends_on: [s%d]%s }\n", i, fn, i-1, extra)
+	}
+	return b.String()
+}
+
+// A chain's steps after its first run on the worker that settled their
+// predecessor, with no poll: each once, in order, on its first attempt.
+func TestAChainRunsByHandOffsWithoutPolling(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var ran []string
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ran = append(ran, fmt.Sprintf("%s#%d", s.ID(), s.Attempt()))
+			return "ok", nil
+		}}})
+	ids := []string{e.Submit(t, e.Spec(codeChain("c1", "f", 8, ""))), e.Submit(t, e.Spec(codeChain("c2", "f", 8, "")))}
+	e.StartWorker(t)
+	for _, id := range ids {
+		wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateFailed, store.StateBlocked)
+		if wf.State != store.StateCompleted {
+			t.Fatalf("workflow %s is %s", id, wf.State)
+		}
+		for _, s := range wf.Steps {
+			if s.Attempts != 1 {
+				t.Errorf("step %s ran %d times", s.ID, s.Attempts)
+			}
+			info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", flow.StepTaskID(id, s.ID, 0))
+			if err != nil || info.State != asynq.TaskStateCompleted {
+				t.Errorf("step %s's task: %v, %v (want completed, as asynq leaves it)", s.ID, info, err)
+			}
+		}
+	}
+	if len(ran) != 16 {
+		t.Fatalf("ran %v, want 16 steps once each", ran)
+	}
+	handed := 0
+	for len(e.Events) > 0 {
+		if ev := <-e.Events; ev.HandedOff {
+			handed++
+		} else if ev.Step != "s0" && ev.Step != "" {
+			t.Errorf("step %s of %s was not handed off", ev.Step, ev.Workflow)
+		}
+	}
+	if handed != 14 {
+		t.Fatalf("%d steps were handed off, want 14 (every one after a chain's first)", handed)
+	}
+}
+
+// A paused queue's steps are not handed off: the successor of a step that
+// ends while its queue is paused stays pending.
+func TestAPausedQueueIsNotHandedOff(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.ID() == "s0" {
+				started <- struct{}{}
+				<-release
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(codeChain("paused", "f", 2, "")))
+	e.StartWorker(t)
+	<-started
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	if err := insp.PauseQueue("default"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		info, err := insp.GetTaskInfo("default", flow.StepTaskID(id, "s0", 0))
+		return err == nil && info.State == asynq.TaskStateCompleted, fmt.Sprintf("s0's task: %v, %v", info, err)
+	})
+	info, err := insp.GetTaskInfo("default", flow.StepTaskID(id, "s1", 0))
+	if err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("s1's task after s0 ended on a paused queue: %v, %v (want pending)", info, err)
+	}
+}
+
+// Canceling a workflow stops its handed-off step at once (asynq's cancel
+// reaches it as it reaches a step asynq runs).
+func TestCancelStopsAHandedOffStep(t *testing.T) {
+	t.Parallel()
+	started, stopped := make(chan struct{}, 1), make(chan error, 1)
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.ID() == "s1" {
+				started <- struct{}{}
+				<-ctx.Done()
+				stopped <- ctx.Err()
+				return nil, ctx.Err()
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(codeChain("cancel", "f", 3, ", timeout: 10m")))
+	e.StartWorker(t)
+	<-started
+	if _, err := e.Client.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the handed-off step's context ended with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handed-off step was not stopped by the cancel")
+	}
+	if wf := e.Wait(t, id, 20*time.Second, store.StateCanceled); wf.Steps[2].Attempts != 0 {
+		t.Fatalf("s2 ran after the cancel: %+v", wf.Steps[2])
+	}
+}
+
+// A handed-off step that fails on its last attempt is dead-lettered and
+// its task archived, as asynq ends it.
+func TestAHandedOffStepThatFailsIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.ID() == "s1" {
+				return nil, errors.New("upstream refused")
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(codeChain("fails", "f", 2, ", max_retries: 0")))
+	e.StartWorker(t)
+	wf := e.Wait(t, id, 30*time.Second, store.StateBlocked, store.StateFailed)
+	if s := wf.Steps[1]; s.State != store.StepDead || s.Attempts != 1 || !strings.Contains(s.Error, "upstream refused") {
+		t.Fatalf("s1: %+v", s)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", flow.StepTaskID(id, "s1", 0))
+	if err != nil || info.State != asynq.TaskStateArchived || !strings.Contains(info.LastErr, "upstream refused") {
+		t.Fatalf("s1's task: %+v, %v (want archived with its error)", info, err)
+	}
+}
+
+// A handed-off step that fails is retried with the worker's backoff, its
+// retry counted, and completes.
+func TestAHandedOffStepIsRetried(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.ID() == "s1" && s.Attempt() == 1 {
+				return nil, errors.New("upstream 503")
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(codeChain("retried", "f", 3, ", max_retries: 2")))
+	wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	if wf.State != store.StateCompleted || wf.Steps[1].Attempts != 2 {
+		t.Fatalf("workflow %s, s1 %+v (want completed on s1's second attempt)", wf.State, wf.Steps[1])
+	}
+}
+
+// Hand-offs share the worker's slots with asynq: however many chains run,
+// no more steps than worker.concurrency run at once.
+func TestHandOffsKeepTheWorkersConcurrency(t *testing.T) {
+	t.Parallel()
+	var in, peak atomic.Int32
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			n := in.Add(1)
+			defer in.Add(-1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			return "ok", nil
+		}}})
+	e.Config.Worker.Concurrency = 3
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, e.Submit(t, e.Spec(codeChain(fmt.Sprintf("c%d", i), "f", 5, ""))))
+	}
+	e.StartWorker(t)
+	for _, id := range ids {
+		if wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked); wf.State != store.StateCompleted {
+			t.Fatalf("workflow %s is %s", id, wf.State)
+		}
+	}
+	if p := peak.Load(); p > 3 {
+		t.Fatalf("%d steps ran at once on a worker of 3 slots", p)
+	}
+}
+
+// A worker SIGKILLed while a handed-off step runs: asynq's recoverer
+// brings the step's task back when its lease lapses, and the step runs
+// again once; the chain completes.
+func TestAKilledWorkersHandedOffStepIsRecovered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits about a minute for asynq to recover the killed worker's task")
+	}
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Name: "first", Requests: 1}, {Name: "the second call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
+	id := e.Submit(t, e.Spec("name: killed\ndefaults: { route: solo, timeout: 10m }\nsteps:\n  - { id: a, prompt: one }\n  - { id: b, prompt: two, depends_on: [a] }\n  - { id: c, prompt: three, depends_on: [b] }\n"))
+	p := startWorkerProcess(t, e, 4, workerEnv+"_POLL=1h")
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "hang") > 0, "b's call did not reach chaosllm"
+	})
+	info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", flow.StepTaskID(id, "b", 0))
+	if err != nil || info.State != asynq.TaskStateActive {
+		t.Fatalf("b's task while it runs: %+v, %v (want active, under a lease)", info, err)
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	e.StartWorker(t)
+	wf := e.Wait(t, id, 150*time.Second, store.StateCompleted)
+	if a, b, c := wf.Steps[0].Attempts, wf.Steps[1].Attempts, wf.Steps[2].Attempts; a != 1 || b != 2 || c != 1 {
+		t.Fatalf("attempts a %d, b %d, c %d (want 1, 2, 1)", a, b, c)
+	}
+}

@@ -285,12 +285,18 @@ func idleWaiting(ctx context.Context, p params, rdb *redis.Client, db redistest.
 // commandsPerSec counts the commands Redis executes over window (a
 // script's own commands included; the count's own CONFIG and INFO not).
 func commandsPerSec(ctx context.Context, rdb *redis.Client, window time.Duration) (float64, error) {
+	c, err := idleCost(ctx, rdb, window)
+	return c.CallsPerStep, err
+}
+
+// idleCost is Redis's commands (and their CPU) per second over window,
+// the costliest commands in Top.
+func idleCost(ctx context.Context, rdb *redis.Client, window time.Duration) (Cost, error) {
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-		return 0, err
+		return Cost{}, err
 	}
 	time.Sleep(window)
-	c := commandCost(ctx, rdb, 1)
-	return c.CallsPerStep / window.Seconds(), nil
+	return commandCost(ctx, rdb, int(window.Seconds())), nil
 }
 
 func printKeysReport(out io.Writer, r *KeysReport) {

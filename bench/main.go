@@ -27,6 +27,7 @@ import (
 type params struct {
 	chords, members, concurrency int
 	chains, length               int
+	inflight                     int
 	check, latency               time.Duration
 	jsonOut                      string
 	celery                       bool
@@ -142,6 +143,7 @@ func main() {
 	flag.BoolVar(&p.events, "events", false, "instead of agentq against bare asynq, run each shape with the event log off and with it on and every step streaming (stream: true), back to back; reports Redis and process CPU per step of each and their ratio")
 	flag.BoolVar(&p.handoff, "handoff", false, "instead of agentq against bare asynq, measure hand-offs on an idle worker: ten chains of 21 steps one at a time (200 hand-offs, a step's settle to its successor's start), p50 and p99, and the idle worker's Redis commands/s")
 	flag.BoolVar(&p.keys, "keys", false, "instead of agentq against bare asynq, measure concurrency keys: tenant B's time to completion beside tenant A's 2,000-item map without and with a key per tenant (limit 10), Redis commands/s while 1,000 steps wait on a full key, and each shape's CPU per step with and without a key on every step")
+	flag.IntVar(&p.inflight, "inflight", 0, "instead of agentq against bare asynq, keep this many LLM calls in flight (-latency each): one worker process of this concurrency, four of a quarter each, one of 500; reports steps/s against concurrency ÷ latency, peak RSS, steps run twice, asynq retries and archives, and CPU per step")
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
@@ -241,6 +243,12 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.handoff {
 		return runHandoff(ctx, p, out, rdb, db, chaosURL)
+	}
+	if p.inflight > 0 {
+		if p.latency <= 0 {
+			return errors.New("-inflight needs -latency (the time each call takes)")
+		}
+		return runInflight(ctx, p, out, rdb, db, chaosURL)
 	}
 	if p.followers > 0 {
 		return runFollowers(ctx, p, out, rdb, db, chaosURL)

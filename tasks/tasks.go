@@ -55,6 +55,11 @@ type Payload struct {
 	// Gen is the workflow's generation the task belongs to (0, one more
 	// at each rerun); a task of an earlier one does nothing.
 	Gen int `json:"gen,omitempty"`
+	// Slack is how many seconds the task's asynq timeout exceeds its
+	// step's: the worker holds the step to its own timeout and uses the
+	// rest for the steps the task hands on in its slot. 0: none (a task
+	// of an earlier version).
+	Slack int `json:"slack,omitempty"`
 }
 
 // TaskID is the deterministic asynq task id of a step (in a workflow's

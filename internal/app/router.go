@@ -36,6 +36,10 @@ func Router(o RouterOptions) Part {
 	return Part{name: "Router", build: func(ctx context.Context, a *App) error { return a.buildRouter(ctx, o) }}
 }
 
+// stateRefresh is how often a worker reloads the shared key and breaker
+// state without being told of a change.
+const stateRefresh = 5 * time.Second
+
 func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	cfg, rdb, log := a.Config, a.Redis, a.Logger
 	providers, err := buildProviders(cfg, o.Transport, a)
@@ -76,8 +80,10 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 		return err
 	}
 	a.background(bg, func(ctx context.Context) { a.Health.Run(ctx, names, time.Second) })
-	a.background(bg, func(ctx context.Context) { keys.Run(ctx, names, time.Second, pokeKeys) })
-	a.background(bg, func(ctx context.Context) { breakers.Run(ctx, names, time.Second, pokeBreakers) })
+	// a change to keys or breakers is published (the pokes): the refresh
+	// every few seconds is the safety net for a message lost to a reconnect
+	a.background(bg, func(ctx context.Context) { keys.Run(ctx, names, stateRefresh, pokeKeys) })
+	a.background(bg, func(ctx context.Context) { breakers.Run(ctx, names, stateRefresh, pokeBreakers) })
 	a.Metrics = metrics.New(a.inspector(), func() []metrics.TargetState {
 		var out []metrics.TargetState
 		for _, t := range a.Router.Targets() {

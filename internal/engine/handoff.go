@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -13,40 +16,51 @@ import (
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/tasks"
 )
 
 // Hand-offs. asynq's processor, finding its queues empty, sleeps its
 // TaskCheckInterval before it looks again, and nothing wakes it: on an
-// idle worker each step of a chain would wait for the next poll. So the
-// worker that settles a step runs the steps it made ready itself, at
-// once, when it serves their queue and has a free slot: it takes the
-// step's task from the pending list (store/handoff.go; not if the queue
-// is paused or another worker took it first) and runs it as asynq would
-// have: active under asynq's lease (extended while it runs, so asynq's
-// recoverer retries it if this worker dies), with its own timeout, its
-// retry counts, the step's attempt fencing (Begin), the cancel asynq
-// publishes, and the same end: completed, retried with the worker's
-// backoff, or archived, through the worker's error handler.
+// idle worker each step of a chain would wait for the next poll. So a
+// step's task, once its own step settled, runs the step it made ready in
+// the same worker slot before it gives the slot back to asynq: it takes
+// that step's task from the pending list (store/handoff.go) and runs it
+// as asynq would — active under asynq's lease (extended while it runs, so
+// asynq's recoverer retries it if this worker dies), with its own
+// timeout, retry counts, the step's attempt fencing (Begin), the cancel
+// asynq publishes, and the same end: completed, retried with the worker's
+// backoff, or archived, through the worker's error handler. That step may
+// hand its own successor on in turn.
 //
-// Concurrency: a hand-off takes a slot of the worker's gate only when one
-// is free, and every task asynq delivers passes the same gate, so no more
-// than worker.concurrency steps run at once. A task asynq delivers while
-// hand-offs hold the free slots waits at the gate for the first to free.
-// Queue weights decide which queue asynq serves when there is more work
-// than slots; a hand-off only takes a slot nobody was waiting for.
+// What stays asynq's: the slot is the one asynq gave the first task, so
+// the worker never runs more than worker.concurrency steps; a paused
+// queue's task is not taken; while every slot of the worker is busy,
+// nor is one whose queue has tasks that waited before it (they go first,
+// in asynq's queue weights' order); one step per slot is handed on (the
+// others a settle made ready wait for asynq). A hand-off must fit in the slot's time: asynq gives a
+// step's task its timeout plus HandoffSlack (flow.QueuedTask), the step
+// itself is held to its own timeout (the handler), and a successor is
+// taken only while its timeout still fits before asynq's deadline for the
+// slot.
+
+// HandoffSlack is the time a step's task allows, beyond its step's
+// timeout, for the steps it hands on in its slot (flow.QueuedTask).
+const HandoffSlack = flow.HandoffSlack
 
 // HandoffOptions configures a worker's hand-offs.
 type HandoffOptions struct {
-	// Queues are the queues the worker serves: only their steps are run.
+	// Queues are the queues the worker serves: only their steps are taken.
 	Queues []string
-	// Concurrency is the worker's slots (worker.concurrency), shared by
-	// the tasks asynq delivers and the hand-offs.
+	// Concurrency is the worker's slots (worker.concurrency): while all
+	// are busy, a step is handed on only if no task waited in its queue
+	// before it.
 	Concurrency int
 	// Run runs a handed-off task: the worker's step handler, with the
 	// middleware asynq's deliveries go through.
 	Run asynq.Handler
 	// ErrorHandler, RetryDelay and IsFailure are the worker's asynq
 	// server's: a hand-off that fails ends as asynq would end it.
+	// RetryDelay is required.
 	ErrorHandler asynq.ErrorHandler
 	RetryDelay   asynq.RetryDelayFunc
 	IsFailure    func(error) bool
@@ -55,17 +69,21 @@ type HandoffOptions struct {
 	LeaseEvery time.Duration
 	// Now is the clock of leases and retries; nil: time.Now.
 	Now func() time.Time
+	// Off hands nothing on (worker.no_handoffs); Serve still holds each
+	// step to its own timeout.
+	Off bool
 }
 
-// Handoffs runs the steps a settle made ready on the worker that settled
-// it. Nil runs none.
+// Handoffs runs, in a step task's slot, the steps it makes ready. Nil
+// runs none.
 type Handoffs struct {
 	h      *Handler
 	o      HandoffOptions
 	queues map[string]bool
-	gate   chan struct{}
 	ctx    context.Context // the runs' base: canceled (errAborted) when a stop's wait is over
 	abort  context.CancelCauseFunc
+
+	busy atomic.Int64 // slots asynq's deliveries hold
 
 	mu       sync.Mutex
 	stopping bool
@@ -79,41 +97,144 @@ type handedOff struct {
 	until  time.Time // its lease, as last extended
 }
 
+// slot is a worker slot a task holds: the step its run hands on, taken
+// while the slot is open (a run abandoned at its timeout closes it, so
+// its late settle hands nothing on).
+type slot struct {
+	mu    sync.Mutex
+	until time.Time // asynq's deadline for the task that holds the slot
+	open  bool
+	next  *claimed
+}
+
+// claimed is a handed-on step's task with its step's timeout.
+type claimed struct {
+	t       *store.ClaimedTask
+	timeout time.Duration
+}
+
+type slotKey struct{}
+
+// close ends the run that holds s and returns the step it handed on.
+func (s *slot) close() *claimed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open = false
+	n := s.next
+	s.next = nil
+	return n
+}
+
 var (
 	errAborted  = errors.New("the worker stopped before the step ended")
 	errLeaseOff = errors.New("the task's lease lapsed")
 )
 
-// Handoffs returns the handler's hand-offs, which it starts on every
-// settle from now on.
-func (h *Handler) Handoffs(o HandoffOptions) *Handoffs {
+// handoffMargin is what a hand-off leaves of its slot's time after its
+// timeout: its end's writes.
+const handoffMargin = settleTimeout
+
+// Handoffs returns the handler's hand-offs, which its settles use from
+// now on.
+func (h *Handler) Handoffs(o HandoffOptions) (*Handoffs, error) {
+	if o.Run == nil || o.RetryDelay == nil {
+		return nil, errors.New("engine: hand-offs need the step handler and the retry delay")
+	}
 	if o.LeaseEvery <= 0 {
 		o.LeaseEvery = 5 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	ho := &Handoffs{h: h, o: o, queues: map[string]bool{}, gate: make(chan struct{}, max(o.Concurrency, 1)), running: map[string]*handedOff{}}
+	ho := &Handoffs{h: h, o: o, queues: map[string]bool{}, running: map[string]*handedOff{}}
 	for _, q := range o.Queues {
 		ho.queues[q] = true
 	}
 	ho.ctx, ho.abort = context.WithCancelCause(context.Background())
 	h.handoffs = ho
-	return ho
+	return ho, nil
 }
 
-// Gate is next behind the worker's slots: asynq's deliveries wait for
-// one a hand-off holds.
-func (ho *Handoffs) Gate(next asynq.Handler) asynq.Handler {
+// Serve is next with hand-offs: a task's run, held to its step's own
+// timeout (its asynq timeout less the payload's slack: given up on
+// there as asynq gives up on a task at its deadline), then the steps it
+// hands on in its slot, one after another, before the slot goes back to
+// asynq.
+func (ho *Handoffs) Serve(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		select {
-		case ho.gate <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		ho.busy.Add(1)
+		defer ho.busy.Add(-1)
+		until, ok := ctx.Deadline()
+		s := &slot{until: until, open: ok && !ho.o.Off}
+		err := ho.runOwn(ctx, next, t, s)
+		for c := s.close(); c != nil; c = s.close() {
+			if ctx.Err() != nil || !ho.begin() {
+				// asynq gave up on the slot (its deadline, a cancel, a
+				// shutdown), or the worker stops: the step waits for asynq
+				ho.requeue(c.t)
+				break
+			}
+			s = &slot{until: until, open: true}
+			ho.run(c, s)
 		}
-		defer func() { <-ho.gate }()
-		return next.ProcessTask(ctx, t)
+		return err
 	})
+}
+
+// runOwn runs asynq's task t in slot s, held to its step's timeout.
+func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Task, s *slot) error {
+	ctx = context.WithValue(ctx, slotKey{}, s)
+	p, perr := tasks.DecodePayload(t.Payload())
+	until, ok := ctx.Deadline()
+	if perr != nil || p.Slack <= 0 || !ok {
+		return next.ProcessTask(ctx, t)
+	}
+	ctx, cancel := context.WithDeadline(ctx, until.Add(-time.Duration(p.Slack)*time.Second))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- process(ctx, next, t) }() // a panic is an error, as asynq makes it
+	select {
+	case err := <-done:
+		ho.logPanic(t, err)
+		return err
+	case <-ctx.Done():
+		s.close() // given up on: its late settle hands nothing on
+		return ctx.Err()
+	}
+}
+
+// logPanic logs a step's panic with its stack (as asynq's processor does).
+func (ho *Handoffs) logPanic(t *asynq.Task, err error) {
+	var pe *panicError
+	if errors.As(err, &pe) {
+		ho.h.o.Logger.Error("a step panicked", "task", string(t.Payload()), "panic", store.Excerpt(pe.msg), "stack", pe.stack)
+	}
+}
+
+func (ho *Handoffs) isStopping() bool {
+	ho.mu.Lock()
+	defer ho.mu.Unlock()
+	return ho.stopping
+}
+
+// begin counts a hand-off in, unless the worker stops.
+func (ho *Handoffs) begin() bool {
+	ho.mu.Lock()
+	defer ho.mu.Unlock()
+	if ho.stopping {
+		return false
+	}
+	ho.wg.Add(1)
+	return true
+}
+
+func (ho *Handoffs) requeue(t *store.ClaimedTask) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := untilStored(ctx, func() error { return ho.h.st.RequeueTask(ctx, t) }); err != nil {
+		ho.h.o.Logger.Warn("a handed-off step's task could not go back to its queue; asynq recovers it when its lease lapses",
+			"task", t.ID, "err", store.Excerpt(err.Error()))
+	}
 }
 
 // Run keeps the running hand-offs' leases and hears asynq's cancels until
@@ -171,7 +292,7 @@ func (ho *Handoffs) extendLeases(ctx context.Context) {
 			r := ho.running[id]
 			switch {
 			case r == nil:
-			case err == nil && !contains(lost, id):
+			case err == nil && !slices.Contains(lost, id):
 				r.until = until
 			case err == nil || now.After(r.until):
 				r.cancel(errLeaseOff)
@@ -181,17 +302,9 @@ func (ho *Handoffs) extendLeases(ctx context.Context) {
 	}
 }
 
-func contains(ids []string, id string) bool {
-	for _, v := range ids {
-		if v == id {
-			return true
-		}
-	}
-	return false
-}
-
-// Stop starts no more hand-offs, waits up to timeout for the running ones
-// to end, then stops them and puts their tasks back on their queues.
+// Stop hands no more steps on, waits up to timeout for the running
+// hand-offs to end, then stops them and puts their tasks back on their
+// queues.
 func (ho *Handoffs) Stop(timeout time.Duration) {
 	ho.mu.Lock()
 	ho.stopping = true
@@ -206,58 +319,67 @@ func (ho *Handoffs) Stop(timeout time.Duration) {
 	}
 }
 
-// offer runs the steps ready (of workflow wf's run gen) that this worker
-// serves, while it has free slots.
+// offer hands on, in the slot ctx's task holds, the first step of ready
+// (of workflow wf's run gen) that this worker serves, if the slot is
+// open, has nothing handed on yet, and has time for that step's timeout.
 func (ho *Handoffs) offer(ctx context.Context, wf string, wspec *spec.Spec, ready []string, gen int) {
+	s, _ := ctx.Value(slotKey{}).(*slot)
+	if s == nil || ho.isStopping() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open || s.next != nil {
+		return
+	}
 	for _, id := range ready {
 		st, _, ok := spec.StepOf(wspec, id)
-		if !ok || !ho.queues[spec.Resolve(wspec, st).Queue] {
+		if !ok {
 			continue
 		}
-		if !ho.start(ctx, spec.Resolve(wspec, st).Queue, flow.StepTaskID(wf, id, gen)) {
-			return // no free slot (or stopping): asynq runs the rest
+		r := spec.Resolve(wspec, st)
+		if !ho.queues[r.Queue] {
+			continue
+		}
+		if ho.o.Now().Add(r.Timeout + handoffMargin).After(s.until) {
+			return // not in this slot's time: asynq runs it
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		// a free slot would take the tasks waiting in the queue at its
+		// next poll anyway; with none, those that waited first go first
+		pending := math.MaxInt32
+		if ho.busy.Load() >= int64(ho.o.Concurrency) {
+			pending = inQueue(wspec, ready, r.Queue)
+		}
+		t, err := ho.h.st.ClaimTask(cctx, r.Queue, flow.StepTaskID(wf, id, gen), pending, ho.o.Now().Add(store.TaskLease))
+		cancel()
+		switch {
+		case errors.Is(err, store.ErrNotClaimable):
+			ho.requeue(t)
+		case err == nil && t != nil:
+			s.next = &claimed{t: t, timeout: r.Timeout}
+		}
+		return // one step per slot
+	}
+}
+
+// inQueue counts the steps of ready whose tasks go to queue.
+func inQueue(wspec *spec.Spec, ready []string, queue string) int {
+	n := 0
+	for _, id := range ready {
+		if st, _, ok := spec.StepOf(wspec, id); ok && spec.Resolve(wspec, st).Queue == queue {
+			n++
 		}
 	}
+	return n
 }
 
-// start takes task id of queue and runs it, if a slot is free; false when
-// none is (the task stays for asynq).
-func (ho *Handoffs) start(ctx context.Context, queue, id string) bool {
-	ho.mu.Lock()
-	if ho.stopping {
-		ho.mu.Unlock()
-		return false
-	}
-	ho.wg.Add(1)
-	ho.mu.Unlock()
-	select {
-	case ho.gate <- struct{}{}:
-	default:
-		ho.wg.Done()
-		return false
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	t, err := ho.h.st.ClaimTask(cctx, queue, id, ho.o.Now().Add(store.TaskLease))
-	cancel()
-	switch {
-	case errors.Is(err, store.ErrNotClaimable):
-		_ = ho.h.st.RequeueTask(context.WithoutCancel(ctx), t)
-		fallthrough
-	case err != nil || t == nil:
-		<-ho.gate
-		ho.wg.Done()
-		return err == nil || errors.Is(err, store.ErrNotClaimable) // taken by another worker, or paused: go on
-	}
-	go func() {
-		defer ho.wg.Done()
-		defer func() { <-ho.gate }()
-		ho.run(t)
-	}()
-	return true
-}
-
-// run runs claimed task t and ends it as asynq's processor would.
-func (ho *Handoffs) run(t *store.ClaimedTask) {
+// run runs handed-on task c in slot s and ends it as asynq's processor
+// would: at its timeout, a cancel or a lapsed lease it is given up on
+// (its run goes on unwatched, as asynq leaves it, and hands nothing on).
+func (ho *Handoffs) run(c *claimed, s *slot) {
+	defer ho.wg.Done()
+	t := c.t
 	now := ho.o.Now()
 	ctx, cancel := context.WithCancelCause(ho.ctx)
 	defer cancel(nil)
@@ -269,58 +391,81 @@ func (ho *Handoffs) run(t *store.ClaimedTask) {
 		delete(ho.running, t.ID)
 		ho.mu.Unlock()
 	}()
-	rctx, rcancel := context.WithDeadline(ctx, taskDeadline(t, now))
+	dl := taskDeadline(t, now)
+	if own := now.Add(c.timeout); own.Before(dl) {
+		dl = own
+	}
+	rctx, rcancel := context.WithDeadline(ctx, dl)
 	defer rcancel()
-	rctx = withDelivery(rctx, delivery{taskID: t.ID, retried: t.Retried, maxRetry: t.Retry, handoff: true})
+	rctx = withDelivery(context.WithValue(rctx, slotKey{}, s), delivery{taskID: t.ID, retried: t.Retried, maxRetry: t.Retry, handoff: true})
 	task := asynq.NewTask(t.Type, t.Payload)
-	err := ho.process(rctx, task)
+	done := make(chan error, 1)
+	go func() { done <- process(rctx, ho.o.Run, task) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-rctx.Done():
+		s.close() // given up on: its late settle hands nothing on
+		err = rctx.Err()
+	}
 	cause := context.Cause(ctx)
-	// the end is written even when the run's context ended (asynq writes
-	// it under the lease's own deadline)
-	ectx, ecancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer ecancel()
-	var end error
 	switch {
 	case errors.Is(cause, errAborted):
-		end = ho.h.st.RequeueTask(ectx, t)
+		ho.requeue(t)
 	case errors.Is(cause, errLeaseOff):
 		// asynq's recoverer has the task back: only the error handler hears
 		if ho.o.ErrorHandler != nil {
 			ho.o.ErrorHandler.HandleError(rctx, task, asynq.ErrLeaseExpired)
 		}
 	case err == nil:
-		end = ho.h.st.CompleteTask(ectx, t)
+		ho.end(t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
 	default:
+		ho.logPanic(task, err)
 		if ho.o.ErrorHandler != nil {
 			ho.o.ErrorHandler.HandleError(rctx, task, err)
 		}
 		switch {
 		case errors.Is(err, asynq.RevokeTask):
 			t.Retention = 0
-			end = ho.h.st.CompleteTask(ectx, t)
+			ho.end(t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
 		case t.Retried >= t.Retry || errors.Is(err, asynq.SkipRetry):
-			end = ho.h.st.ArchiveTask(ectx, t, err.Error())
+			ho.end(t, func(ctx context.Context) error { return ho.h.st.ArchiveTask(ctx, t, err.Error()) })
 		default:
-			d := ho.o.RetryDelay(t.Retried, err, task)
-			end = ho.h.st.RetryTask(ectx, t, ho.o.Now().Add(d), err.Error(), ho.o.IsFailure == nil || ho.o.IsFailure(err))
+			at := ho.o.Now().Add(ho.o.RetryDelay(t.Retried, err, task))
+			failure := ho.o.IsFailure == nil || ho.o.IsFailure(err)
+			ho.end(t, func(ctx context.Context) error { return ho.h.st.RetryTask(ctx, t, at, err.Error(), failure) })
 		}
-	}
-	if end != nil {
-		// the task stays active: asynq's recoverer retries it when its
-		// lease lapses, and the step's checkpoint answers that run
-		ho.h.o.Logger.Warn("a handed-off step's task could not be ended; asynq recovers it when its lease lapses",
-			"task", t.ID, "err", store.Excerpt(end.Error()))
 	}
 }
 
-// process runs task under ctx; a panic is an error, as asynq makes it.
-func (ho *Handoffs) process(ctx context.Context, task *asynq.Task) (err error) {
+// end writes how handed-off task t ended, trying again while Redis is
+// away and its lease holds (as asynq's processor does); past the lease,
+// asynq's recoverer has it back and the step's checkpoint answers that
+// run.
+func (ho *Handoffs) end(t *store.ClaimedTask, write func(context.Context) error) {
+	ho.mu.Lock()
+	until := ho.o.Now().Add(store.TaskLease)
+	if r := ho.running[t.ID]; r != nil {
+		until = r.until
+	}
+	ho.mu.Unlock()
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	if err := untilStored(ctx, func() error { return write(ctx) }); err != nil {
+		ho.h.o.Logger.Warn("a handed-off step's task could not be ended; asynq recovers it when its lease lapses",
+			"task", t.ID, "err", store.Excerpt(err.Error()))
+	}
+}
+
+// process runs task with h under ctx; a panic is an error, as asynq
+// makes it.
+func process(ctx context.Context, h asynq.Handler, task *asynq.Task) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &panicError{msg: fmt.Sprint(r), stack: string(debug.Stack())}
 		}
 	}()
-	return ho.o.Run.ProcessTask(ctx, task)
+	return h.ProcessTask(ctx, task)
 }
 
 // panicError is a handed-off step's panic (asynq's own is internal to it).

@@ -246,3 +246,87 @@ func TestAKilledWorkersHandedOffStepIsRecovered(t *testing.T) {
 		t.Fatalf("attempts a %d, b %d, c %d (want 1, 2, 1)", a, b, c)
 	}
 }
+
+// A handed-off step is held to its own timeout, as asynq holds a step it
+// runs: given up on at it (its function left running), dead-lettered on
+// its last attempt.
+func TestAHandedOffStepIsHeldToItsTimeout(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.ID() == "s1" {
+				<-hang // ignores its context
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(codeChain("hangs", "f", 2, ", timeout: 1s, max_retries: 0")))
+	e.StartWorker(t)
+	wf := e.Wait(t, id, 30*time.Second, store.StateBlocked, store.StateFailed, store.StateCompleted)
+	if s := wf.Steps[1]; wf.State == store.StateCompleted || s.State != store.StepDead || !strings.Contains(s.Error, "timeout") {
+		t.Fatalf("workflow %s, s1 %+v (want s1 dead of its timeout)", wf.State, s)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", flow.StepTaskID(id, "s1", 0))
+	if err != nil || info.State != asynq.TaskStateArchived {
+		t.Fatalf("s1's task: %+v, %v (want archived)", info, err)
+	}
+}
+
+// Hand-offs run in the slot of the task that handed them on: a step asynq
+// delivers while they run never waits for one (it waits in its queue for
+// a free slot, and its timeout starts when it runs).
+func TestHandOffsDoNotMakeDeliveredStepsWait(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	holding := make(chan string, 2)
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"hold": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			holding <- s.Workflow() + "/" + s.ID()
+			<-release
+			return "ok", nil
+		},
+		"quick": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "ok", nil },
+	}})
+	e.Config.Worker.Concurrency = 2
+	chain := e.Submit(t, e.Spec("name: chain\nsteps:\n  - { id: a, run: quick }\n  - { id: b, run: hold, depends_on: [a], timeout: 1m }\n"))
+	other := e.Submit(t, e.Spec("name: other\nsteps:\n  - { id: x, run: hold, timeout: 1m }\n"))
+	e.StartWorker(t)
+	<-holding
+	<-holding // both slots held: b by a hand-off, x by asynq
+	late := e.Submit(t, e.Spec("name: late\nsteps:\n  - { id: u, run: quick, timeout: 1s, max_retries: 0 }\n"))
+	close(release)
+	for _, id := range []string{chain, other, late} {
+		wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+		if wf.State != store.StateCompleted {
+			t.Fatalf("workflow %s is %s: %+v", id, wf.State, wf.Steps)
+		}
+	}
+}
+
+// A chain under a concurrency key of limit 1 hands each step on: the step
+// takes the slot its predecessor gave back, and is never throttled.
+func TestAChainUnderAKeyIsHandedOffUnthrottled(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "ok", nil }}})
+	y := strings.Replace(codeChain("keyed", "f", 6, ""), "steps:", "concurrency: { key: tenant-a, limit: 1 }\nsteps:", 1)
+	id := e.Submit(t, e.Spec(y))
+	e.StartWorker(t)
+	if wf := e.Wait(t, id, 30*time.Second, store.StateCompleted, store.StateBlocked); wf.State != store.StateCompleted {
+		t.Fatalf("workflow is %s", wf.State)
+	}
+	handed := 0
+	for len(e.Events) > 0 {
+		ev := <-e.Events
+		if ev.State == store.StepThrottled {
+			t.Errorf("step %s was throttled by its own chain", ev.Step)
+		}
+		if ev.HandedOff {
+			handed++
+		}
+	}
+	if handed != 5 {
+		t.Fatalf("%d steps handed off, want 5", handed)
+	}
+}

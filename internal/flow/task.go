@@ -57,8 +57,13 @@ func NewTask(wf, id string, gen int, s *spec.Spec, st *spec.Step, retention time
 // QueuedTask is NewTask's task as the store enqueues it itself
 // (store.Task): the one description of a step's task both use.
 func QueuedTask(wf, id string, gen int, s *spec.Spec, st *spec.Step, retention time.Duration) store.Task {
-	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: id, Gen: gen}) // strings and an int: cannot fail
+	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: id, Gen: gen, Slack: int(HandoffSlack / time.Second)}) // strings and ints: cannot fail
 	r := spec.Resolve(s, st)
 	return store.Task{ID: StepTaskID(wf, id, gen), Queue: r.Queue, Type: tasks.TypeStep, Payload: payload,
-		MaxRetry: r.MaxRetries, Timeout: r.Timeout, Retention: retention}
+		MaxRetry: r.MaxRetries, Timeout: r.Timeout + HandoffSlack, Retention: retention}
 }
+
+// HandoffSlack is the time a step's task allows asynq beyond its step's
+// timeout: the worker holds the step to its own timeout, and runs the
+// steps it hands on in the same slot in the rest (engine/handoff.go).
+const HandoffSlack = 5 * time.Minute

@@ -73,7 +73,14 @@ type Health struct {
 	local   map[string]map[int64]map[string]map[string]int64 // kept for scoring without a store
 	scores  map[string]map[string]float64
 	pcts    map[string]map[string][2]time.Duration // p95, p99 of successful calls
+	loaded  time.Time                              // the last load of the shared windows
 }
+
+// QuietSync is how often a scorer with nothing of its own to add (no
+// calls since its last sync) loads the shared windows: an idle worker
+// reads a provider's window buckets this often instead of every sync,
+// and reads them at its first sync after a call.
+const QuietSync = 10 * time.Second
 
 // DefaultHealthConfig is the built-in scoring (internal/defaults), for a
 // scorer built without a configuration.
@@ -195,6 +202,12 @@ func (h *Health) Sync(ctx context.Context, providers []string) error {
 	h.mu.Unlock()
 	var window map[string]map[int64]map[string]map[string]int64
 	buckets := h.windowBuckets(now)
+	h.mu.Lock()
+	quiet := len(pending) == 0 && !h.loaded.IsZero() && now.Sub(h.loaded) < QuietSync
+	h.mu.Unlock()
+	if h.store != nil && quiet {
+		return nil
+	}
 	if h.store != nil {
 		var batches []HealthBatch
 		for p, bs := range pending {
@@ -212,6 +225,9 @@ func (h *Health) Sync(ctx context.Context, providers []string) error {
 		if window, err = h.store.Load(ctx, providers, buckets); err != nil {
 			return err
 		}
+		h.mu.Lock()
+		h.loaded = now
+		h.mu.Unlock()
 	} else {
 		h.mu.Lock()
 		window = copyWindow(h.local, buckets)

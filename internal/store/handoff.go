@@ -53,9 +53,11 @@ const taskStatsTTL = 90 * 24 * time.Hour // asynq's statsTTL
 func asynqKey(queue, name string) string { return "asynq:{" + queue + "}:" + name }
 
 // luaClaim is asynq's dequeue for one task id: nothing if the queue is
-// paused or the task is no longer pending (another worker took it).
+// paused, holds more than ARGV[3] tasks (others were waiting first), or
+// the task is no longer pending (another worker took it).
 var luaClaim = redis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+if redis.call('LLEN', KEYS[1]) > tonumber(ARGV[3]) then return false end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return false end
 redis.call('LPUSH', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[5], 'state', 'active')
@@ -63,12 +65,14 @@ redis.call('HDEL', KEYS[5], 'pending_since')
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
 return redis.call('HGET', KEYS[5], 'msg')`)
 
-// ClaimTask takes task id of queue for this worker, active until lease.
-// Nil and no error: the task is not pending (taken, or never enqueued) or
-// its queue is paused.
-func (s *Store) ClaimTask(ctx context.Context, queue, id string, lease time.Time) (*ClaimedTask, error) {
+// ClaimTask takes task id of queue for this worker, active until lease,
+// if the queue's pending list holds at most pending tasks (the ones the
+// caller enqueued itself: any more were waiting before them). Nil and no
+// error: the task is not pending (taken, or never enqueued), others wait,
+// or the queue is paused.
+func (s *Store) ClaimTask(ctx context.Context, queue, id string, pending int, lease time.Time) (*ClaimedTask, error) {
 	keys := []string{asynqPendingKey(queue), asynqKey(queue, "paused"), asynqKey(queue, "active"), asynqKey(queue, "lease"), asynqTaskKey(queue, id)}
-	res, err := luaClaim.Run(ctx, s.rdb, keys, id, lease.Unix()).Text()
+	res, err := luaClaim.Run(ctx, s.rdb, keys, id, lease.Unix(), max(pending, 1)).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

@@ -121,11 +121,11 @@ func TestHandedOffTasksEndAsAsynqEndsThem(t *testing.T) {
 	s := store.New(viaStore, time.Hour, nil)
 	for _, c := range handoffCases {
 		id := "t-" + c.queue
-		claimed, err := s.ClaimTask(ctx, c.queue, id, time.Now().Add(store.TaskLease))
+		claimed, err := s.ClaimTask(ctx, c.queue, id, 1, time.Now().Add(store.TaskLease))
 		if err != nil || claimed == nil {
 			t.Fatalf("claim %s: %v, %v", id, claimed, err)
 		}
-		if again, err := s.ClaimTask(ctx, c.queue, id, time.Now().Add(store.TaskLease)); again != nil || err != nil {
+		if again, err := s.ClaimTask(ctx, c.queue, id, 1, time.Now().Add(store.TaskLease)); again != nil || err != nil {
 			t.Fatalf("a claimed task was claimed again: %v, %v", again, err)
 		}
 		if info, _ := asynq.NewInspectorFromRedisClient(viaStore).GetTaskInfo(c.queue, id); info.State != asynq.TaskStateActive {
@@ -161,13 +161,13 @@ func TestAPausedQueuesTaskIsNotClaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := store.New(rdb, time.Hour, nil)
-	if c, err := s.ClaimTask(ctx, "default", "t1", time.Now().Add(time.Minute)); c != nil || err != nil {
+	if c, err := s.ClaimTask(ctx, "default", "t1", 1, time.Now().Add(time.Minute)); c != nil || err != nil {
 		t.Fatalf("a paused queue's task was claimed: %v, %v", c, err)
 	}
 	if err := insp.UnpauseQueue("default"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.ClaimTask(ctx, "default", "t1", time.Now().Add(time.Minute))
+	c, err := s.ClaimTask(ctx, "default", "t1", 1, time.Now().Add(time.Minute))
 	if c == nil || err != nil {
 		t.Fatalf("claim after resume: %v, %v", c, err)
 	}
@@ -177,8 +177,25 @@ func TestAPausedQueuesTaskIsNotClaimed(t *testing.T) {
 	if info, _ := insp.GetTaskInfo("default", "t1"); info.State != asynq.TaskStatePending {
 		t.Fatalf("a requeued task is %s", info.State)
 	}
-	if c, err := s.ClaimTask(ctx, "default", "nope", time.Now().Add(time.Minute)); c != nil || err != nil {
+	if c, err := s.ClaimTask(ctx, "default", "nope", 1, time.Now().Add(time.Minute)); c != nil || err != nil {
 		t.Fatalf("a task never enqueued was claimed: %v, %v", c, err)
+	}
+	// a task others were waiting before is left to asynq's order
+	for _, id := range []string{"older", "t1"} {
+		if id == "t1" {
+			if err := insp.DeleteTask("default", "t1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx, asynq.NewTask("agentq:step", []byte("{}"), asynq.TaskID(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := s.ClaimTask(ctx, "default", "t1", 1, time.Now().Add(time.Minute)); c != nil || err != nil {
+		t.Fatalf("a task was claimed ahead of one waiting before it: %v, %v", c, err)
+	}
+	if c, err := s.ClaimTask(ctx, "default", "t1", 2, time.Now().Add(time.Minute)); c == nil || err != nil {
+		t.Fatalf("a task enqueued with another by the same settle was not claimed: %v, %v", c, err)
 	}
 }
 

@@ -162,18 +162,18 @@ func Run(ctx context.Context, o Options) error {
 	if o.Middleware != nil {
 		sh = o.Middleware(sh)
 	}
-	stopHandoffs := func() {}
-	if !cfg.Worker.NoHandoffs {
-		// the worker that settles a step runs its successors at once
-		// (engine/handoff.go); asynq's deliveries share its slots
-		handoffs := h.Handoffs(engine.HandoffOptions{Queues: slices.Collect(maps.Keys(wh.queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
-			ErrorHandler: h, RetryDelay: wh.retryDelay(policy.RetryDelay, random), IsFailure: policy.IsFailure})
-		sh = handoffs.Gate(sh)
-		hctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
-		go handoffs.Run(hctx)
-		stopHandoffs = sync.OnceFunc(func() { handoffs.Stop(cfg.Worker.ShutdownTimeout.D()); stopLeases() })
-		defer stopHandoffs()
+	// a step's task runs the step it made ready in its own slot
+	// (engine/handoff.go); every step is held to its own timeout there
+	handoffs, err := h.Handoffs(engine.HandoffOptions{Queues: slices.Collect(maps.Keys(wh.queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
+		ErrorHandler: h, RetryDelay: wh.retryDelay(policy.RetryDelay, random), IsFailure: policy.IsFailure, Off: cfg.Worker.NoHandoffs})
+	if err != nil {
+		return err
 	}
+	sh = handoffs.Serve(sh)
+	hctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	go handoffs.Run(hctx)
+	stopHandoffs := sync.OnceFunc(func() { handoffs.Stop(cfg.Worker.ShutdownTimeout.D()); stopLeases() })
+	defer stopHandoffs()
 	mux.Handle(tasks.TypeStep, sh)
 	wh.register(mux)
 	if err := srv.Start(mux); err != nil {

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// -inflight N: LLM calls take seconds, so a worker's throughput is its
+// concurrency over the call latency. N calls in flight at -latency each,
+// in one worker process of concurrency N, then in 4 processes of N/4,
+// then in one of 500 for the per-step cost to compare: single-step
+// workflows, three waves of them (3×concurrency steps), submitted by 32
+// producers at once. Reported: steps/s against concurrency ÷ latency,
+// each process's peak RSS, steps run more than once, asynq's retried and
+// archived tasks (a lease that lapsed shows there), and Redis and worker
+// CPU per step.
+
+// inflightWaves is how many times over the workload fills the slots.
+const inflightWaves = 3
+
+// InflightResult is one -inflight run.
+type InflightResult struct {
+	Workers, Concurrency, Steps int // Concurrency is per worker
+	Seconds, StepsPerSec        float64
+	Target                      float64 // total concurrency ÷ latency
+	PeakRSSMiB                  []float64
+	RanTwice, Retried, Archived int
+	RedisMicrosPerStep          float64
+	WorkerCPUMicrosPerStep      float64 // all worker processes, user + system
+}
+
+func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
+	dir, err := os.MkdirTemp("", "agentq-inflight-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "agentq-worker")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/worker").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/worker: %w: %s", err, out)
+	}
+	runs := []struct{ workers, each int }{{1, p.inflight}, {4, p.inflight / 4}, {1, 500}}
+	fmt.Fprintf(out, "bench: %d calls in flight at %s each (chaosllm), %d waves of single-step workflows\n", p.inflight, p.latency, inflightWaves)
+	var res []InflightResult
+	for _, r := range runs {
+		x, err := measureInflight(ctx, p, bin, dir, r.workers, r.each, rdb, db, chaosURL)
+		if err != nil {
+			return fmt.Errorf("%d worker(s) of %d: %w", r.workers, r.each, err)
+		}
+		res = append(res, x)
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, Redis %.0f µs/step, workers %.0f µs/step\n",
+			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
+			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep)
+	}
+	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	base := res[len(res)-1].RedisMicrosPerStep
+	for _, x := range res {
+		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
+			100*x.StepsPerSec/x.Target, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
+	}
+	return nil
+}
+
+const inflightSpec = "name: inflight\ndefaults: { route: bench }\nsteps:\n  - { id: call, prompt: \"call {{ .Input.n }}\" }\n"
+
+func measureInflight(ctx context.Context, p params, bin, dir string, workers, each int, rdb *redis.Client, db redistest.DB, chaosURL string) (InflightResult, error) {
+	x := InflightResult{Workers: workers, Concurrency: each, Steps: inflightWaves * workers * each,
+		Target: float64(workers*each) / p.latency.Seconds()}
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return x, err
+	}
+	// the provider's timeout well over the latency: a call in flight
+	// waits for its answer, however many are in flight
+	cfgPath := filepath.Join(dir, fmt.Sprintf("agentq-%d.yaml", each))
+	cfg := fmt.Sprintf(`redis: { addr: %q, db: %d }
+worker: { concurrency: %d, shutdown_timeout: 2m }
+providers:
+  - { name: chaos, kind: openai, base_url: "${CHAOS}/v1", keys: ["bench-key"], timeout: %s }
+routes:
+  bench: { targets: [ { provider: chaos, model: bench-model } ] }
+retention: 1h
+`, db.Addr, db.DB, each, 6*p.latency+30*time.Second)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return x, err
+	}
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, c := range cmds {
+			if c.ProcessState == nil {
+				_ = c.Process.Kill()
+				_ = c.Wait()
+			}
+		}
+	}()
+	for range workers {
+		c := exec.Command(bin, "--config", cfgPath, "--log-level", "error")
+		c.Env = append(os.Environ(), "CHAOS="+chaosURL)
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			return x, err
+		}
+		cmds = append(cmds, c)
+	}
+	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"}})
+	if err := waitForWorkers(ctx, rdb, workers); err != nil {
+		return x, err
+	}
+	wspec, err := client.Parse("inflight.yaml", []byte(inflightSpec))
+	if err != nil {
+		return x, err
+	}
+	m := &meter{rdb: rdb, steps: x.Steps}
+	m.start(ctx)
+	ids := make([]string, x.Steps)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < x.Steps; i += 32 {
+				s := *wspec
+				s.Input = map[string]any{"n": i}
+				id, err := client.Submit(ctx, &s)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = id
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return x, err
+	}
+	// wait for every workflow, 64 at a time
+	sem := make(chan struct{}, 64)
+	var mu sync.Mutex
+	var first, last time.Time
+	var werr error
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			wctx, cancel := context.WithTimeout(ctx, 20*p.latency+5*time.Minute)
+			defer cancel()
+			wf, err := client.Wait(wctx, id, 200*time.Millisecond, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				werr = fmt.Errorf("waiting for %s: %w", id, err)
+			case wf.State != store.StateCompleted:
+				werr = fmt.Errorf("workflow %s is %s", id, wf.State)
+			default:
+				s := wf.Steps[0]
+				if s.Attempts > 1 {
+					x.RanTwice++
+				}
+				if s.StartedAt != nil && (first.IsZero() || s.StartedAt.Before(first)) {
+					first = *s.StartedAt
+				}
+				if s.FinishedAt != nil && s.FinishedAt.After(last) {
+					last = *s.FinishedAt
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	m.stop(ctx)
+	if werr != nil {
+		return x, werr
+	}
+	x.Seconds = last.Sub(first).Seconds()
+	// the first wave's calls start together and the last wave's end
+	// together: steps over the span of the waves
+	x.StepsPerSec = float64(x.Steps) / x.Seconds
+	x.RedisMicrosPerStep = m.cost.RedisCPUMicros
+	if qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo("default"); err == nil {
+		x.Retried, x.Archived = qi.Retry+int(qi.FailedTotal), qi.Archived
+	}
+	var cpu time.Duration
+	for _, c := range cmds {
+		_ = c.Process.Signal(syscall.SIGTERM)
+		if err := c.Wait(); err != nil {
+			return x, fmt.Errorf("worker exit: %w", err)
+		}
+		ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok {
+			return x, fmt.Errorf("no rusage on this platform")
+		}
+		x.PeakRSSMiB = append(x.PeakRSSMiB, float64(ru.Maxrss/1024))
+		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	x.WorkerCPUMicrosPerStep = float64(cpu.Microseconds()) / float64(x.Steps)
+	return x, nil
+}
+
+// waitForWorkers waits until n workers advertise themselves.
+func waitForWorkers(ctx context.Context, rdb *redis.Client, n int) error {
+	deadline := time.Now().Add(time.Minute)
+	fleet := store.NewFleet(rdb, nil)
+	for {
+		live, err := fleet.Live(ctx)
+		if err == nil && len(live) >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d workers live after a minute (%v)", len(live), n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

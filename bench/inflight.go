@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,12 @@ type InflightResult struct {
 	RanTwice, Retried, Archived int
 	RedisMicrosPerStep          float64
 	WorkerCPUMicrosPerStep      float64 // all worker processes, user + system
+	// BenchCPUMicrosPerStep is this process's: chaosllm answering, the
+	// producers submitting, the waits.
+	BenchCPUMicrosPerStep float64
+	// Ceiling is the steps/s this machine's cores carry at the CPU per
+	// step measured (worker, Redis and bench together).
+	Ceiling float64
 }
 
 func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
@@ -63,15 +70,15 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 			return fmt.Errorf("%d worker(s) of %d: %w", r.workers, r.each, err)
 		}
 		res = append(res, x)
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, Redis %.0f µs/step, workers %.0f µs/step\n",
-			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep)
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f\n",
+			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
+			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep)
 	}
-	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
 	for _, x := range res {
-		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
-			100*x.StepsPerSec/x.Target, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
+		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
+			100*x.StepsPerSec/x.Target, x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
 	}
 	return nil
 }
@@ -162,7 +169,7 @@ retention: 1h
 			defer func() { <-sem; wg.Done() }()
 			wctx, cancel := context.WithTimeout(ctx, 20*p.latency+5*time.Minute)
 			defer cancel()
-			wf, err := client.Wait(wctx, id, 200*time.Millisecond, nil)
+			wf, err := client.Wait(wctx, id, min(p.latency/4, 2*time.Second), nil) // seldom: the waits cost Redis too
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -193,7 +200,7 @@ retention: 1h
 	// the first wave's calls start together and the last wave's end
 	// together: steps over the span of the waves
 	x.StepsPerSec = float64(x.Steps) / x.Seconds
-	x.RedisMicrosPerStep = m.cost.RedisCPUMicros
+	x.RedisMicrosPerStep, x.BenchCPUMicrosPerStep = m.cost.RedisCPUMicros, m.cost.ProcCPUMicros
 	if qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo("default"); err == nil {
 		x.Retried, x.Archived = qi.Retry+int(qi.FailedTotal), qi.Archived
 	}
@@ -211,6 +218,7 @@ retention: 1h
 		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	x.WorkerCPUMicrosPerStep = float64(cpu.Microseconds()) / float64(x.Steps)
+	x.Ceiling = float64(runtime.NumCPU()) * 1e6 / (x.WorkerCPUMicrosPerStep + x.RedisMicrosPerStep + x.BenchCPUMicrosPerStep)
 	return x, nil
 }
 

@@ -83,7 +83,7 @@ func DecodePayload(b []byte) (Payload, error) {
 }
 
 // canonicalPayload reads a payload in the exact form json.Marshal writes
-// a Payload (`{"wf":"…","step":"…"}` or with `,"gen":N` last, ids without
+// a Payload (`{"wf":"…","step":"…"}`, then `,"gen":N` and `,"slack":N` if set, ids without
 // escapes) without encoding/json, whose reflection costs a step task more
 // than the rest of its decoding; anything else reports false and goes
 // the long way.
@@ -104,23 +104,35 @@ func canonicalPayload(b []byte) (Payload, bool) {
 	if !ok {
 		return p, false
 	}
-	if gen, ok := bytes.CutPrefix(rest, []byte(`,"gen":`)); ok {
-		digits, ok := bytes.CutSuffix(gen, []byte("}"))
-		// json.Marshal writes no leading zero and omits 0 (omitempty)
-		if !ok || len(digits) == 0 || len(digits) > 9 || digits[0] < '1' || digits[0] > '9' {
-			return p, false
-		}
-		for _, c := range digits {
-			if c < '0' || c > '9' {
-				return p, false
-			}
-			p.Gen = p.Gen*10 + int(c-'0')
-		}
-	} else if string(rest) != "}" {
+	if rest, ok = cutInt(rest, `,"gen":`, &p.Gen); !ok {
+		return p, false
+	}
+	if rest, ok = cutInt(rest, `,"slack":`, &p.Slack); !ok || string(rest) != "}" {
 		return p, false
 	}
 	p.Workflow, p.Step = string(wf), string(step)
 	return p, p.Workflow != "" && p.Step != ""
+}
+
+// cutInt reads the field name's positive number into v if b starts with
+// name (json.Marshal writes no leading zero and omits 0: omitempty), and
+// returns the rest; b as it is without it; false for anything else.
+func cutInt(b []byte, name string, v *int) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(name))
+	if !ok {
+		return b, true
+	}
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 9 || rest[0] == '0' {
+		return nil, false
+	}
+	for _, c := range rest[:n] {
+		*v = *v*10 + int(c-'0')
+	}
+	return rest[n:], true
 }
 
 // cutID cuts a JSON string's body up to its closing quote; false if it

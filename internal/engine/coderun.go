@@ -159,6 +159,11 @@ func (h *Handler) storedCalls(ctx context.Context, p tasks.Payload, attempt int)
 // codeRun runs a code step: its worker's function.
 type codeRun struct{}
 
+func (codeRun) servedBy(h *Handler, st *spec.Step) bool {
+	_, ok := h.o.Steps[st.Run]
+	return ok
+}
+
 func (codeRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	return h.runCode(ctx, run, a, views)
 }

@@ -198,7 +198,7 @@ func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Tas
 		ho.logPanic(t, err)
 		return err
 	case <-ctx.Done():
-		s.close() // given up on: its late settle hands nothing on
+		ho.giveUp(s)
 		return ctx.Err()
 	}
 }
@@ -208,6 +208,14 @@ func (ho *Handoffs) logPanic(t *asynq.Task, err error) {
 	var pe *panicError
 	if errors.As(err, &pe) {
 		ho.h.o.Logger.Error("a step panicked", "task", string(t.Payload()), "panic", store.Excerpt(pe.msg), "stack", pe.stack)
+	}
+}
+
+// giveUp closes the slot of a run given up on (its late settle hands
+// nothing on) and puts back on its queue a step it handed on already.
+func (ho *Handoffs) giveUp(s *slot) {
+	if c := s.close(); c != nil {
+		ho.requeue(c.t)
 	}
 }
 
@@ -338,7 +346,7 @@ func (ho *Handoffs) offer(ctx context.Context, wf string, wspec *spec.Spec, read
 			continue
 		}
 		r := spec.Resolve(wspec, st)
-		if !ho.queues[r.Queue] {
+		if !ho.queues[r.Queue] || !ho.h.serves(st) {
 			continue
 		}
 		if ho.o.Now().Add(r.Timeout + handoffMargin).After(s.until) {
@@ -392,8 +400,10 @@ func (ho *Handoffs) run(c *claimed, s *slot) {
 		ho.mu.Unlock()
 	}()
 	dl := taskDeadline(t, now)
-	if own := now.Add(c.timeout); own.Before(dl) {
-		dl = own
+	for _, d := range []time.Time{now.Add(c.timeout), s.until.Add(-handoffMargin)} {
+		if d.Before(dl) {
+			dl = d // its own timeout, within the slot's time
+		}
 	}
 	rctx, rcancel := context.WithDeadline(ctx, dl)
 	defer rcancel()
@@ -405,7 +415,7 @@ func (ho *Handoffs) run(c *claimed, s *slot) {
 	select {
 	case err = <-done:
 	case <-rctx.Done():
-		s.close() // given up on: its late settle hands nothing on
+		ho.giveUp(s)
 		err = rctx.Err()
 	}
 	cause := context.Cause(ctx)

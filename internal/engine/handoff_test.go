@@ -330,3 +330,57 @@ func TestAChainUnderAKeyIsHandedOffUnthrottled(t *testing.T) {
 		t.Fatalf("%d steps handed off, want 5", handed)
 	}
 }
+
+// A step handed on by a task that is then given up on at its timeout
+// goes back to its queue and runs (it is not left active and unrun).
+func TestAStepHandedOnByATaskGivenUpOnStillRuns(t *testing.T) {
+	t.Parallel()
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll,
+		Steps: map[string]engine.StepFunc{"f": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "ok", nil }},
+		Middleware: func(next asynq.Handler) asynq.Handler {
+			return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+				err := next.ProcessTask(ctx, t)
+				if strings.Contains(string(t.Payload()), `"step":"s0"`) {
+					<-stuck // s0 settled and handed s1 on, then its task outlives its timeout
+				}
+				return err
+			})
+		}})
+	id := e.Submit(t, e.Spec(codeChain("givenup", "f", 2, ", timeout: 1s, max_retries: 1")))
+	e.StartWorker(t)
+	wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
+	if wf.State != store.StateCompleted || wf.Steps[1].Attempts != 1 {
+		t.Fatalf("workflow %s, s1 %+v (want completed, s1 run once)", wf.State, wf.Steps[1])
+	}
+}
+
+// Canceling a workflow while a step runs as a hand-off cancels that step,
+// not the task of the done step that handed it on (which asynq would
+// count failed, a false dead letter).
+func TestCancelDuringAHandOffLeavesThePredecessorsTaskCompleted(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 1)
+	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
+		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+			if s.ID() == "s1" {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return "ok", nil
+		}}})
+	id := e.Submit(t, e.Spec(codeChain("cancel2", "f", 3, ", timeout: 10m, max_retries: 0")))
+	e.StartWorker(t)
+	<-started
+	if _, err := e.Client.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCanceled)
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		info, err := insp.GetTaskInfo("default", flow.StepTaskID(id, "s0", 0))
+		return err == nil && info.State == asynq.TaskStateCompleted, fmt.Sprintf("s0's task: %+v, %v (want completed)", info, err)
+	})
+}

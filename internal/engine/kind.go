@@ -54,3 +54,18 @@ func runnerOf(st *spec.Step) runner {
 	}
 	return runners[k.Name()]
 }
+
+// needsRegistered is a run side that needs something registered on the
+// worker that runs it (a code step's function, a prompt's tools).
+type needsRegistered interface {
+	servedBy(h *Handler, st *spec.Step) bool
+}
+
+// serves reports whether this worker can run step st itself: a worker
+// hands on only the steps it serves (handoff.go).
+func (h *Handler) serves(st *spec.Step) bool {
+	if n, ok := runnerOf(st).(needsRegistered); ok {
+		return n.servedBy(h, st)
+	}
+	return true
+}

@@ -80,6 +80,11 @@ func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Atte
 // none of its tools is the worker's own.
 type toolLoopRun struct{}
 
+func (toolLoopRun) servedBy(h *Handler, st *spec.Step) bool {
+	_, missing := missingTool(st, h.tools)
+	return !missing
+}
+
 func (toolLoopRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	return h.runPrompt(ctx, run, a, views, func(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
 		if runsTools(run.st, h.tools) {

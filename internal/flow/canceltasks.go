@@ -14,8 +14,14 @@ import (
 )
 
 // StepTask is one task a workflow may have in asynq: a step's, or a map
-// instance's, by its id (with the workflow's generation).
-type StepTask struct{ Step, Queue, ID string }
+// instance's, by its id (with the workflow's generation). Settled marks a
+// step's task whose step settled already: if it runs, it is running the
+// steps it handed on (engine/handoff.go), which are stopped by their own
+// tasks, and it is not canceled (asynq would count its done step failed).
+type StepTask struct {
+	Step, Queue, ID string
+	Settled         bool
+}
 
 // TasksOf lists the tasks a workflow may have in asynq: one per step, and
 // its instances' still in flight (a map's: the rest were never enqueued,
@@ -35,9 +41,10 @@ func TasksOf(ctx context.Context, rec *store.Store, id string, wspec *spec.Spec)
 		st := &wspec.Steps[i]
 		queue := spec.Resolve(wspec, st).Queue
 		own := StepTaskID(id, st.ID, wf.Generation)
-		out = append(out, StepTask{st.ID, queue, own})
+		settled := i < len(wf.Steps) && wf.Steps[i].ID == st.ID && (wf.Steps[i].State == store.StepDone || wf.Steps[i].State == store.StepDead)
+		out = append(out, StepTask{Step: st.ID, Queue: queue, ID: own, Settled: settled})
 		if i < len(owners) && owners[i] != own && strings.HasPrefix(owners[i], own+":") {
-			out = append(out, StepTask{st.ID, queue, owners[i]}) // a concurrency grant's task runs it
+			out = append(out, StepTask{Step: st.ID, Queue: queue, ID: owners[i], Settled: settled}) // a concurrency grant's task runs it
 		}
 		if i < len(wf.Steps) && wf.Steps[i].ID == st.ID {
 			out = append(out, mapInstanceTasks(ctx, rec, id, st, &wf.Steps[i], wf.Generation, queue)...)
@@ -62,7 +69,7 @@ func StopTasks(insp *asynq.Inspector, ts []StepTask, skip string) []error {
 		}
 		if active, err := deleteWaiting(insp, t.Queue, t.ID); err != nil {
 			errs = append(errs, fmt.Errorf("step %s: %w", t.Step, err))
-		} else if active {
+		} else if active && !t.Settled {
 			running = append(running, t)
 		}
 	}

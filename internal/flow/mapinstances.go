@@ -30,9 +30,9 @@ func mapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec
 			}
 			inst := record.InstanceID(st.ID, from+n)
 			own := StepTaskID(wf, inst, gen)
-			out = append(out, StepTask{inst, queue, own})
+			out = append(out, StepTask{Step: inst, Queue: queue, ID: own})
 			if err == nil && strings.HasPrefix(page[n].Owner, own+":") {
-				out = append(out, StepTask{inst, queue, page[n].Owner}) // a concurrency grant's task runs it
+				out = append(out, StepTask{Step: inst, Queue: queue, ID: page[n].Owner}) // a concurrency grant's task runs it
 			}
 		}
 	}

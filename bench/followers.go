@@ -52,15 +52,11 @@ type FollowersReport struct {
 }
 
 func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
-	dir, err := os.MkdirTemp("", "agentq-bench-")
+	dir, bin, err := buildCmd(ctx, "dashboard")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agentq-dashboard")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/dashboard").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/dashboard: %w: %s", err, out)
-	}
 	cfgPath := filepath.Join(dir, "agentq.yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("redis: { addr: %q, db: %d }\n%s", db.Addr, db.DB, benchConfig)), 0o600); err != nil {
 		return err

@@ -53,15 +53,11 @@ type InflightResult struct {
 }
 
 func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
-	dir, err := os.MkdirTemp("", "agentq-inflight-")
+	dir, bin, err := buildCmd(ctx, "worker")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agentq-worker")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/worker").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/worker: %w: %s", err, out)
-	}
 	runs := []struct{ workers, each int }{{1, p.inflight}, {4, p.inflight / 4}, {1, 500}}
 	fmt.Fprintf(out, "bench: %d calls in flight at %s each (chaosllm), %d waves of single-step workflows\n", p.inflight, p.latency, inflightWaves)
 	var res []InflightResult

@@ -32,15 +32,11 @@ type Resources struct {
 // given concurrency against the same Redis and chaosllm, puts the chords
 // workload through it and reads the child's rusage after a clean stop.
 func measureResources(ctx context.Context, p params, concurrency int, rdb *redis.Client, db redistest.DB, chaosURL string) (Resources, error) {
-	dir, err := os.MkdirTemp("", "agentq-bench-")
+	dir, bin, err := buildCmd(ctx, "worker")
 	if err != nil {
 		return Resources{}, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agentq-worker")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/worker").CombinedOutput(); err != nil {
-		return Resources{}, fmt.Errorf("go build ./cmd/worker: %w: %s", err, out)
-	}
 	cfgPath := filepath.Join(dir, "agentq.yaml")
 	cfg := fmt.Sprintf("redis: { addr: %q, db: %d }\nworker: { concurrency: %d }\n%s", db.Addr, db.DB, concurrency, benchConfig)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -94,6 +90,20 @@ func measureResources(ctx context.Context, p params, concurrency int, rdb *redis
 		PeakRSSMiB:     float64(ru.Maxrss) / 1024, // Linux reports KiB
 		CPUSecPer1000:  (user + sys) * 1000 / float64(steps),
 		UserSecPer1000: user * 1000 / float64(steps)}, nil
+}
+
+// buildCmd builds ./cmd/<name> into a new temporary directory, which the
+// caller removes.
+func buildCmd(ctx context.Context, name string) (dir, bin string, err error) {
+	if dir, err = os.MkdirTemp("", "agentq-bench-"); err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "agentq-"+name)
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("go build ./cmd/%s: %w: %s", name, err, out)
+	}
+	return dir, bin, nil
 }
 
 func parseInts(s string) ([]int, error) {

@@ -3,10 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,15 +34,11 @@ import (
 // queue's task is not taken; while every slot of the worker is busy,
 // nor is one whose queue has tasks that waited before it (they go first,
 // in asynq's queue weights' order); one step per slot is handed on (the
-// others a settle made ready wait for asynq). A hand-off must fit in the slot's time: asynq gives a
-// step's task its timeout plus HandoffSlack (flow.QueuedTask), the step
-// itself is held to its own timeout (the handler), and a successor is
-// taken only while its timeout still fits before asynq's deadline for the
-// slot.
-
-// HandoffSlack is the time a step's task allows, beyond its step's
-// timeout, for the steps it hands on in its slot (flow.QueuedTask).
-const HandoffSlack = flow.HandoffSlack
+// others a settle made ready wait for asynq); only a step this worker
+// serves is. A hand-off must fit in the slot's time: asynq gives a step's
+// task its timeout plus flow.HandoffSlack (its payload's slack), Serve
+// holds each step to its own timeout, and a successor is taken only while
+// its timeout still fits before asynq's deadline for the slot.
 
 // HandoffOptions configures a worker's hand-offs.
 type HandoffOptions struct {
@@ -203,14 +196,6 @@ func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Tas
 	}
 }
 
-// logPanic logs a step's panic with its stack (as asynq's processor does).
-func (ho *Handoffs) logPanic(t *asynq.Task, err error) {
-	var pe *panicError
-	if errors.As(err, &pe) {
-		ho.h.o.Logger.Error("a step panicked", "task", string(t.Payload()), "panic", store.Excerpt(pe.msg), "stack", pe.stack)
-	}
-}
-
 // giveUp closes the slot of a run given up on (its late settle hands
 // nothing on) and puts back on its queue a step it handed on already.
 func (ho *Handoffs) giveUp(s *slot) {
@@ -242,88 +227,6 @@ func (ho *Handoffs) requeue(t *store.ClaimedTask) {
 	if err := untilStored(ctx, func() error { return ho.h.st.RequeueTask(ctx, t) }); err != nil {
 		ho.h.o.Logger.Warn("a handed-off step's task could not go back to its queue; asynq recovers it when its lease lapses",
 			"task", t.ID, "err", store.Excerpt(err.Error()))
-	}
-}
-
-// Run keeps the running hand-offs' leases and hears asynq's cancels until
-// ctx ends; then Stop ends them.
-func (ho *Handoffs) Run(ctx context.Context) {
-	sub := ho.h.o.Redis.Subscribe(ctx, cancelChannel)
-	defer func() { _ = sub.Close() }()
-	cancels := sub.Channel()
-	tick := time.NewTicker(ho.o.LeaseEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-cancels:
-			if ok {
-				ho.cancelRun(m.Payload, context.Canceled)
-			}
-		case <-tick.C:
-			ho.extendLeases(ctx)
-		}
-	}
-}
-
-// cancelChannel is where asynq's Inspector.CancelProcessing publishes a
-// task id.
-const cancelChannel = "asynq:cancel"
-
-func (ho *Handoffs) cancelRun(id string, cause error) {
-	ho.mu.Lock()
-	defer ho.mu.Unlock()
-	if r := ho.running[id]; r != nil {
-		r.cancel(cause)
-	}
-}
-
-// extendLeases extends every running hand-off's lease; one whose lease
-// is gone, or lapsed while Redis did not answer, is stopped (asynq's
-// recoverer has it back).
-func (ho *Handoffs) extendLeases(ctx context.Context) {
-	ho.mu.Lock()
-	byQueue := map[string][]string{}
-	for id, r := range ho.running {
-		byQueue[r.t.Queue] = append(byQueue[r.t.Queue], id)
-	}
-	ho.mu.Unlock()
-	now := ho.o.Now()
-	until := now.Add(store.TaskLease)
-	for q, ids := range byQueue {
-		lctx, cancel := context.WithTimeout(ctx, settleTimeout)
-		lost, err := ho.h.st.ExtendTaskLeases(lctx, q, ids, until)
-		cancel()
-		ho.mu.Lock()
-		for _, id := range ids {
-			r := ho.running[id]
-			switch {
-			case r == nil:
-			case err == nil && !slices.Contains(lost, id):
-				r.until = until
-			case err == nil || now.After(r.until):
-				r.cancel(errLeaseOff)
-			}
-		}
-		ho.mu.Unlock()
-	}
-}
-
-// Stop hands no more steps on, waits up to timeout for the running
-// hand-offs to end, then stops them and puts their tasks back on their
-// queues.
-func (ho *Handoffs) Stop(timeout time.Duration) {
-	ho.mu.Lock()
-	ho.stopping = true
-	ho.mu.Unlock()
-	done := make(chan struct{})
-	go func() { ho.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		ho.abort(errAborted)
-		<-done
 	}
 }
 
@@ -380,120 +283,4 @@ func inQueue(wspec *spec.Spec, ready []string, queue string) int {
 		}
 	}
 	return n
-}
-
-// run runs handed-on task c in slot s and ends it as asynq's processor
-// would: at its timeout, a cancel or a lapsed lease it is given up on
-// (its run goes on unwatched, as asynq leaves it, and hands nothing on).
-func (ho *Handoffs) run(c *claimed, s *slot) {
-	defer ho.wg.Done()
-	t := c.t
-	now := ho.o.Now()
-	ctx, cancel := context.WithCancelCause(ho.ctx)
-	defer cancel(nil)
-	ho.mu.Lock()
-	ho.running[t.ID] = &handedOff{t: t, cancel: cancel, until: now.Add(store.TaskLease)}
-	ho.mu.Unlock()
-	defer func() {
-		ho.mu.Lock()
-		delete(ho.running, t.ID)
-		ho.mu.Unlock()
-	}()
-	dl := taskDeadline(t, now)
-	for _, d := range []time.Time{now.Add(c.timeout), s.until.Add(-handoffMargin)} {
-		if d.Before(dl) {
-			dl = d // its own timeout, within the slot's time
-		}
-	}
-	rctx, rcancel := context.WithDeadline(ctx, dl)
-	defer rcancel()
-	rctx = withDelivery(context.WithValue(rctx, slotKey{}, s), delivery{taskID: t.ID, retried: t.Retried, maxRetry: t.Retry, handoff: true})
-	task := asynq.NewTask(t.Type, t.Payload)
-	done := make(chan error, 1)
-	go func() { done <- process(rctx, ho.o.Run, task) }()
-	var err error
-	select {
-	case err = <-done:
-	case <-rctx.Done():
-		ho.giveUp(s)
-		err = rctx.Err()
-	}
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(cause, errAborted):
-		ho.requeue(t)
-	case errors.Is(cause, errLeaseOff):
-		// asynq's recoverer has the task back: only the error handler hears
-		if ho.o.ErrorHandler != nil {
-			ho.o.ErrorHandler.HandleError(rctx, task, asynq.ErrLeaseExpired)
-		}
-	case err == nil:
-		ho.end(t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
-	default:
-		ho.logPanic(task, err)
-		if ho.o.ErrorHandler != nil {
-			ho.o.ErrorHandler.HandleError(rctx, task, err)
-		}
-		switch {
-		case errors.Is(err, asynq.RevokeTask):
-			t.Retention = 0
-			ho.end(t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
-		case t.Retried >= t.Retry || errors.Is(err, asynq.SkipRetry):
-			ho.end(t, func(ctx context.Context) error { return ho.h.st.ArchiveTask(ctx, t, err.Error()) })
-		default:
-			at := ho.o.Now().Add(ho.o.RetryDelay(t.Retried, err, task))
-			failure := ho.o.IsFailure == nil || ho.o.IsFailure(err)
-			ho.end(t, func(ctx context.Context) error { return ho.h.st.RetryTask(ctx, t, at, err.Error(), failure) })
-		}
-	}
-}
-
-// end writes how handed-off task t ended, trying again while Redis is
-// away and its lease holds (as asynq's processor does); past the lease,
-// asynq's recoverer has it back and the step's checkpoint answers that
-// run.
-func (ho *Handoffs) end(t *store.ClaimedTask, write func(context.Context) error) {
-	ho.mu.Lock()
-	until := ho.o.Now().Add(store.TaskLease)
-	if r := ho.running[t.ID]; r != nil {
-		until = r.until
-	}
-	ho.mu.Unlock()
-	ctx, cancel := context.WithDeadline(context.Background(), until)
-	defer cancel()
-	if err := untilStored(ctx, func() error { return write(ctx) }); err != nil {
-		ho.h.o.Logger.Warn("a handed-off step's task could not be ended; asynq recovers it when its lease lapses",
-			"task", t.ID, "err", store.Excerpt(err.Error()))
-	}
-}
-
-// process runs task with h under ctx; a panic is an error, as asynq
-// makes it.
-func process(ctx context.Context, h asynq.Handler, task *asynq.Task) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &panicError{msg: fmt.Sprint(r), stack: string(debug.Stack())}
-		}
-	}()
-	return h.ProcessTask(ctx, task)
-}
-
-// panicError is a handed-off step's panic (asynq's own is internal to it).
-type panicError struct{ msg, stack string }
-
-func (e *panicError) Error() string { return "panic error cause by: panic " + e.msg }
-
-// taskDeadline is asynq's deadline for a task it starts at now: its
-// timeout from now, or its deadline, whichever comes first; asynq's
-// default 30 minutes without either.
-func taskDeadline(t *store.ClaimedTask, now time.Time) time.Time {
-	switch {
-	case t.Timeout == 0 && t.Deadline == 0:
-		return now.Add(30 * time.Minute)
-	case t.Deadline == 0:
-		return now.Add(time.Duration(t.Timeout) * time.Second)
-	case t.Timeout == 0:
-		return time.Unix(t.Deadline, 0)
-	}
-	return time.Unix(min(now.Unix()+t.Timeout, t.Deadline), 0)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -50,6 +51,10 @@ type InflightResult struct {
 	// Ceiling is the steps/s this machine's cores carry at the CPU per
 	// step measured (worker, Redis and bench together).
 	Ceiling float64
+	// FillSeconds is how long the workers took to start as many steps as
+	// they have slots (the first wave, all pending at the start): their
+	// dequeue rate is slots over it.
+	FillSeconds float64
 }
 
 func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
@@ -67,9 +72,9 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 			return fmt.Errorf("%d worker(s) of %d: %w", r.workers, r.each, err)
 		}
 		res = append(res, x)
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep)
+			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds)
 	}
 	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
@@ -160,6 +165,7 @@ retention: 1h
 	sem := make(chan struct{}, 64)
 	var mu sync.Mutex
 	var first, last time.Time
+	var starts []time.Time
 	var werr error
 	for _, id := range ids {
 		sem <- struct{}{}
@@ -181,8 +187,11 @@ retention: 1h
 				if s.Attempts > 1 {
 					x.RanTwice++
 				}
-				if s.StartedAt != nil && (first.IsZero() || s.StartedAt.Before(first)) {
-					first = *s.StartedAt
+				if s.StartedAt != nil {
+					starts = append(starts, *s.StartedAt)
+					if first.IsZero() || s.StartedAt.Before(first) {
+						first = *s.StartedAt
+					}
 				}
 				if s.FinishedAt != nil && s.FinishedAt.After(last) {
 					last = *s.FinishedAt
@@ -196,6 +205,10 @@ retention: 1h
 		return x, werr
 	}
 	x.Seconds = last.Sub(first).Seconds()
+	slices.SortFunc(starts, time.Time.Compare)
+	if n := workers * each; len(starts) >= n {
+		x.FillSeconds = starts[n-1].Sub(starts[0]).Seconds()
+	}
 	// the first wave's calls start together and the last wave's end
 	// together: steps over the span of the waves
 	x.StepsPerSec = float64(x.Steps) / x.Seconds

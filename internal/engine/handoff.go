@@ -129,7 +129,7 @@ const handoffMargin = settleTimeout
 
 // Handoffs returns the handler's hand-offs, which its settles use from
 // now on.
-func (h *Handler) Handoffs(o HandoffOptions) (*Handoffs, error) {
+func (h *Handler) Handoffs(ctx context.Context, o HandoffOptions) (*Handoffs, error) {
 	if o.Run == nil || o.RetryDelay == nil {
 		return nil, errors.New("engine: hand-offs need the step handler and the retry delay")
 	}
@@ -143,7 +143,8 @@ func (h *Handler) Handoffs(o HandoffOptions) (*Handoffs, error) {
 	for _, q := range o.Queues {
 		ho.queues[q] = true
 	}
-	ho.ctx, ho.abort = context.WithCancelCause(context.Background())
+	// the runs outlive the tasks that hand them on, and end at the stop's abort
+	ho.ctx, ho.abort = context.WithCancelCause(context.WithoutCancel(ctx))
 	h.handoffs = ho
 	return ho, nil
 }
@@ -164,7 +165,7 @@ func (ho *Handoffs) Serve(next asynq.Handler) asynq.Handler {
 			if ctx.Err() != nil || !ho.begin() {
 				// asynq gave up on the slot (its deadline, a cancel, a
 				// shutdown), or the worker stops: the step waits for asynq
-				ho.requeue(c.t)
+				ho.requeue(ctx, c.t)
 				break
 			}
 			s = &slot{until: until, open: true}
@@ -191,16 +192,16 @@ func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Tas
 		ho.logPanic(t, err)
 		return err
 	case <-ctx.Done():
-		ho.giveUp(s)
+		ho.giveUp(ctx, s)
 		return ctx.Err()
 	}
 }
 
 // giveUp closes the slot of a run given up on (its late settle hands
 // nothing on) and puts back on its queue a step it handed on already.
-func (ho *Handoffs) giveUp(s *slot) {
+func (ho *Handoffs) giveUp(ctx context.Context, s *slot) {
 	if c := s.close(); c != nil {
-		ho.requeue(c.t)
+		ho.requeue(ctx, c.t)
 	}
 }
 
@@ -221,8 +222,10 @@ func (ho *Handoffs) begin() bool {
 	return true
 }
 
-func (ho *Handoffs) requeue(t *store.ClaimedTask) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+// requeue puts claimed task t back on its queue unrun; ctx's end does
+// not stop it (it is written after a run given up on).
+func (ho *Handoffs) requeue(ctx context.Context, t *store.ClaimedTask) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if err := untilStored(ctx, func() error { return ho.h.st.RequeueTask(ctx, t) }); err != nil {
 		ho.h.o.Logger.Warn("a handed-off step's task could not go back to its queue; asynq recovers it when its lease lapses",
@@ -266,7 +269,7 @@ func (ho *Handoffs) offer(ctx context.Context, wf string, wspec *spec.Spec, read
 		cancel()
 		switch {
 		case errors.Is(err, store.ErrNotClaimable):
-			ho.requeue(t)
+			ho.requeue(ctx, t)
 		case err == nil && t != nil:
 			s.next = &claimed{t: t, timeout: r.Timeout}
 		}

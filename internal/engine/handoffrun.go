@@ -56,20 +56,20 @@ func (ho *Handoffs) run(c *claimed, s *slot) {
 	select {
 	case err = <-done:
 	case <-rctx.Done():
-		ho.giveUp(s)
+		ho.giveUp(ctx, s)
 		err = rctx.Err()
 	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errAborted):
-		ho.requeue(t)
+		ho.requeue(ctx, t)
 	case errors.Is(cause, errLeaseOff):
 		// asynq's recoverer has the task back: only the error handler hears
 		if ho.o.ErrorHandler != nil {
 			ho.o.ErrorHandler.HandleError(rctx, task, asynq.ErrLeaseExpired)
 		}
 	case err == nil:
-		ho.end(t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
+		ho.end(ctx, t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
 	default:
 		ho.logPanic(task, err)
 		if ho.o.ErrorHandler != nil {
@@ -78,13 +78,13 @@ func (ho *Handoffs) run(c *claimed, s *slot) {
 		switch {
 		case errors.Is(err, asynq.RevokeTask):
 			t.Retention = 0
-			ho.end(t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
+			ho.end(ctx, t, func(ctx context.Context) error { return ho.h.st.CompleteTask(ctx, t) })
 		case t.Retried >= t.Retry || errors.Is(err, asynq.SkipRetry):
-			ho.end(t, func(ctx context.Context) error { return ho.h.st.ArchiveTask(ctx, t, err.Error()) })
+			ho.end(ctx, t, func(ctx context.Context) error { return ho.h.st.ArchiveTask(ctx, t, err.Error()) })
 		default:
 			at := ho.o.Now().Add(ho.o.RetryDelay(t.Retried, err, task))
 			failure := ho.o.IsFailure == nil || ho.o.IsFailure(err)
-			ho.end(t, func(ctx context.Context) error { return ho.h.st.RetryTask(ctx, t, at, err.Error(), failure) })
+			ho.end(ctx, t, func(ctx context.Context) error { return ho.h.st.RetryTask(ctx, t, at, err.Error(), failure) })
 		}
 	}
 }
@@ -93,14 +93,14 @@ func (ho *Handoffs) run(c *claimed, s *slot) {
 // away and its lease holds (as asynq's processor does); past the lease,
 // asynq's recoverer has it back and the step's checkpoint answers that
 // run.
-func (ho *Handoffs) end(t *store.ClaimedTask, write func(context.Context) error) {
+func (ho *Handoffs) end(ctx context.Context, t *store.ClaimedTask, write func(context.Context) error) {
 	ho.mu.Lock()
 	until := ho.o.Now().Add(store.TaskLease)
 	if r := ho.running[t.ID]; r != nil {
 		until = r.until
 	}
 	ho.mu.Unlock()
-	ctx, cancel := context.WithDeadline(context.Background(), until)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), until) // written after a given-up run too
 	defer cancel()
 	if err := untilStored(ctx, func() error { return write(ctx) }); err != nil {
 		ho.h.o.Logger.Warn("a handed-off step's task could not be ended; asynq recovers it when its lease lapses",

@@ -109,8 +109,12 @@ func releaseArgs(t *Task) (args []any, ok bool) {
 // asynqTaskKey and asynqPendingKey are asynq's keys for a task and its
 // queue's pending list; asynqQueues is the set of queue names asynq's
 // Inspector (and so the dashboard) lists.
-func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
-func asynqPendingKey(queue string) string  { return "asynq:{" + queue + "}:pending" }
+func asynqTaskKey(queue, id string) string { return asynqKey(queue, "t:"+id) }
+func asynqPendingKey(queue string) string  { return asynqKey(queue, "pending") }
+
+// asynqKey is asynq's key name of queue: all of a queue's keys are in
+// its hash slot.
+func asynqKey(queue, name string) string { return "asynq:{" + queue + "}:" + name }
 
 const asynqQueues = "asynq:queues"
 

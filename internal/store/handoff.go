@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,9 +47,6 @@ type ClaimedTask struct {
 var ErrNotClaimable = errors.New("store: task has a uniqueness lock or a group")
 
 const taskStatsTTL = 90 * 24 * time.Hour // asynq's statsTTL
-
-// asynq's keys for a queue, all in the queue's hash slot.
-func asynqKey(queue, name string) string { return "asynq:{" + queue + "}:" + name }
 
 // luaClaim is asynq's dequeue for one task id: nothing if the queue is
 // paused, holds more than ARGV[3] tasks (others were waiting first), or
@@ -334,9 +330,4 @@ func editMessage(msg []byte, fs ...msgField) []byte {
 		}
 	}
 	return out
-}
-
-// String names the task in logs.
-func (t *ClaimedTask) String() string {
-	return t.Queue + "/" + t.ID + " (retried " + strconv.Itoa(t.Retried) + ")"
 }

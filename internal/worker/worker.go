@@ -164,7 +164,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// a step's task runs the step it made ready in its own slot
 	// (engine/handoff.go); every step is held to its own timeout there
-	handoffs, err := h.Handoffs(engine.HandoffOptions{Queues: slices.Collect(maps.Keys(wh.queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
+	handoffs, err := h.Handoffs(ctx, engine.HandoffOptions{Queues: slices.Collect(maps.Keys(wh.queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
 		ErrorHandler: h, RetryDelay: wh.retryDelay(policy.RetryDelay, random), IsFailure: policy.IsFailure, Off: cfg.Worker.NoHandoffs})
 	if err != nil {
 		return err

@@ -253,7 +253,6 @@ func TestAKilledWorkersHandedOffStepIsRecovered(t *testing.T) {
 func TestAHandedOffStepIsHeldToItsTimeout(t *testing.T) {
 	t.Parallel()
 	hang := make(chan struct{})
-	t.Cleanup(func() { close(hang) })
 	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll, Steps: map[string]engine.StepFunc{
 		"f": func(ctx context.Context, s *engine.CodeStep) (any, error) {
 			if s.ID() == "s1" {
@@ -263,6 +262,7 @@ func TestAHandedOffStepIsHeldToItsTimeout(t *testing.T) {
 		}}})
 	id := e.Submit(t, e.Spec(codeChain("hangs", "f", 2, ", timeout: 1s, max_retries: 0")))
 	e.StartWorker(t)
+	t.Cleanup(func() { close(hang) }) // before the worker stops (cleanups run last first)
 	wf := e.Wait(t, id, 30*time.Second, store.StateBlocked, store.StateFailed, store.StateCompleted)
 	if s := wf.Steps[1]; wf.State == store.StateCompleted || s.State != store.StepDead || !strings.Contains(s.Error, "timeout") {
 		t.Fatalf("workflow %s, s1 %+v (want s1 dead of its timeout)", wf.State, s)
@@ -336,7 +336,6 @@ func TestAChainUnderAKeyIsHandedOffUnthrottled(t *testing.T) {
 func TestAStepHandedOnByATaskGivenUpOnStillRuns(t *testing.T) {
 	t.Parallel()
 	stuck := make(chan struct{})
-	t.Cleanup(func() { close(stuck) })
 	e := testenv.Start(t, testenv.Options{NoWorker: true, PollInterval: noPoll,
 		Steps: map[string]engine.StepFunc{"f": func(ctx context.Context, s *engine.CodeStep) (any, error) { return "ok", nil }},
 		Middleware: func(next asynq.Handler) asynq.Handler {
@@ -350,6 +349,7 @@ func TestAStepHandedOnByATaskGivenUpOnStillRuns(t *testing.T) {
 		}})
 	id := e.Submit(t, e.Spec(codeChain("givenup", "f", 2, ", timeout: 1s, max_retries: 1")))
 	e.StartWorker(t)
+	t.Cleanup(func() { close(stuck) }) // before the worker stops: a held handler holds asynq's shutdown
 	wf := e.Wait(t, id, 60*time.Second, store.StateCompleted, store.StateBlocked, store.StateFailed)
 	if wf.State != store.StateCompleted || wf.Steps[1].Attempts != 1 {
 		t.Fatalf("workflow %s, s1 %+v (want completed, s1 run once)", wf.State, wf.Steps[1])

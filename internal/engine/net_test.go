@@ -54,9 +54,10 @@ func runWorker(t *testing.T, e *testenv.Env, log *slog.Logger, adjust func(*work
 	case err := <-done:
 		cancel()
 		t.Fatalf("worker did not start: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		cancel()
-		t.Fatal("worker did not start within 10s")
+		<-done // before the cleanups close its Redis
+		t.Fatal("worker did not start within 30s")
 	}
 	t.Cleanup(func() {
 		cancel()

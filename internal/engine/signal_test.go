@@ -342,6 +342,11 @@ func TestAKeptSignalIsClaimedUntilItsStepCompletes(t *testing.T) {
 	id := e.Submit(t, orderSpec(e, "3", "1h", false))
 	e.StartWorker(t)
 	e.Wait(t, id, 20*time.Second, store.StateWaiting)
+	// the step parks (the workflow waiting) before it waits on the name
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		_, waiting, err := e.Store.KeptSignals(t.Context(), "payment.succeeded", "order-3")
+		return err == nil && waiting == 1, fmt.Sprintf("waiters: %d (%v)", waiting, err)
+	})
 	delivered, kept, err := flow.DeliverSignal(t.Context(), e.Store, e.Asynq, e.Client.Spec, flow.SignalSend{Name: "payment.succeeded", Match: "order-3", ID: got.ID, Data: got.Data},
 		[]store.Waiter{dead}, time.Minute, time.Now())
 	if err != nil || len(delivered) != 1 || delivered[0].Workflow != id || kept != nil {

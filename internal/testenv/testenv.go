@@ -270,14 +270,18 @@ func (e *Env) StartWorker(t *testing.T) {
 	}
 	o.Ready = func() { close(ready) }
 	go func() { e.stopped <- worker.Run(ctx, o) }()
+	// from here on the worker is stopped (and waited for) before the
+	// cleanups before this one close its Redis: asynq's server does not
+	// survive its client closed under it
+	t.Cleanup(func() { e.StopWorker(t) })
 	select {
 	case <-ready:
 	case err := <-e.stopped:
+		e.cancel, e.stopped = nil, nil
 		t.Fatalf("worker did not start: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker did not start within 10s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not start within 30s")
 	}
-	t.Cleanup(func() { e.StopWorker(t) })
 }
 
 // StartAnotherWorker runs one more worker on the same Redis and chaosllm
@@ -298,20 +302,29 @@ func (e *Env) StartAnotherWorker(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// StopWorker stops the worker and waits for it.
+// StopWorker stops the worker and waits for it. A worker still running
+// well past its shutdown timeout fails the test, and is still waited for:
+// the cleanups after this one close the Redis it serves from, which
+// asynq's server does not survive (go test's -timeout then prints where
+// it hangs).
 func (e *Env) StopWorker(t *testing.T) {
 	if e.cancel == nil {
 		return
 	}
 	e.cancel()
 	e.cancel = nil
+	limit := e.Config.Worker.ShutdownTimeout.D() + 30*time.Second
 	select {
 	case err := <-e.stopped:
 		if err != nil {
 			t.Errorf("worker: %v", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Error("worker did not stop within 30s")
+		return
+	case <-time.After(limit):
+		t.Errorf("worker did not stop within %s (its shutdown timeout and 30s)", limit)
+	}
+	if err := <-e.stopped; err != nil {
+		t.Errorf("worker: %v", err)
 	}
 }
 

@@ -30,6 +30,7 @@ func ClientOptions(cfg config.Config) producer.ClientOptions {
 	o.EventLimit = cfg.Events.EventLimit()
 	o.SignalKeep = cfg.Signals.Keep.D()
 	o.MaxSignalBytes = cfg.Limits.MaxOutputBytes
+	o.Shards = cfg.Shards()
 	return o
 }
 

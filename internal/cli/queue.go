@@ -20,7 +20,9 @@ func queueCmd(c *common) *cobra.Command {
 		Long: `A paused queue keeps its steps: submits are still accepted and running
 steps finish, but no worker takes another of its steps until the queue is
 resumed. Queues are those live workers serve and those a step was ever
-queued on; naming another is an error (exit 2).`,
+queued on; naming another is an error (exit 2). A sharded queue (queues:
+NAME: shards: in the configuration) is one queue here: its shards are
+listed, paused and resumed together.`,
 		Example: "  enqueue queue list\n  enqueue queue pause default\n  enqueue queue resume default\n  enqueue queue list --json --server http://agentq:8080",
 		Args:    cobra.NoArgs,
 	}
@@ -41,13 +43,13 @@ queued on; naming another is an error (exit 2).`,
 					return printJSON(cmd.OutOrStdout(), qs)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "QUEUE\tSTATE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tARCHIVED\tWORKERS")
+				fmt.Fprintln(tw, "QUEUE\tSHARDS\tSTATE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tARCHIVED\tWORKERS")
 				for _, q := range qs {
 					state := "running"
 					if q.Paused {
 						state = "paused"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, state, q.Pending, q.Active, q.Scheduled, q.Retry, q.Archived, q.Workers)
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, max(q.Shards, 1), state, q.Pending, q.Active, q.Scheduled, q.Retry, q.Archived, q.Workers)
 				}
 				return tw.Flush()
 			})

@@ -25,7 +25,11 @@ type Config struct {
 	Providers  []Provider       `yaml:"providers"`
 	Routes     map[string]Route `yaml:"routes"`
 	Resilience Resilience       `yaml:"resilience"`
-	Worker     Worker           `yaml:"worker"`
+	// Queues declares queues for workers and producers alike: their
+	// weights and shards (queues.go). Empty: none declared (worker.queues,
+	// one shard each).
+	Queues map[string]Queue `yaml:"queues"`
+	Worker Worker           `yaml:"worker"`
 	// Retention is how long workflow records, results and finished tasks
 	// are kept. Default 24h.
 	Retention Duration `yaml:"retention"`
@@ -225,7 +229,9 @@ type HealthWeights struct {
 type Worker struct {
 	// Concurrency is how many steps run at once; default 50.
 	Concurrency int `yaml:"concurrency"`
-	// Queues with priorities, "critical=6,default=3,low=1" by default.
+	// Queues this worker serves, with priorities; default: the declared
+	// queues (queues:) with their weights, or else
+	// "critical=6,default=3,low=1". Shards come from queues:.
 	Queues map[string]int `yaml:"queues"`
 	// MetricsAddr serves /metrics and the probes /livez (the process
 	// serves) and /readyz (Redis answers, the worker is advertised); empty:

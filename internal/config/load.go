@@ -290,9 +290,7 @@ func (c *Config) applyDefaults() {
 	if w.Concurrency == 0 {
 		w.Concurrency = dw.Concurrency
 	}
-	if w.Queues == nil {
-		w.Queues = dw.Queues
-	}
+	c.defaultQueues(dw.Queues)
 	if w.ShutdownTimeout == 0 {
 		w.ShutdownTimeout = dw.ShutdownTimeout
 	}

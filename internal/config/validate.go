@@ -180,14 +180,7 @@ func (c *Config) validate() error {
 	if c.Worker.Concurrency < 1 {
 		bad("worker.concurrency", "%d is under 1", c.Worker.Concurrency)
 	}
-	if len(c.Worker.Queues) == 0 {
-		bad("worker.queues", "is empty")
-	}
-	for q, p := range c.Worker.Queues {
-		if q == "" || p < 1 {
-			bad("worker.queues", "queue %q has priority %d (want a name and a priority of 1 or more)", q, p)
-		}
-	}
+	c.validateQueues(bad)
 	if c.Retention.D() < time.Minute {
 		bad("retention", "%s is under 1m", c.Retention)
 	}

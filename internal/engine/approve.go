@@ -47,7 +47,7 @@ func (h *Handler) park(ctx context.Context, run stepRun, views map[string]spec.S
 	if due.Truncate(time.Second) != due {
 		due = due.Truncate(time.Second).Add(time.Second)
 	}
-	t := asynq.NewTask(tasks.TypeApprovalTimeout, payload, asynq.TaskID(flow.StepTaskID(p.Workflow, p.Step, p.Gen)+":timeout"), asynq.Queue(run.r.Queue),
+	t := asynq.NewTask(tasks.TypeApprovalTimeout, payload, asynq.TaskID(flow.StepTaskID(p.Workflow, p.Step, p.Gen)+":timeout"), asynq.Queue(flow.TaskQueue(p.Workflow, run.r)),
 		asynq.ProcessAt(due), asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Retention(h.st.Retention()))
 	if _, err := h.o.Client.EnqueueContext(sctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule the approval timeout: %w", err)

@@ -84,6 +84,7 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	}
 	maps.Copy(input, in)
 	child.Input = input
+	child.Shards = run.spec.Shards // the family stays on the shards its first workflow began on
 	if err := spec.CheckKeys(ctx, &child); err != nil {
 		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("child workflow %s: %w", st.Workflow.Spec, err))
 	}
@@ -135,7 +136,7 @@ func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec
 		deadline = *run.deadline
 	}
 	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids(wspec), DeadlineAt: deadline, Ready: wspec.Roots(),
-		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: run.r.Queue, Depth: depth}}
+		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: flow.TaskQueue(run.p.Workflow, run.r), Depth: depth}}
 	if h.st.EnqueuesTasks() && deadline.IsZero() {
 		for _, root := range wspec.Roots() {
 			st, _ := wspec.Step(root)

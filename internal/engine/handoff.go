@@ -252,7 +252,8 @@ func (ho *Handoffs) offer(ctx context.Context, wf string, wspec *spec.Spec, read
 			continue
 		}
 		r := spec.Resolve(wspec, st)
-		if !ho.queues[r.Queue] || !ho.h.serves(st) {
+		queue := flow.TaskQueue(wf, r)
+		if !ho.queues[queue] || !ho.h.serves(st) {
 			continue
 		}
 		if ho.o.Now().Add(r.Timeout + handoffMargin).After(s.until) {
@@ -265,7 +266,7 @@ func (ho *Handoffs) offer(ctx context.Context, wf string, wspec *spec.Spec, read
 		if ho.busy.Load() >= int64(ho.o.Concurrency) {
 			pending = inQueue(wspec, ready, r.Queue)
 		}
-		t, err := ho.h.st.ClaimTask(cctx, r.Queue, flow.StepTaskID(wf, id, gen), pending, ho.o.Now().Add(store.TaskLease))
+		t, err := ho.h.st.ClaimTask(cctx, queue, flow.StepTaskID(wf, id, gen), pending, ho.o.Now().Add(store.TaskLease))
 		cancel()
 		switch {
 		case errors.Is(err, store.ErrNotClaimable):

@@ -90,7 +90,7 @@ func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wsp
 	holder := store.SlotHolder{Key: key, Workflow: p.Workflow, Step: p.Step, Gen: p.Gen}
 	var ok bool
 	err = untilStored(ctx, func() (err error) {
-		ok, err = h.st.Acquire(ctx, holder, c.Limit, h.keyLease(), flow.StepTaskID(p.Workflow, p.Step, p.Gen), r.Queue, string(t.Payload()))
+		ok, err = h.st.Acquire(ctx, holder, c.Limit, h.keyLease(), flow.StepTaskID(p.Workflow, p.Step, p.Gen), flow.TaskQueue(p.Workflow, r), string(t.Payload()))
 		return err
 	})
 	if err != nil {

@@ -258,7 +258,7 @@ func (r *Reconciler) step(ctx context.Context, wf string, wspec *spec.Spec, st *
 	if sp.State == store.StepRunning && sp.Owner != "" {
 		taskID = sp.Owner // a concurrency grant's task runs it
 	}
-	info, err := r.o.Inspector.GetTaskInfo(res.Queue, taskID)
+	info, err := r.o.Inspector.GetTaskInfo(flow.TaskQueue(wf, res), taskID)
 	missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
 	if err != nil && !missing {
 		return err
@@ -323,7 +323,7 @@ func (r *Reconciler) archiveInPlace(ctx context.Context, wf, id string, gen int,
 		}
 		return fmt.Errorf("recreate %s: %w", flow.StepTaskID(wf, id, gen), err)
 	}
-	if err := r.o.Inspector.ArchiveTask(res.Queue, flow.StepTaskID(wf, id, gen)); err != nil {
+	if err := r.o.Inspector.ArchiveTask(flow.TaskQueue(wf, res), flow.StepTaskID(wf, id, gen)); err != nil {
 		return fmt.Errorf("archive %s: %w", flow.StepTaskID(wf, id, gen), err)
 	}
 	return nil

@@ -39,6 +39,12 @@ func workerChild() {
 		os.Exit(2)
 	}
 	cfg.Worker.Concurrency, _ = strconv.Atoi(os.Getenv(workerEnv + "_CONCURRENCY"))
+	if os.Getenv(workerEnv+"_CLUSTER") != "" {
+		cfg.Redis.Cluster = []string{db.Addr}
+	}
+	if n, err := strconv.Atoi(os.Getenv(workerEnv + "_SHARDS")); err == nil {
+		cfg.Queues = map[string]config.Queue{"default": {Shards: n}}
+	}
 	if l, err := time.ParseDuration(os.Getenv(workerEnv + "_KEY_LEASE")); err == nil {
 		cfg.Worker.KeyLease = config.Duration(l)
 	}

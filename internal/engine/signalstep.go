@@ -130,7 +130,7 @@ func (h *Handler) scheduleSignalTimeout(ctx context.Context, run stepRun, timeou
 		due = due.Truncate(time.Second).Add(time.Second)
 	}
 	payload, _ := json.Marshal(p)
-	t := asynq.NewTask(tasks.TypeSignalTimeout, payload, asynq.TaskID(flow.SignalTimeoutTaskID(p.Workflow, p.Step, p.Gen, run.attempt)), asynq.Queue(run.r.Queue),
+	t := asynq.NewTask(tasks.TypeSignalTimeout, payload, asynq.TaskID(flow.SignalTimeoutTaskID(p.Workflow, p.Step, p.Gen, run.attempt)), asynq.Queue(flow.TaskQueue(p.Workflow, run.r)),
 		asynq.ProcessAt(due), asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Retention(h.st.Retention()))
 	if _, err := h.o.Client.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule the signal step's timeout: %w", err)

@@ -39,7 +39,7 @@ func TasksOf(ctx context.Context, rec *store.Store, id string, wspec *spec.Spec)
 	owners, _ := rec.Owners(ctx, id, ids) // none read: the steps' own tasks at least
 	for i := range wspec.Steps {
 		st := &wspec.Steps[i]
-		queue := spec.Resolve(wspec, st).Queue
+		queue := TaskQueue(id, spec.Resolve(wspec, st))
 		own := StepTaskID(id, st.ID, wf.Generation)
 		settled := i < len(wf.Steps) && wf.Steps[i].ID == st.ID && (wf.Steps[i].State == store.StepDone || wf.Steps[i].State == store.StepDead)
 		out = append(out, StepTask{Step: st.ID, Queue: queue, ID: own, Settled: settled})

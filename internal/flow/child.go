@@ -115,10 +115,11 @@ func ScheduleDeadline(ctx context.Context, c *asynq.Client, id string, wspec *sp
 		return nil
 	}
 	payload, _ := json.Marshal(tasks.Payload{Workflow: id, Step: "deadline"})
-	queue := wspec.Defaults.Queue
-	if queue == "" {
-		queue = spec.DefaultQueue
+	queue := spec.DefaultQueue
+	if wspec.Defaults.Queue != "" {
+		queue = wspec.Defaults.Queue
 	}
+	queue = TaskQueue(id, spec.Resolved{Queue: queue, Shards: wspec.Shards[queue]})
 	due := at.Truncate(time.Second).Add(time.Second)
 	t := asynq.NewTask(tasks.TypeDeadline, payload, asynq.TaskID(id+":deadline"), asynq.Queue(queue), asynq.ProcessAt(due),
 		asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Timeout(time.Minute), asynq.Retention(retention))

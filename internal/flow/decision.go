@@ -66,7 +66,7 @@ func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, 
 func enqueueDecided(ctx context.Context, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, retention time.Duration) error {
 	s, _ := wspec.Step(step)
 	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: step, Gen: gen})
-	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(StepTaskID(wf, step, gen)+":decided"), asynq.Queue(spec.Resolve(wspec, s).Queue),
+	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(StepTaskID(wf, step, gen)+":decided"), asynq.Queue(TaskQueue(wf, spec.Resolve(wspec, s))),
 		asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Retention(retention))
 	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("workflow %s step %s completed from outside, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)

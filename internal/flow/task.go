@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/shard"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/tasks"
@@ -59,9 +60,13 @@ func NewTask(wf, id string, gen int, s *spec.Spec, st *spec.Step, retention time
 func QueuedTask(wf, id string, gen int, s *spec.Spec, st *spec.Step, retention time.Duration) store.Task {
 	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: id, Gen: gen, Slack: int(HandoffSlack / time.Second)}) // strings and ints: cannot fail
 	r := spec.Resolve(s, st)
-	return store.Task{ID: StepTaskID(wf, id, gen), Queue: r.Queue, Type: tasks.TypeStep, Payload: payload,
+	return store.Task{ID: StepTaskID(wf, id, gen), Queue: TaskQueue(wf, r), Type: tasks.TypeStep, Payload: payload,
 		MaxRetry: r.MaxRetries, Timeout: r.Timeout + HandoffSlack, Retention: retention}
 }
+
+// TaskQueue is the asynq queue of a step's tasks in workflow wf: its
+// queue, or the workflow's shard of it (internal/shard).
+func TaskQueue(wf string, r spec.Resolved) string { return shard.Of(r.Queue, r.Shards, wf) }
 
 // HandoffSlack is the time a step's task allows asynq beyond its step's
 // timeout: the worker holds the step to its own timeout, and runs the

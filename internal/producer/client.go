@@ -71,6 +71,10 @@ type ClientOptions struct {
 	// MaxSignalBytes bounds a signal's data (limits.max_output_bytes: it
 	// is the output of the steps it completes); 0: the default.
 	MaxSignalBytes int
+	// Shards are the shard counts of the sharded queues (queues: NAME:
+	// shards:); a submitted workflow keeps them for all its steps and
+	// children. nil: no queue is sharded.
+	Shards map[string]int
 }
 
 // Client is the producer API: parse, submit, follow and cancel workflows.

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/agentq/agentq/internal/shard"
 )
 
 // ErrUnknownQueue is returned for a queue that no live worker serves and
@@ -30,6 +33,9 @@ type QueueInfo struct {
 	Completed int `json:"completed"`
 	// Workers is how many live workers take tasks from it.
 	Workers int `json:"workers"`
+	// Shards is how many asynq queues it is split in (queues: NAME:
+	// shards:, and any an earlier count left); 0: none.
+	Shards int `json:"shards,omitempty"`
 }
 
 // QueueChange is what PauseQueue and ResumeQueue did.
@@ -46,14 +52,16 @@ type QueueChange struct {
 func pausedKey(queue string) string { return "asynq:{" + queue + "}:paused" }
 
 // Queues lists the queues asynq knows and those live workers serve, by
-// name, each with its state.
+// name, each with its state: a sharded queue's shards (queues: NAME:
+// shards:) are one queue, their tasks counted together, paused when
+// every shard is.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	registered, serving, err := c.knownQueues(ctx)
 	if err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
-	for _, q := range registered {
+	for q := range registered {
 		names[q] = true
 	}
 	for q := range serving {
@@ -61,16 +69,32 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	}
 	out := make([]QueueInfo, 0, len(names))
 	for q := range names {
-		info := QueueInfo{Name: q, Workers: serving[q]}
-		if slices.Contains(registered, q) {
-			qi, err := c.insp.GetQueueInfo(q)
-			if err != nil {
-				return nil, fmt.Errorf("queue %s: %w", q, err)
+		info := QueueInfo{Name: q, Workers: serving[q], Paused: true}
+		shards := c.shardsOf(q, registered)
+		if len(shards) > 1 {
+			info.Shards = len(shards)
+		}
+		for _, name := range shards {
+			if !slices.Contains(registered[q], name) {
+				paused, err := c.pausedMarker(ctx, name)
+				if err != nil {
+					return nil, err
+				}
+				info.Paused = info.Paused && paused
+				continue
 			}
-			info.Paused, info.Size, info.Pending, info.Active = qi.Paused, qi.Size, qi.Pending, qi.Active
-			info.Scheduled, info.Retry, info.Archived, info.Completed = qi.Scheduled, qi.Retry, qi.Archived, qi.Completed
-		} else if info.Paused, err = c.pausedMarker(ctx, q); err != nil {
-			return nil, err
+			qi, err := c.insp.GetQueueInfo(name)
+			if err != nil {
+				return nil, fmt.Errorf("queue %s: %w", name, err)
+			}
+			info.Paused = info.Paused && qi.Paused
+			info.Size += qi.Size
+			info.Pending += qi.Pending
+			info.Active += qi.Active
+			info.Scheduled += qi.Scheduled
+			info.Retry += qi.Retry
+			info.Archived += qi.Archived
+			info.Completed += qi.Completed
 		}
 		out = append(out, info)
 	}
@@ -78,13 +102,27 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return out, nil
 }
 
-// PauseQueue stops every worker taking tasks from a queue: its tasks wait
-// (running ones finish) until ResumeQueue. Submits go on being accepted.
+// shardsOf are queue q's asynq queues: its shards now, and those Redis
+// holds from an earlier shard count.
+func (c *Client) shardsOf(q string, registered map[string][]string) []string {
+	out := slices.Clone(shard.Names(q, c.o.Shards[q]))
+	for _, name := range registered[q] {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// PauseQueue stops every worker taking tasks from a queue (all its
+// shards): its tasks wait (running ones finish) until ResumeQueue.
+// Submits go on being accepted.
 func (c *Client) PauseQueue(ctx context.Context, name string) (QueueChange, error) {
 	return c.setPaused(ctx, name, true)
 }
 
-// ResumeQueue lets workers take tasks from a paused queue again.
+// ResumeQueue lets workers take tasks from a paused queue (all its
+// shards) again.
 func (c *Client) ResumeQueue(ctx context.Context, name string) (QueueChange, error) {
 	return c.setPaused(ctx, name, false)
 }
@@ -94,8 +132,8 @@ func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueC
 	if err != nil {
 		return QueueChange{}, err
 	}
-	if !slices.Contains(registered, name) && serving[name] == 0 {
-		known := append([]string{}, registered...)
+	if len(registered[name]) == 0 && serving[name] == 0 {
+		known := slices.Collect(maps.Keys(registered))
 		for q := range serving {
 			if !slices.Contains(known, q) {
 				known = append(known, q)
@@ -104,13 +142,23 @@ func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueC
 		sort.Strings(known)
 		return QueueChange{}, fmt.Errorf("queue %q: %w: no live worker serves it and no task was ever queued on it (queues: %s)", name, ErrUnknownQueue, orNoneList(known))
 	}
-	was, err := c.pausedMarker(ctx, name) // asynq's marker, registered or not
-	if err != nil {
-		return QueueChange{}, err
-	}
 	ch := QueueChange{Name: name, Paused: pause}
-	if was == pause {
-		return ch, nil
+	for _, q := range c.shardsOf(name, registered) {
+		changed, err := c.setShardPaused(ctx, q, pause)
+		if err != nil {
+			return QueueChange{}, err
+		}
+		ch.Changed = ch.Changed || changed
+	}
+	return ch, nil
+}
+
+// setShardPaused pauses or resumes one asynq queue, reporting whether it
+// changed.
+func (c *Client) setShardPaused(ctx context.Context, name string, pause bool) (bool, error) {
+	was, err := c.pausedMarker(ctx, name) // asynq's marker, registered or not
+	if err != nil || was == pause {
+		return false, err
 	}
 	if pause {
 		err = c.insp.PauseQueue(name)
@@ -121,20 +169,24 @@ func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueC
 		// another caller changed it between the read and here: "already
 		// paused" or "not paused" means the queue is as asked
 		if now, rerr := c.pausedMarker(ctx, name); rerr == nil && now == pause {
-			return ch, nil
+			return false, nil
 		}
-		return QueueChange{}, fmt.Errorf("queue %s: %w", name, err)
+		return false, fmt.Errorf("queue %s: %w", name, err)
 	}
-	ch.Changed = true
-	return ch, nil
+	return true, nil
 }
 
 // knownQueues are the queues asynq has registered (a task was queued on
-// them) and, by name, how many live workers serve each.
-func (c *Client) knownQueues(ctx context.Context) ([]string, map[string]int, error) {
-	registered, err := c.insp.Queues()
+// them), by name, each with its asynq queues (a sharded queue's shards),
+// and, by name, how many live workers serve each.
+func (c *Client) knownQueues(ctx context.Context) (map[string][]string, map[string]int, error) {
+	names, err := c.insp.Queues()
 	if err != nil {
 		return nil, nil, fmt.Errorf("queues: %w", err)
+	}
+	registered := map[string][]string{}
+	for _, q := range names {
+		registered[shard.Base(q)] = append(registered[shard.Base(q)], q)
 	}
 	ads, err := c.fleet.Live(ctx)
 	if err != nil {

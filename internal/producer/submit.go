@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
@@ -73,6 +74,12 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 		cp := *wspec
 		n := *c.o.MaxRetries
 		cp.Defaults.MaxRetries = &n
+		wspec = &cp
+	}
+	if !maps.Equal(wspec.Shards, c.o.Shards) {
+		// the shards of its queues now: the workflow keeps them
+		cp := *wspec
+		cp.Shards = c.o.Shards
 		wspec = &cp
 	}
 	id := c.o.NewID()

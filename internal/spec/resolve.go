@@ -7,7 +7,12 @@ type Resolved struct {
 	Route      string
 	Timeout    time.Duration
 	MaxRetries int
-	Queue      string
+	// Queue is the step's queue, as the spec names it (flow.TaskQueue is
+	// the asynq queue its tasks go to).
+	Queue string
+	// Shards is how many shards Queue had when the workflow was
+	// submitted (0 or 1: none).
+	Shards int
 }
 
 // Resolve is step st of spec s with the workflow's defaults applied.
@@ -36,5 +41,6 @@ func Resolve(s *Spec, st *Step) Resolved {
 	if r.Queue == "" {
 		r.Queue = DefaultQueue
 	}
+	r.Shards = s.Shards[r.Queue]
 	return r
 }

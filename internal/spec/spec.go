@@ -40,6 +40,12 @@ type Spec struct {
 	// Concurrency bounds each of its steps by a concurrency key shared
 	// with other workflows (concurrency.go); a step's own replaces it.
 	Concurrency *ConcurrencySpec `yaml:"concurrency" json:"concurrency,omitempty"`
+	// Shards are the shard counts of the queues the workflow's steps go
+	// to, stamped on the workflow's copy by the client that submits it
+	// (from the configuration's queues:), never written by hand: its
+	// tasks stay on the shards it began on whatever the configuration
+	// says later. Missing: one shard.
+	Shards map[string]int `yaml:"-" json:"shards,omitempty"`
 
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared

@@ -168,6 +168,9 @@ type Options struct {
 	Metrics bool
 	// Cluster runs everything on a throwaway three-master Redis Cluster.
 	Cluster bool
+	// Queues are the configuration's declared queues (queues:), their
+	// shards read by the client and the workers alike.
+	Queues map[string]config.Queue
 	// RedisAddr, when set, is a Redis of the test's own (database 0), e.g.
 	// a redistest.Server it restarts.
 	RedisAddr string
@@ -213,12 +216,11 @@ func Start(t *testing.T, o Options) *Env {
 	if o.Cluster {
 		cfg.Redis.Cluster = []string{db.Addr}
 	}
+	cfg.Queues = o.Queues
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
-		// tests submit before their workers start: no check against live workers
-		Client: producer.NewClient(rdb, producer.ClientOptions{Limits: app.ClientOptions(cfg).Limits, Retention: cfg.Retention.D(), Routes: cfg.RouteNames(), SkipWorkerCheck: true,
-			EventLimit: cfg.Events.EventLimit()}),
 		Events: make(chan engine.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
+	e.Client = e.NewClient()
 	e.Spec = func(y string) *spec.Spec {
 		t.Helper()
 		s, err := e.Client.Parse("test.yaml", []byte(y))
@@ -232,6 +234,15 @@ func Start(t *testing.T, o Options) *Env {
 		e.StartWorker(t)
 	}
 	return e
+}
+
+// NewClient is a producer client on e's Redis with e.Config's options,
+// submitting without a check against live workers (tests submit before
+// their workers start).
+func (e *Env) NewClient() *producer.Client {
+	o := app.ClientOptions(e.Config)
+	return producer.NewClient(e.Redis, producer.ClientOptions{Limits: o.Limits, Retention: o.Retention, Routes: o.Routes, SkipWorkerCheck: true,
+		EventLimit: o.EventLimit, Shards: o.Shards})
 }
 
 // WorkerOptions are the options StartWorker runs a worker with; a test

@@ -142,9 +142,13 @@ func Run(ctx context.Context, o Options) error {
 	if err := registerSpecs(ctx, store.New(rdb, cfg.Retention.D(), nil), o.Specs, o.Logger); err != nil {
 		return err
 	}
+	queues, err := asynqQueues(insp, cfg, wh.queues)
+	if err != nil {
+		return fmt.Errorf("read the queues: %w", err)
+	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:    cfg.Worker.Concurrency,
-		Queues:         wh.queues,
+		Queues:         queues,
 		RetryDelayFunc: wh.retryDelay(policy.RetryDelay, random),
 		IsFailure:      policy.IsFailure,
 		// a step asynq archives by itself (a panic, a deadline it
@@ -164,7 +168,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// a step's task runs the step it made ready in its own slot
 	// (engine/handoff.go); every step is held to its own timeout there
-	handoffs, err := h.Handoffs(ctx, engine.HandoffOptions{Queues: slices.Collect(maps.Keys(wh.queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
+	handoffs, err := h.Handoffs(ctx, engine.HandoffOptions{Queues: slices.Collect(maps.Keys(queues)), Concurrency: cfg.Worker.Concurrency, Run: sh,
 		ErrorHandler: h, RetryDelay: wh.retryDelay(policy.RetryDelay, random), IsFailure: policy.IsFailure, Off: cfg.Worker.NoHandoffs})
 	if err != nil {
 		return err

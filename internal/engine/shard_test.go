@@ -1,0 +1,234 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/poll"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/shard"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// primaryCommands reads each primary's commands processed so far
+// (INFO stats), by address.
+func primaryCommands(t *testing.T, c redis.UniversalClient) map[string]int64 {
+	t.Helper()
+	var mu sync.Mutex
+	out := map[string]int64{}
+	err := c.(*redis.ClusterClient).ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
+		info, err := m.Info(ctx, "stats").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				out[m.Options().Addr] = n
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
+	if err != nil || len(out) != 3 {
+		t.Fatalf("the primaries' stats: %v %v", out, err)
+	}
+	return out
+}
+
+// spread runs n workflows of a 10-step chain of code steps to the end
+// and returns each primary's commands over the run, and the largest
+// primary's distance from their mean (0.1: 10% over it).
+func spread(t *testing.T, e *testenv.Env, workflows int) (map[string]int64, float64) {
+	t.Helper()
+	chain := e.Spec(codeChain("spread", "noop", 10, ""))
+	before := primaryCommands(t, e.Redis)
+	start := time.Now()
+	ids := make([]string, workflows)
+	for i := range ids {
+		ids[i] = e.Submit(t, chain)
+	}
+	for _, id := range ids {
+		e.Wait(t, id, 5*time.Minute, store.StateCompleted)
+	}
+	took := time.Since(start)
+	after := primaryCommands(t, e.Redis)
+	per := map[string]int64{}
+	var sum int64
+	for a, n := range after {
+		per[a] = n - before[a]
+		sum += per[a]
+	}
+	mean := float64(sum) / float64(len(per))
+	worst := 0.0
+	for _, n := range per {
+		worst = max(worst, abs(float64(n)/mean-1))
+	}
+	rates := []string{}
+	for _, a := range slices.Sorted(maps.Keys(per)) {
+		rates = append(rates, fmt.Sprintf("%s %d (%.0f/s)", a, per[a], float64(per[a])/took.Seconds()))
+	}
+	t.Logf("%d steps in %s (%.0f steps/s); commands per primary: %s; the farthest %.1f%% from the mean",
+		10*workflows, took.Round(time.Millisecond), float64(10*workflows)/took.Seconds(), strings.Join(rates, ", "), 100*worst)
+	return per, worst
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// A queue of 6 shards on a 3-primary Redis Cluster: its shards' hash
+// slots are Redis's own count of their keys, 2 on each primary; 10,000
+// steps spread the commands over the primaries within ±20% (the same
+// steps on one shard load its primary past that); a pause stops every
+// shard, a resume starts them all.
+func TestAShardedQueueSpreadsOverTheClusterPrimaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 10,000 steps on a three-node Redis Cluster")
+	}
+	noop := func(context.Context, *engine.CodeStep) (any, error) { return "ok", nil }
+	e := testenv.Start(t, testenv.Options{Cluster: true, NoWorker: true, Queues: map[string]config.Queue{"default": {Shards: 6}},
+		Steps: map[string]engine.StepFunc{"noop": noop}})
+	ctx := t.Context()
+	names := shard.Names("default", 6)
+	perPrimary := map[string]int{}
+	for _, name := range names {
+		slot, err := e.Redis.ClusterKeySlot(ctx, "asynq:{"+name+"}:pending").Result()
+		if err != nil || slot != int64(shard.Slot(name)) {
+			t.Fatalf("shard %s: Redis puts it in slot %d (%v), shard.Slot says %d", name, slot, err, shard.Slot(name))
+		}
+		m, err := e.Redis.(*redis.ClusterClient).MasterForKey(ctx, "{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		perPrimary[m.Options().Addr]++
+	}
+	if len(perPrimary) != 3 || slices.Max(slices.Collect(maps.Values(perPrimary))) != 2 {
+		t.Fatalf("6 shards over the primaries: %v (want 2 on each)", perPrimary)
+	}
+	e.Config.Worker.Concurrency = 32
+	e.Config.Worker.Queues = map[string]int{"default": 1, "critical": 1}
+	e.StartWorker(t)
+
+	if _, worst := spread(t, e, 1000); worst > 0.2 {
+		t.Fatalf("a 6-shard queue: a primary %.1f%% from the mean (want within 20%%)", 100*worst)
+	}
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	queues, err := e.Client.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(queues, func(q producer.QueueInfo) bool { return q.Name == "default" })
+	if i < 0 || queues[i].Shards != 6 || queues[i].Completed < 10000 || slices.ContainsFunc(queues, func(q producer.QueueInfo) bool { return strings.Contains(q.Name, ".") }) {
+		t.Fatalf("queue list: %+v (want default once, 6 shards, its 10,000 steps counted together)", queues)
+	}
+
+	// a pause stops every shard: a later workflow on another queue runs,
+	// none of the paused queue's begins
+	if ch, err := e.Client.PauseQueue(ctx, "default"); err != nil || !ch.Changed || !ch.Paused {
+		t.Fatalf("pause: %+v %v", ch, err)
+	}
+	for _, name := range names {
+		if qi, err := insp.GetQueueInfo(name); err != nil || !qi.Paused {
+			t.Fatalf("shard %s after the pause: %+v %v", name, qi, err)
+		}
+	}
+	one := e.Spec("name: one\nsteps:\n  - { id: s, run: noop }\n")
+	var held []string
+	for range 120 {
+		held = append(held, e.Submit(t, one))
+	}
+	critical := e.Spec("name: other\ndefaults: { queue: critical }\nsteps:\n  - { id: s, run: noop }\n")
+	e.Wait(t, e.Submit(t, critical), 30*time.Second, store.StateCompleted)
+	for _, name := range names {
+		if qi, err := insp.GetQueueInfo(name); err != nil || qi.Pending == 0 || qi.Active != 0 {
+			t.Fatalf("paused shard %s: %+v %v (want its steps pending)", name, qi, err)
+		}
+	}
+	for _, id := range held {
+		if wf, err := e.Client.Status(ctx, id); err != nil || wf.Steps[0].Attempts != 0 {
+			t.Fatalf("a step of the paused queue began: %+v %v", wf, err)
+		}
+	}
+	if ch, err := e.Client.ResumeQueue(ctx, "default"); err != nil || !ch.Changed || ch.Paused {
+		t.Fatalf("resume: %+v %v", ch, err)
+	}
+	for _, id := range held {
+		e.Wait(t, id, time.Minute, store.StateCompleted)
+	}
+
+	// the same steps on one shard: its primary carries the queue alone
+	e.StopWorker(t)
+	e.Config.Queues = nil
+	e.Client = e.NewClient()
+	e.StartWorker(t)
+	if _, worst := spread(t, e, 300); worst < 0.2 {
+		t.Errorf("one shard: the primaries within %.1f%% of each other; the queue's primary should carry more", 100*worst)
+	}
+}
+
+// A worker SIGKILLed with steps running on every shard of a 6-shard
+// queue: asynq's recoverer, in the worker that comes next, runs each
+// again, on its own shard.
+func TestAKilledWorkersStepsOnEveryShardAreRecovered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits about a minute for asynq to recover the killed worker's tasks")
+	}
+	const n = 60
+	e := testenv.Start(t, testenv.Options{Cluster: true, NoWorker: true, Queues: map[string]config.Queue{"default": {Shards: 6}},
+		Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Name: "hang", Requests: n, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.Submit(t, e.Spec("name: killed\ndefaults: { route: solo, timeout: 10m }\nsteps:\n  - { id: a, prompt: one }\n"))
+	}
+	p := startWorkerProcess(t, e, n, workerEnv+"_CLUSTER=1", workerEnv+"_SHARDS=6")
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		c := e.Chaos.Snapshot().Count("openai", "", "hang")
+		return c == n, fmt.Sprintf("%d of %d calls reached chaosllm", c, n)
+	})
+	insp := asynq.NewInspectorFromRedisClient(e.Redis)
+	for _, name := range shard.Names("default", 6) {
+		if qi, err := insp.GetQueueInfo(name); err != nil || qi.Active == 0 {
+			t.Fatalf("shard %s while the worker runs: %+v %v (want steps active on every shard)", name, qi, err)
+		}
+	}
+	for _, id := range ids {
+		r := spec.Resolved{Queue: "default", Shards: 6}
+		if info, err := insp.GetTaskInfo(flow.TaskQueue(id, r), flow.StepTaskID(id, "a", 0)); err != nil || info.State != asynq.TaskStateActive {
+			t.Fatalf("workflow %s's task: %+v %v (want active on its shard)", id, info, err)
+		}
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	e.StartWorker(t)
+	for _, id := range ids {
+		if wf := e.Wait(t, id, 150*time.Second, store.StateCompleted); wf.Steps[0].Attempts != 2 {
+			t.Fatalf("workflow %s: step %+v (want done on its second attempt)", id, wf.Steps[0])
+		}
+	}
+}

@@ -28,6 +28,8 @@ type params struct {
 	chords, members, concurrency int
 	chains, length               int
 	inflight                     int
+	cluster                      bool
+	primaries, shards            int
 	check, latency               time.Duration
 	jsonOut                      string
 	celery                       bool
@@ -146,6 +148,9 @@ func main() {
 	flag.IntVar(&p.inflight, "inflight", 0, "instead of agentq against bare asynq, keep this many LLM calls in flight (-latency each): one worker process of this concurrency, four of a quarter each, one of 500; reports steps/s against concurrency ÷ latency, peak RSS, steps run twice, asynq retries and archives, and CPU per step")
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
+	flag.BoolVar(&p.cluster, "cluster", false, "instead of agentq against bare asynq, start a Redis Cluster of -primaries primaries and run -chains chains of -length prompt steps with the default queue in -shards shards, then in one: each primary's commands/s and CPU, and steps per second of the busiest primary's CPU")
+	flag.IntVar(&p.primaries, "primaries", 3, "with -cluster: the cluster's primaries")
+	flag.IntVar(&p.shards, "shards", 6, "with -cluster: the default queue's shards")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	memprofile := flag.String("memprofile", "", "write a heap profile (allocations of the whole run: -sample_index alloc_objects) here at the end")
@@ -216,6 +221,14 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.chords < minChords || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 || p.runs < 1 {
 		return errors.New("-chords, -members, -length, -concurrency and -runs must be at least 1 (-chords 0 allowed with -codestep), -chains at least 0")
+	}
+	if p.cluster {
+		_, chaosURL, stop, err := serveChaos(p.latency)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return runCluster(ctx, p, out, chaosURL)
 	}
 	db, rdb, err := redistest.Open()
 	if err != nil {

@@ -194,7 +194,7 @@ type benchWorker struct {
 }
 
 // startWorker starts a worker with cfg and returns once it serves.
-func startWorker(ctx context.Context, p params, sh shape, cfg config.Config, rdb *redis.Client) (*benchWorker, error) {
+func startWorker(ctx context.Context, p params, sh shape, cfg config.Config, rdb redis.UniversalClient) (*benchWorker, error) {
 	w := &benchWorker{sh: sh, done: &atomic.Int64{}, finished: make(chan struct{}), werr: make(chan error, 1)}
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel

@@ -46,8 +46,11 @@ listed, paused and resumed together.`,
 				fmt.Fprintln(tw, "QUEUE\tSHARDS\tSTATE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tARCHIVED\tWORKERS")
 				for _, q := range qs {
 					state := "running"
-					if q.Paused {
+					switch {
+					case q.Paused:
 						state = "paused"
+					case q.PausedShards > 0:
+						state = fmt.Sprintf("paused %d/%d", q.PausedShards, q.Shards)
 					}
 					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, max(q.Shards, 1), state, q.Pending, q.Active, q.Scheduled, q.Retry, q.Archived, q.Workers)
 				}

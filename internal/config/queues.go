@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentq/agentq/internal/shard"
+	"github.com/agentq/agentq/internal/webhook"
 )
 
 // Queue declares one queue, for workers and producers alike (queues: at
@@ -71,6 +72,16 @@ func (c *Config) defaultQueues(dw map[string]int) {
 	}
 }
 
+// badQueueNames reports whether a declared queue's name is not one.
+func (c *Config) badQueueNames() bool {
+	for name := range c.Queues {
+		if !queueName.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // validateQueues checks the declared queues and worker.queues.
 func (c *Config) validateQueues(bad func(field, format string, a ...any)) {
 	for name, q := range c.Queues {
@@ -80,11 +91,14 @@ func (c *Config) validateQueues(bad func(field, format string, a ...any)) {
 		if q.Weight < 0 {
 			bad("queues."+name+".weight", "%d is under 0 (0: 1)", q.Weight)
 		}
-		if q.Shards < 0 || q.Shards > shard.Max {
+		switch {
+		case q.Shards < 0 || q.Shards > shard.Max:
 			bad("queues."+name+".shards", "%d is not between 0 and %d (0: 1)", q.Shards, shard.Max)
+		case q.Shards > 1 && name == webhook.Queue:
+			bad("queues."+name+".shards", "the webhooks queue is not sharded (its deliveries go to %q)", webhook.Queue)
 		}
 	}
-	if len(c.Worker.Queues) == 0 && len(c.Queues) == 0 { // else the declared queues' names were bad, and said so
+	if len(c.Worker.Queues) == 0 && !c.badQueueNames() { // else the declared queues' names were bad, and said so
 		bad("worker.queues", "is empty")
 	}
 	for q, p := range c.Worker.Queues {

@@ -56,6 +56,8 @@ func TestDeclaredQueues(t *testing.T) {
 		{"a shard's name", "queues:\n  default.1: { shards: 2 }\n", `queues.default.1: "default.1" is not a queue name`},
 		{"a worker queue named as a shard", "worker:\n  queues: { default.2: 1 }\n", `worker.queues: queue "default.2": a "." marks a shard; declare shards with queues.default.shards`},
 		{"an unknown field", "queues:\n  default: { shard: 3 }\n", `unknown field "shard"`},
+		{"no queue for the worker", "queues:\n  default: { shards: 2 }\nworker:\n  queues: {}\n", "worker.queues: is empty"},
+		{"a sharded webhooks queue", "queues:\n  webhooks: { shards: 2 }\n", "queues.webhooks.shards: the webhooks queue is not sharded"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			yaml := strings.Replace(good, "worker:\n  concurrency: ${CONC:-20}\n", c.yaml, 1)

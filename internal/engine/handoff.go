@@ -76,7 +76,8 @@ type Handoffs struct {
 	ctx    context.Context // the runs' base: canceled (errAborted) when a stop's wait is over
 	abort  context.CancelCauseFunc
 
-	busy atomic.Int64 // slots asynq's deliveries hold
+	busy      atomic.Int64  // slots asynq's deliveries hold
+	listening chan struct{} // closed once Run hears asynq's cancels
 
 	mu       sync.Mutex
 	stopping bool
@@ -139,7 +140,7 @@ func (h *Handler) Handoffs(ctx context.Context, o HandoffOptions) (*Handoffs, er
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	ho := &Handoffs{h: h, o: o, queues: map[string]bool{}, running: map[string]*handedOff{}}
+	ho := &Handoffs{h: h, o: o, queues: map[string]bool{}, running: map[string]*handedOff{}, listening: make(chan struct{})}
 	for _, q := range o.Queues {
 		ho.queues[q] = true
 	}

@@ -15,6 +15,13 @@ import (
 func (ho *Handoffs) Run(ctx context.Context) {
 	sub := ho.h.o.Redis.Subscribe(ctx, cancelChannel)
 	defer func() { _ = sub.Close() }()
+	// subscribed before the first hand-off, or a cancel published before
+	// would be lost (Redis keeps no message); unconfirmed (Redis away),
+	// the channel below subscribes when it is back
+	if _, err := sub.Receive(ctx); err != nil {
+		ho.h.o.Logger.Warn("hand-offs: asynq's cancel channel not heard yet", "err", err)
+	}
+	close(ho.listening)
 	cancels := sub.Channel()
 	tick := time.NewTicker(ho.o.LeaseEvery)
 	defer tick.Stop()
@@ -31,6 +38,10 @@ func (ho *Handoffs) Run(ctx context.Context) {
 		}
 	}
 }
+
+// Listening is closed once Run hears asynq's cancels (or found Redis
+// away): start serving after it.
+func (ho *Handoffs) Listening() <-chan struct{} { return ho.listening }
 
 // cancelChannel is where asynq's Inspector.CancelProcessing publishes a
 // task id.

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
@@ -230,5 +231,77 @@ func TestAKilledWorkersStepsOnEveryShardAreRecovered(t *testing.T) {
 		if wf := e.Wait(t, id, 150*time.Second, store.StateCompleted); wf.Steps[0].Attempts != 2 {
 			t.Fatalf("workflow %s: step %+v (want done on its second attempt)", id, wf.Steps[0])
 		}
+	}
+}
+
+// A producer and the workers at different shard counts for a queue: the
+// submit is refused, naming the queue and both counts (its tasks would
+// wait on shards nobody serves); at the same count it runs.
+func TestASubmitAtAnotherShardCountThanTheWorkersIsRefused(t *testing.T) {
+	noop := func(context.Context, *engine.CodeStep) (any, error) { return "ok", nil }
+	e := testenv.Start(t, testenv.Options{Queues: map[string]config.Queue{"default": {Shards: 6}}, Steps: map[string]engine.StepFunc{"noop": noop}})
+	one := e.Spec("name: one\nsteps:\n  - { id: s, run: noop }\n")
+	cfg := e.Config
+	cfg.Queues = nil
+	o := app.ClientOptions(cfg)
+	unsharded := producer.NewClient(e.Redis, o)
+	_, err := unsharded.Submit(t.Context(), one)
+	if err == nil || !strings.Contains(err.Error(), `queue "default" is in 1 shard(s) here, but live workers serve it in 6`) {
+		t.Fatalf("a submit at 1 shard to workers at 6: %v", err)
+	}
+	sharded := producer.NewClient(e.Redis, app.ClientOptions(e.Config))
+	id, err := sharded.Submit(t.Context(), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, id, 20*time.Second, store.StateCompleted)
+}
+
+// A queue paused at one shard count stays paused at the next: the
+// workers that start serving its new shards pause them first; a resume
+// lets every shard go.
+func TestAPauseCoversTheShardsOfALaterCount(t *testing.T) {
+	noop := func(context.Context, *engine.CodeStep) (any, error) { return "ok", nil }
+	e := testenv.Start(t, testenv.Options{Queues: map[string]config.Queue{"default": {Shards: 2}}, Steps: map[string]engine.StepFunc{"noop": noop}})
+	if ch, err := e.Client.PauseQueue(t.Context(), "default"); err != nil || !ch.Changed {
+		t.Fatalf("pause: %+v %v", ch, err)
+	}
+	e.StopWorker(t)
+	e.Config.Queues = map[string]config.Queue{"default": {Shards: 5}}
+	e.Client = e.NewClient()
+	e.StartWorker(t)
+	st := store.New(e.Redis, time.Hour, nil)
+	for _, name := range shard.Names("default", 5) {
+		if paused, err := st.AsynqPaused(t.Context(), name); err != nil || !paused {
+			t.Fatalf("shard %s of the paused queue at its new count: paused %v (%v)", name, paused, err)
+		}
+	}
+	one := e.Spec("name: one\nsteps:\n  - { id: s, run: noop }\n")
+	var ids []string
+	for range 20 {
+		ids = append(ids, e.Submit(t, one))
+	}
+	other := e.Spec("name: other\ndefaults: { queue: critical }\nsteps:\n  - { id: s, run: noop }\n")
+	e.StopWorker(t)
+	e.Config.Worker.Queues = map[string]int{"default": 1, "critical": 1}
+	e.StartWorker(t)
+	e.Wait(t, e.Submit(t, other), 20*time.Second, store.StateCompleted)
+	for _, id := range ids {
+		if wf, err := e.Client.Status(t.Context(), id); err != nil || wf.Steps[0].Attempts != 0 {
+			t.Fatalf("a step of the paused queue began: %+v %v", wf, err)
+		}
+	}
+	qs, err := e.Client.Queues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(qs, func(q producer.QueueInfo) bool { return q.Name == "default" }); i < 0 || !qs[i].Paused || qs[i].Shards != 5 || qs[i].PausedShards != 5 {
+		t.Fatalf("queue list: %+v (want default paused in its 5 shards; the 2 old ones never held a task)", qs)
+	}
+	if ch, err := e.Client.ResumeQueue(t.Context(), "default"); err != nil || !ch.Changed {
+		t.Fatalf("resume: %+v %v", ch, err)
+	}
+	for _, id := range ids {
+		e.Wait(t, id, 20*time.Second, store.StateCompleted)
 	}
 }

@@ -199,7 +199,13 @@ func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
 }
 
 // Spec returns the spec a workflow was submitted with.
-func (c *Client) Spec(ctx context.Context, id string) (*spec.Spec, error) { return c.spec(ctx, id) }
+func (c *Client) Spec(ctx context.Context, id string) (*spec.Spec, error) {
+	s, err := c.spec(ctx, id)
+	if s != nil {
+		s.Shards = nil // the client's stamp (submit's): the spec as it can be submitted again
+	}
+	return s, err
+}
 
 func (c *Client) spec(ctx context.Context, id string) (*spec.Spec, error) {
 	raw, err := c.store.Spec(ctx, id)

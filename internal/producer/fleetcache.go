@@ -35,7 +35,7 @@ func (c *Client) checkWorkers(ctx context.Context, wspec *spec.Spec) error {
 	c.live.mu.Lock()
 	ads, read := c.live.ads, c.live.read
 	c.live.mu.Unlock()
-	if !read.IsZero() && now.Sub(read) < liveReuse && now.Sub(read) >= 0 && checkServed(wspec, ads) == nil {
+	if !read.IsZero() && now.Sub(read) < liveReuse && now.Sub(read) >= 0 && checkServed(wspec, ads, c.o.Shards) == nil {
 		return nil
 	}
 	ads, err := c.fleet.Live(ctx)
@@ -45,5 +45,5 @@ func (c *Client) checkWorkers(ctx context.Context, wspec *spec.Spec) error {
 	c.live.mu.Lock()
 	c.live.ads, c.live.read = ads, now
 	c.live.mu.Unlock()
-	return checkServed(wspec, ads)
+	return checkServed(wspec, ads, c.o.Shards)
 }

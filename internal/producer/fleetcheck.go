@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +54,8 @@ func ApplySubmitOptions(opts ...SubmitOption) SubmitSettings {
 
 // serving is the union of what live workers serve on one queue.
 type serving struct {
-	names map[string]map[string]bool // kind ("route", "handler", "tool") → names
+	names  map[string]map[string]bool // kind ("route", "handler", "tool") → names
+	shards map[int]bool               // the shard counts workers serve it in (1: not sharded)
 }
 
 // fleetView is what the live workers serve, by queue.
@@ -68,9 +70,10 @@ func newFleetView(ads []store.WorkerAd) fleetView {
 		for q := range ad.Queues {
 			sv := v.queues[q]
 			if sv == nil {
-				sv = &serving{names: map[string]map[string]bool{"route": {}, "handler": {}, "tool": {}}}
+				sv = &serving{names: map[string]map[string]bool{"route": {}, "handler": {}, "tool": {}}, shards: map[int]bool{}}
 				v.queues[q] = sv
 			}
+			sv.shards[max(ad.Shards[q], 1)] = true
 			for kind, names := range map[string][]string{"route": ad.Routes, "handler": ad.Handlers, "tool": ad.Tools} {
 				for _, n := range names {
 					sv.names[kind][n] = true
@@ -102,11 +105,21 @@ func mustServe(s *spec.Spec, n spec.Need) bool {
 	return false
 }
 
-// unserved says why no live worker serves need ("" when one does).
-func (v fleetView) unserved(n spec.Need) string {
+// unserved says why no live worker serves need, its queue in shards
+// shards ("" when one does).
+func (v fleetView) unserved(n spec.Need, shards int) string {
 	sv := v.queues[n.Queue]
 	if sv == nil {
 		return fmt.Sprintf("no live worker serves queue %q%s", n.Queue, listed(" (live workers serve queues: %s)", v.queueNames()))
+	}
+	if shards = max(shards, 1); !sv.shards[shards] {
+		counts := make([]string, 0, len(sv.shards))
+		for c := range sv.shards {
+			counts = append(counts, strconv.Itoa(c))
+		}
+		sort.Strings(counts)
+		return fmt.Sprintf("queue %q is in %d shard(s) here, but live workers serve it in %s: workers and producers must read the same queues: (queues.%s.shards)",
+			n.Queue, shards, strings.Join(counts, " or "), n.Queue)
 	}
 	if sv.names[n.Kind][n.Name] {
 		return ""
@@ -151,7 +164,7 @@ func listed(format string, names []string) string {
 // checkServed refuses a spec that live workers cannot run: ErrNoWorkers
 // when there is none, else one SpecError (ErrInvalidSpec) per need of a
 // step that no live worker serves.
-func checkServed(wspec *spec.Spec, ads []store.WorkerAd) error {
+func checkServed(wspec *spec.Spec, ads []store.WorkerAd, shards map[string]int) error {
 	if len(ads) == 0 {
 		return fmt.Errorf("%w: no worker has advertised itself in Redis (a running worker renews its advertisement every 10s)", ErrNoWorkers)
 	}
@@ -166,7 +179,7 @@ func checkServed(wspec *spec.Spec, ads []store.WorkerAd) error {
 		if !mustServe(wspec, n) {
 			continue
 		}
-		msg := v.unserved(n)
+		msg := v.unserved(n, shards[n.Queue])
 		if msg == "" || said[n.Step+"\x00"+msg] {
 			continue
 		}
@@ -211,7 +224,7 @@ func (c *Client) markUnserved(ctx context.Context, wf *Workflow) error {
 		if !ok || wf.Steps[i].Unserved != "" || !mustServe(&wspec, n) {
 			continue
 		}
-		wf.Steps[i].Unserved = v.unserved(n)
+		wf.Steps[i].Unserved = v.unserved(n, wspec.Shards[n.Queue])
 	}
 	return nil
 }

@@ -67,8 +67,13 @@ type keyed struct {
 
 // SpecHash is the hash an idempotency key keeps of a submitted spec and
 // its input: SHA-256 of the spec as JSON (map keys sorted), before the
-// client's defaults are applied.
+// client's defaults are applied (and without its shards' stamp).
 func SpecHash(wspec *spec.Spec) (string, error) {
+	if wspec.Shards != nil {
+		cp := *wspec
+		cp.Shards = nil
+		wspec = &cp
+	}
 	data, err := json.Marshal(wspec)
 	if err != nil {
 		return "", fmt.Errorf("encode spec: %w", err)

@@ -36,6 +36,9 @@ type QueueInfo struct {
 	// Shards is how many asynq queues it is split in (queues: NAME:
 	// shards:, and any an earlier count left); 0: none.
 	Shards int `json:"shards,omitempty"`
+	// PausedShards is how many of them are paused (Paused: all of
+	// them); a pause or resume cut short leaves some.
+	PausedShards int `json:"paused_shards,omitempty"`
 }
 
 // QueueChange is what PauseQueue and ResumeQueue did.
@@ -46,17 +49,12 @@ type QueueChange struct {
 	Changed bool `json:"changed"`
 }
 
-// pausedKey is asynq's (v0.26, internal/base.PausedKey) marker of a
-// paused queue: read for queues asynq has not registered yet (no task was
-// ever queued on them), whose state its Inspector cannot tell.
-func pausedKey(queue string) string { return "asynq:{" + queue + "}:paused" }
-
 // Queues lists the queues asynq knows and those live workers serve, by
 // name, each with its state: a sharded queue's shards (queues: NAME:
 // shards:) are one queue, their tasks counted together, paused when
 // every shard is.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
-	registered, serving, err := c.knownQueues(ctx)
+	registered, serving, counts, err := c.knownQueues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -70,24 +68,26 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	out := make([]QueueInfo, 0, len(names))
 	for q := range names {
 		info := QueueInfo{Name: q, Workers: serving[q], Paused: true}
-		shards := c.shardsOf(q, registered)
+		shards := c.shardsOf(q, registered, counts[q])
 		if len(shards) > 1 {
 			info.Shards = len(shards)
 		}
 		for _, name := range shards {
+			paused, err := c.pausedMarker(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if paused && len(shards) > 1 {
+				info.PausedShards++
+			}
+			info.Paused = info.Paused && paused
 			if !slices.Contains(registered[q], name) {
-				paused, err := c.pausedMarker(ctx, name)
-				if err != nil {
-					return nil, err
-				}
-				info.Paused = info.Paused && paused
 				continue
 			}
 			qi, err := c.insp.GetQueueInfo(name)
 			if err != nil {
 				return nil, fmt.Errorf("queue %s: %w", name, err)
 			}
-			info.Paused = info.Paused && qi.Paused
 			info.Size += qi.Size
 			info.Pending += qi.Pending
 			info.Active += qi.Active
@@ -102,10 +102,18 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return out, nil
 }
 
-// shardsOf are queue q's asynq queues: its shards now, and those Redis
-// holds from an earlier shard count.
-func (c *Client) shardsOf(q string, registered map[string][]string) []string {
+// shardsOf are queue q's asynq queues: its shards at this client's count
+// and at each count live workers serve it in, and those Redis holds from
+// an earlier count.
+func (c *Client) shardsOf(q string, registered map[string][]string, counts map[int]bool) []string {
 	out := slices.Clone(shard.Names(q, c.o.Shards[q]))
+	for _, n := range slices.Sorted(maps.Keys(counts)) {
+		for _, name := range shard.Names(q, n) {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
 	for _, name := range registered[q] {
 		if !slices.Contains(out, name) {
 			out = append(out, name)
@@ -128,7 +136,7 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) (QueueChange, err
 }
 
 func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueChange, error) {
-	registered, serving, err := c.knownQueues(ctx)
+	registered, serving, counts, err := c.knownQueues(ctx)
 	if err != nil {
 		return QueueChange{}, err
 	}
@@ -143,10 +151,17 @@ func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueC
 		return QueueChange{}, fmt.Errorf("queue %q: %w: no live worker serves it and no task was ever queued on it (queues: %s)", name, ErrUnknownQueue, orNoneList(known))
 	}
 	ch := QueueChange{Name: name, Paused: pause}
-	for _, q := range c.shardsOf(name, registered) {
+	// marked first when paused (a worker that starts serving a new shard
+	// of it from here on pauses that shard), cleared first when resumed
+	// (one starting meanwhile does not pause a shard again)
+	if err := c.store.SetQueuePaused(ctx, name, pause); err != nil {
+		return QueueChange{}, err
+	}
+	shards := c.shardsOf(name, registered, counts[name])
+	for i, q := range shards {
 		changed, err := c.setShardPaused(ctx, q, pause)
 		if err != nil {
-			return QueueChange{}, err
+			return QueueChange{}, fmt.Errorf("%s %d of its %d shards, then: %w (run it again to finish)", map[bool]string{true: "paused", false: "resumed"}[pause], i, len(shards), err)
 		}
 		ch.Changed = ch.Changed || changed
 	}
@@ -178,11 +193,12 @@ func (c *Client) setShardPaused(ctx context.Context, name string, pause bool) (b
 
 // knownQueues are the queues asynq has registered (a task was queued on
 // them), by name, each with its asynq queues (a sharded queue's shards),
-// and, by name, how many live workers serve each.
-func (c *Client) knownQueues(ctx context.Context) (map[string][]string, map[string]int, error) {
+// and, by name, how many live workers serve each and the shard counts
+// they serve it in.
+func (c *Client) knownQueues(ctx context.Context) (map[string][]string, map[string]int, map[string]map[int]bool, error) {
 	names, err := c.insp.Queues()
 	if err != nil {
-		return nil, nil, fmt.Errorf("queues: %w", err)
+		return nil, nil, nil, fmt.Errorf("queues: %w", err)
 	}
 	registered := map[string][]string{}
 	for _, q := range names {
@@ -190,23 +206,23 @@ func (c *Client) knownQueues(ctx context.Context) (map[string][]string, map[stri
 	}
 	ads, err := c.fleet.Live(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	serving := map[string]int{}
+	serving, counts := map[string]int{}, map[string]map[int]bool{}
 	for _, ad := range ads {
 		for q := range ad.Queues {
 			serving[q]++
+			if counts[q] == nil {
+				counts[q] = map[int]bool{}
+			}
+			counts[q][max(ad.Shards[q], 1)] = true
 		}
 	}
-	return registered, serving, nil
+	return registered, serving, counts, nil
 }
 
 func (c *Client) pausedMarker(ctx context.Context, queue string) (bool, error) {
-	n, err := c.rdb.Exists(ctx, pausedKey(queue)).Result()
-	if err != nil {
-		return false, fmt.Errorf("queue %s: %w", queue, err)
-	}
-	return n == 1, nil
+	return c.store.AsynqPaused(ctx, queue)
 }
 
 func orNoneList(s []string) string {

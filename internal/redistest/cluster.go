@@ -23,37 +23,20 @@ import (
 // redis-server and redis-cli it skips the test, or fails it under CI=true.
 func Cluster(tb testing.TB) (*redis.ClusterClient, []string) {
 	tb.Helper()
-	bins := need(tb, "a Redis Cluster", "redis-server", "redis-cli")
-	bin, cli := bins[0], bins[1]
-	var addrs []string
-	for i := 0; i < 3; i++ {
-		addrs = append(addrs, clusterNode(tb, bin))
+	need(tb, "a Redis Cluster", "redis-server", "redis-cli")
+	procs, err := StartCluster(tb.Context(), 3)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	tb.Cleanup(procs.Stop)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: procs.Addrs})
 	tb.Cleanup(func() { c.Close() })
-	// every node must see the whole cluster before it is used
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok := true
-		for _, a := range addrs {
-			n := redis.NewClient(&redis.Options{Addr: a})
-			info, err := n.ClusterInfo(tb.Context()).Result()
-			n.Close()
-			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3")
-		}
-		if ok && c.ForEachShard(tb.Context(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }) == nil {
-			return c, addrs
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the cluster was not ok on every node within 20s")
-		}
-		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
-	}
+	// the client must see every primary before it is used
+	poll.Until(tb, 20*time.Second, func() (bool, string) {
+		err := c.ForEachShard(tb.Context(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+		return err == nil, fmt.Sprintf("the cluster's primaries: %v", err)
+	})
+	return c, procs.Addrs
 }
 
 // ClusterNode starts a throwaway one-node Redis in cluster mode holding

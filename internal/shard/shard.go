@@ -16,8 +16,8 @@ package shard
 
 import (
 	"hash/fnv"
+	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -81,36 +81,49 @@ func Of(queue string, n int, wf string) string {
 }
 
 // Base is the queue an asynq queue is a shard of (the name itself for a
-// queue that is not).
+// queue that is not): a shard is named QUEUE.I or QUEUE.I.K (digits, I
+// under Max), QUEUE a queue name; another application's "mail.low" on
+// the same Redis is nobody's shard.
 func Base(name string) string {
-	b, _, _ := strings.Cut(name, Sep)
-	return b
+	if m := shardName.FindStringSubmatch(name); m != nil {
+		if i, err := strconv.Atoi(m[2]); err == nil && i < Max {
+			return m[1]
+		}
+	}
+	return name
 }
+
+var shardName = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_-]{0,62})\.(0|[1-9][0-9]{0,2})(?:\.[1-9][0-9]{0,6})?$`)
 
 // Weights are the asynq queues a worker serves and their weights, for
 // queues (name → weight) with shards (name → count; missing: 1): each
-// queue's weight split evenly over its shards. asynq weighs in whole
-// numbers, so every weight is scaled by the least common multiple of the
-// shard counts (at most 64; past that a shard's weight is rounded, at
-// least 1), then all divided by their greatest common divisor.
+// queue's weight split over its shards, the queues' totals in the ratio
+// of their weights. asynq weighs in whole numbers: every weight is
+// scaled by the least common multiple of the shard counts (past 64, by
+// the largest count, a queue's total then shared out with the remainder
+// on its first shards), then all divided by their greatest common
+// divisor.
 func Weights(queues map[string]int, shards map[string]int) map[string]int {
-	scale := 1
+	scale, largest := 1, 1
 	for q := range queues {
 		if n := shards[q]; n > 1 {
-			scale = lcm(scale, n)
+			scale, largest = lcm(scale, n), max(largest, n)
 		}
 	}
 	if scale > 64 {
-		scale = 64
+		scale = largest // at least every count: no shard's weight is 0
 	}
 	out := make(map[string]int, len(queues))
 	common := 0
 	for q, w := range queues {
 		n := max(shards[q], 1)
-		each := max((w*scale+n/2)/n, 1)
-		common = gcd(common, each)
-		for _, name := range Names(q, n) {
-			out[name] = each
+		total := w * scale
+		for i, name := range Names(q, n) {
+			out[name] = total / n
+			if i < total%n {
+				out[name]++
+			}
+			common = gcd(common, out[name])
 		}
 	}
 	for name := range out {

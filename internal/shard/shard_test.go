@@ -64,6 +64,20 @@ func TestShardsSpreadOverTheSlotRanges(t *testing.T) {
 	}
 }
 
+// Only a shard's name is taken for a shard: another application's
+// dotted queues on the same Redis are their own.
+func TestBaseKnowsAShardFromADottedName(t *testing.T) {
+	for name, want := range map[string]string{
+		"default.0": "default", "default.5.17": "default", "Q-1_x.127": "Q-1_x",
+		"default": "default", "default.low": "default.low", "default.128": "default.128", "default.01": "default.01",
+		"default.1.0": "default.1.0", "1x.2": "1x.2", "a.b.1": "a.b.1", "default.": "default.", ".1": ".1",
+	} {
+		if got := Base(name); got != want {
+			t.Errorf("Base(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 // A workflow's shard is a function of its id alone, and ids spread.
 func TestAWorkflowsShardIsAFunctionOfItsID(t *testing.T) {
 	count := map[string]int{}
@@ -112,9 +126,10 @@ func TestWeightsSplitAQueuesWeightOverItsShards(t *testing.T) {
 	if got := Weights(map[string]int{"a": 4, "b": 2}, nil); !maps.Equal(got, map[string]int{"a": 2, "b": 1}) {
 		t.Fatalf("no shards: %v", got)
 	}
-	// shard counts whose multiple passes 64: rounded, never 0
-	w = Weights(map[string]int{"a": 1, "b": 1}, map[string]int{"a": 127, "b": 128})
-	if len(w) != 255 || slices.Min(slices.Collect(maps.Values(w))) < 1 {
-		t.Fatalf("%d weights, min %d", len(w), slices.Min(slices.Collect(maps.Values(w))))
+	// shard counts whose multiple passes 64: the totals keep the ratio,
+	// no shard is left out
+	w = Weights(map[string]int{"a": 1, "b": 1, "c": 3}, map[string]int{"a": 127, "b": 100})
+	if len(w) != 228 || slices.Min(slices.Collect(maps.Values(w))) < 1 || sum("a") != sum("b") || sum("c") != 3*sum("a") {
+		t.Fatalf("%d weights, min %d, totals a %d b %d c %d", len(w), slices.Min(slices.Collect(maps.Values(w))), sum("a"), sum("b"), sum("c"))
 	}
 }

@@ -27,7 +27,11 @@ type WorkerAd struct {
 	ID      string         `json:"id"`      // host, pid and a random part
 	Version string         `json:"version"` // the build, when known
 	Queues  map[string]int `json:"queues"`  // queue → priority
-	Routes  []string       `json:"routes"`
+	// Shards are the shard counts of the queues it serves in more than
+	// one shard (queues: NAME: shards:); a producer submits to a queue
+	// only at a count its workers serve.
+	Shards map[string]int `json:"shards,omitempty"`
+	Routes []string       `json:"routes"`
 	// Handlers are the code steps it runs (a spec's run: NAME).
 	Handlers []string `json:"handlers"`
 	// Tools are the tools it runs for a model; empty until it registers any.

@@ -57,8 +57,18 @@ func advertisement(o Options, id string, served map[string]int) store.WorkerAd {
 	if o.Now != nil {
 		now = o.Now
 	}
+	var shards map[string]int
+	for q, n := range o.Config.Shards() {
+		if _, ok := queues[q]; ok {
+			if shards == nil {
+				shards = map[string]int{}
+			}
+			shards[q] = n
+		}
+	}
 	return store.WorkerAd{
 		ID:      id,
+		Shards:  shards,
 		Version: buildVersion(),
 		Queues:  queues, Routes: o.Config.RouteNames(), Handlers: handlers,
 		Tools: tools,

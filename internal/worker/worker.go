@@ -142,7 +142,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := registerSpecs(ctx, store.New(rdb, cfg.Retention.D(), nil), o.Specs, o.Logger); err != nil {
 		return err
 	}
-	queues, err := asynqQueues(insp, cfg, wh.queues)
+	queues, err := asynqQueues(ctx, insp, store.New(rdb, cfg.Retention.D(), nil), cfg, wh.queues)
 	if err != nil {
 		return fmt.Errorf("read the queues: %w", err)
 	}
@@ -176,6 +176,10 @@ func Run(ctx context.Context, o Options) error {
 	sh = handoffs.Serve(sh)
 	hctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
 	go handoffs.Run(hctx)
+	select {
+	case <-handoffs.Listening(): // a cancel of a step it hands off is heard
+	case <-ctx.Done():
+	}
 	stopHandoffs := sync.OnceFunc(func() { handoffs.Stop(cfg.Worker.ShutdownTimeout.D()); stopLeases() })
 	defer stopHandoffs()
 	mux.Handle(tasks.TypeStep, sh)

@@ -1,0 +1,115 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterProcs is a throwaway Redis Cluster of primaries only, each a
+// redis-server process on a loopback port (StartCluster): for tests
+// (Cluster) and the bench alike.
+type ClusterProcs struct {
+	Addrs []string
+	cmds  []*exec.Cmd
+	dir   string
+}
+
+// StartCluster starts n redis-server processes in cluster mode, assigns
+// them the slots evenly (redis-cli --cluster create) and returns once
+// every node sees a cluster in state ok.
+func StartCluster(ctx context.Context, n int) (*ClusterProcs, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "agentq-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	c := &ClusterProcs{dir: dir}
+	for i := range n {
+		port, err := freePort()
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		nd := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.Mkdir(nd, 0o700); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		cmd := exec.Command(bin, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(nd, "nodes.conf"),
+			"--save", "", "--appendonly", "no", "--dir", nd, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--logfile", "")
+		if err := cmd.Start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.cmds = append(c.cmds, cmd)
+		c.Addrs = append(c.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
+	if err := c.create(ctx, cli); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// create makes the nodes one cluster and waits until each sees it ok.
+func (c *ClusterProcs) create(ctx context.Context, cli string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range c.Addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		for n.Ping(ctx).Err() != nil {
+			if time.Now().After(deadline) {
+				n.Close()
+				return fmt.Errorf("redis at %s did not answer within 20s", a)
+			}
+			time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
+		}
+		n.Close()
+	}
+	args := append(append([]string{"--cluster", "create"}, c.Addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	want := "cluster_known_nodes:" + strconv.Itoa(len(c.Addrs))
+	for {
+		ok := true
+		for _, a := range c.Addrs {
+			n := redis.NewClient(&redis.Options{Addr: a})
+			info, err := n.ClusterInfo(ctx).Result()
+			n.Close()
+			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the cluster was not ok on every node within 20s")
+		}
+		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
+	}
+}
+
+// Stop kills the nodes and removes their files.
+func (c *ClusterProcs) Stop() {
+	for _, cmd := range c.cmds {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	_ = os.RemoveAll(c.dir)
+}

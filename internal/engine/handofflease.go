@@ -18,7 +18,7 @@ func (ho *Handoffs) Run(ctx context.Context) {
 	// subscribed before the first hand-off, or a cancel published before
 	// would be lost (Redis keeps no message); unconfirmed (Redis away),
 	// the channel below subscribes when it is back
-	if _, err := sub.Receive(ctx); err != nil {
+	if _, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
 		ho.h.o.Logger.Warn("hand-offs: asynq's cancel channel not heard yet", "err", err)
 	}
 	close(ho.listening)

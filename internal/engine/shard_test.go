@@ -246,8 +246,14 @@ func TestASubmitAtAnotherShardCountThanTheWorkersIsRefused(t *testing.T) {
 	o := app.ClientOptions(cfg)
 	unsharded := producer.NewClient(e.Redis, o)
 	_, err := unsharded.Submit(t.Context(), one)
-	if err == nil || !strings.Contains(err.Error(), `queue "default" is in 1 shard(s) here, but live workers serve it in 6`) {
+	if err == nil || !strings.Contains(err.Error(), `queue "default" is in 1 shard(s) for this workflow, but live workers serve it in 6`) {
 		t.Fatalf("a submit at 1 shard to workers at 6: %v", err)
+	}
+	// a step with no route, function or tool (an approval) goes to a
+	// queue too
+	approval := e.Spec("name: ask\nsteps:\n  - { id: ok, approve: { message: go } }\n")
+	if _, err := unsharded.Submit(t.Context(), approval); err == nil || !strings.Contains(err.Error(), "steps[0] (ok): queue \"default\" is in 1 shard(s)") {
+		t.Fatalf("an approval at 1 shard to workers at 6: %v", err)
 	}
 	sharded := producer.NewClient(e.Redis, app.ClientOptions(e.Config))
 	id, err := sharded.Submit(t.Context(), one)
@@ -304,4 +310,25 @@ func TestAPauseCoversTheShardsOfALaterCount(t *testing.T) {
 	for _, id := range ids {
 		e.Wait(t, id, 20*time.Second, store.StateCompleted)
 	}
+}
+
+// A queue paused with agentq and resumed from elsewhere (asynqmon) is not
+// paused again by the next worker: the mark is stale, and cleared.
+func TestAPauseUndoneElsewhereIsNotRedone(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{})
+	if ch, err := e.Client.PauseQueue(t.Context(), "default"); err != nil || !ch.Changed {
+		t.Fatalf("pause: %+v %v", ch, err)
+	}
+	if err := asynq.NewInspectorFromRedisClient(e.Redis).UnpauseQueue("default"); err != nil {
+		t.Fatal(err)
+	}
+	e.StopWorker(t)
+	e.StartWorker(t)
+	st := store.New(e.Redis, time.Hour, nil)
+	paused, err := st.AsynqPaused(t.Context(), "default")
+	marked, merr := st.QueuePaused(t.Context(), "default")
+	if err != nil || merr != nil || paused || len(marked) != 0 {
+		t.Fatalf("after a restart: paused %v (%v), marked %v (%v); want neither", paused, err, marked, merr)
+	}
+	e.Wait(t, e.Submit(t, e.Spec(step("solo", ""))), 20*time.Second, store.StateCompleted)
 }

@@ -73,7 +73,9 @@ func newFleetView(ads []store.WorkerAd) fleetView {
 				sv = &serving{names: map[string]map[string]bool{"route": {}, "handler": {}, "tool": {}}, shards: map[int]bool{}}
 				v.queues[q] = sv
 			}
-			sv.shards[max(ad.Shards[q], 1)] = true
+			for _, n := range store.ServedCounts(ad, q) {
+				sv.shards[n] = true
+			}
 			for kind, names := range map[string][]string{"route": ad.Routes, "handler": ad.Handlers, "tool": ad.Tools} {
 				for _, n := range names {
 					sv.names[kind][n] = true
@@ -112,14 +114,8 @@ func (v fleetView) unserved(n spec.Need, shards int) string {
 	if sv == nil {
 		return fmt.Sprintf("no live worker serves queue %q%s", n.Queue, listed(" (live workers serve queues: %s)", v.queueNames()))
 	}
-	if shards = max(shards, 1); !sv.shards[shards] {
-		counts := make([]string, 0, len(sv.shards))
-		for c := range sv.shards {
-			counts = append(counts, strconv.Itoa(c))
-		}
-		sort.Strings(counts)
-		return fmt.Sprintf("queue %q is in %d shard(s) here, but live workers serve it in %s: workers and producers must read the same queues: (queues.%s.shards)",
-			n.Queue, shards, strings.Join(counts, " or "), n.Queue)
+	if msg := sv.otherCount(n.Queue, shards); msg != "" {
+		return msg
 	}
 	if sv.names[n.Kind][n.Name] {
 		return ""
@@ -129,6 +125,21 @@ func (v fleetView) unserved(n spec.Need, shards int) string {
 		served = fmt.Sprintf(" (live workers on it serve no %ss)", n.Kind)
 	}
 	return fmt.Sprintf("no live worker serves %s %q on queue %s%s", n.Kind, n.Name, n.Queue, served)
+}
+
+// otherCount says why queue's shards at count shards are not served by
+// the workers that serve it ("" when they are).
+func (sv *serving) otherCount(queue string, shards int) string {
+	if shards = max(shards, 1); sv.shards[shards] {
+		return ""
+	}
+	counts := make([]string, 0, len(sv.shards))
+	for c := range sv.shards {
+		counts = append(counts, strconv.Itoa(c))
+	}
+	sort.Strings(counts)
+	return fmt.Sprintf("queue %q is in %d shard(s) for this workflow, but live workers serve it in %s: workers and producers must read the same queues: (queues.%s.shards)",
+		queue, shards, strings.Join(counts, " or "), queue)
 }
 
 func (v fleetView) queueNames() []string {
@@ -186,6 +197,20 @@ func checkServed(wspec *spec.Spec, ads []store.WorkerAd, shards map[string]int) 
 		said[n.Step+"\x00"+msg] = true
 		i := index[n.Step]
 		errs = append(errs, &spec.SpecError{Line: wspec.LineOf(fmt.Sprintf("steps[%d]", i)), Where: fmt.Sprintf("steps[%d] (%s)", i, n.Step), Msg: msg})
+	}
+	// every step's queue at its count, a step with no need too (an
+	// approval, a signal, a child workflow): its task goes there
+	for i := range wspec.Steps {
+		st := &wspec.Steps[i]
+		q := spec.Resolve(wspec, st).Queue
+		sv := v.queues[q]
+		if sv == nil {
+			continue
+		}
+		if msg := sv.otherCount(q, shards[q]); msg != "" && !said[st.ID+"\x00"+msg] {
+			said[st.ID+"\x00"+msg] = true
+			errs = append(errs, &spec.SpecError{Line: wspec.LineOf(fmt.Sprintf("steps[%d]", i)), Where: fmt.Sprintf("steps[%d] (%s)", i, st.ID), Msg: msg})
+		}
 	}
 	return errors.Join(errs...)
 }

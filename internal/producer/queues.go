@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentq/agentq/internal/shard"
+	"github.com/agentq/agentq/internal/store"
 )
 
 // ErrUnknownQueue is returned for a queue that no live worker serves and
@@ -154,10 +155,10 @@ func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueC
 	// marked first when paused (a worker that starts serving a new shard
 	// of it from here on pauses that shard), cleared first when resumed
 	// (one starting meanwhile does not pause a shard again)
-	if err := c.store.SetQueuePaused(ctx, name, pause); err != nil {
+	shards := c.shardsOf(name, registered, counts[name])
+	if err := c.store.SetQueuePaused(ctx, name, pause, shards...); err != nil {
 		return QueueChange{}, err
 	}
-	shards := c.shardsOf(name, registered, counts[name])
 	for i, q := range shards {
 		changed, err := c.setShardPaused(ctx, q, pause)
 		if err != nil {
@@ -215,7 +216,9 @@ func (c *Client) knownQueues(ctx context.Context) (map[string][]string, map[stri
 			if counts[q] == nil {
 				counts[q] = map[int]bool{}
 			}
-			counts[q][max(ad.Shards[q], 1)] = true
+			for _, n := range store.ServedCounts(ad, q) {
+				counts[q][n] = true
+			}
 		}
 	}
 	return registered, serving, counts, nil

@@ -27,10 +27,12 @@ type WorkerAd struct {
 	ID      string         `json:"id"`      // host, pid and a random part
 	Version string         `json:"version"` // the build, when known
 	Queues  map[string]int `json:"queues"`  // queue → priority
-	// Shards are the shard counts of the queues it serves in more than
-	// one shard (queues: NAME: shards:); a producer submits to a queue
-	// only at a count its workers serve.
-	Shards map[string]int `json:"shards,omitempty"`
+	// Shards are, for each queue it serves at more than one shard count
+	// or at a count above 1 (queues: NAME: shards:, and the shards an
+	// earlier count left), every count whose shards it all serves; a
+	// producer submits to a queue only at a count live workers serve.
+	// Missing: 1 alone.
+	Shards map[string][]int `json:"shards,omitempty"`
 	Routes []string       `json:"routes"`
 	// Handlers are the code steps it runs (a spec's run: NAME).
 	Handlers []string `json:"handlers"`
@@ -47,6 +49,15 @@ type AdKey struct {
 	Provider    string `json:"provider"`
 	Fingerprint string `json:"fingerprint"`
 	ID          string `json:"id"`
+}
+
+// ServedCounts are the shard counts ad serves queue q at (1 when it
+// names none).
+func ServedCounts(ad WorkerAd, q string) []int {
+	if c := ad.Shards[q]; len(c) > 0 {
+		return c
+	}
+	return []int{1}
 }
 
 // ErrBadAd is returned for an advertisement that cannot be written.

@@ -13,12 +13,17 @@ import (
 
 func queuePausedKey(queue string) string { return Prefix + "{queue:" + queue + "}:paused" }
 
-// SetQueuePaused marks queue paused, or clears the mark.
-func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) error {
+// SetQueuePaused marks queue paused, with the asynq queues (its shards)
+// the pause pauses, or clears the mark (paused false).
+func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool, shards ...string) error {
 	var err error
-	if paused {
-		err = s.rdb.Set(ctx, queuePausedKey(queue), "1", 0).Err()
-	} else {
+	if paused && len(shards) > 0 {
+		members := make([]any, len(shards))
+		for i, n := range shards {
+			members[i] = n
+		}
+		err = s.rdb.SAdd(ctx, queuePausedKey(queue), members...).Err()
+	} else if !paused {
 		err = s.rdb.Del(ctx, queuePausedKey(queue)).Err()
 	}
 	if err != nil {
@@ -27,13 +32,14 @@ func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) e
 	return nil
 }
 
-// QueuePaused reports whether queue is marked paused.
-func (s *Store) QueuePaused(ctx context.Context, queue string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, queuePausedKey(queue)).Result()
+// QueuePaused returns the asynq queues a pause of queue paused (none:
+// queue is not marked paused).
+func (s *Store) QueuePaused(ctx context.Context, queue string) ([]string, error) {
+	names, err := s.rdb.SMembers(ctx, queuePausedKey(queue)).Result()
 	if err != nil {
-		return false, fmt.Errorf("queue %s: %w", queue, err)
+		return nil, fmt.Errorf("queue %s: %w", queue, err)
 	}
-	return n == 1, nil
+	return names, nil
 }
 
 // AsynqPaused reports whether asynq queue queue (a queue, or a shard of

@@ -36,7 +36,7 @@ func newWorkerID() string {
 // advertisement builds what this worker serves from its options and the
 // queues its asynq server serves (the configured ones, and the webhooks
 // queue when it delivers webhooks).
-func advertisement(o Options, id string, served map[string]int) store.WorkerAd {
+func advertisement(o Options, id string, served map[string]int, shards map[string][]int) store.WorkerAd {
 	queues := maps.Clone(served)
 	if queues == nil {
 		queues = map[string]int{}
@@ -56,15 +56,6 @@ func advertisement(o Options, id string, served map[string]int) store.WorkerAd {
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
-	}
-	var shards map[string]int
-	for q, n := range o.Config.Shards() {
-		if _, ok := queues[q]; ok {
-			if shards == nil {
-				shards = map[string]int{}
-			}
-			shards[q] = n
-		}
 	}
 	return store.WorkerAd{
 		ID:      id,
@@ -122,11 +113,11 @@ func (a *advertiser) current() bool { return !a.failing.Load() }
 // advertise writes the worker's advertisement of the queues it serves (an
 // error if it cannot), then renews it every interval (0:
 // DefaultAdvertiseInterval) with a TTL of three intervals until stop.
-func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, id string, served map[string]int, interval time.Duration) (*advertiser, error) {
+func advertise(ctx context.Context, rdb redis.UniversalClient, o Options, id string, served map[string]int, shards map[string][]int, interval time.Duration) (*advertiser, error) {
 	if interval <= 0 {
 		interval = DefaultAdvertiseInterval
 	}
-	a := &advertiser{fleet: store.NewFleet(rdb, o.Now), ad: advertisement(o, id, served), interval: interval, log: o.Logger, done: make(chan struct{})}
+	a := &advertiser{fleet: store.NewFleet(rdb, o.Now), ad: advertisement(o, id, served, shards), interval: interval, log: o.Logger, done: make(chan struct{})}
 	if err := a.fleet.Advertise(ctx, a.ad, 3*interval); err != nil {
 		return nil, err
 	}

@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options) error {
 	kept := make(chan struct{})
 	go func() { defer close(kept); h.SlotKeeper(insp).Run(bg) }() // concurrency keys' leases
 	defer func() { stopBG(); <-reconciled; <-kept }()
-	ad, err := advertise(ctx, rdb, o, id, wh.queues, o.AdvertiseInterval)
+	ad, err := advertise(ctx, rdb, o, id, wh.queues, servedCounts(queues, wh.queues), o.AdvertiseInterval)
 	if err != nil {
 		srv.Shutdown()
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {

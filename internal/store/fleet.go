@@ -33,7 +33,7 @@ type WorkerAd struct {
 	// producer submits to a queue only at a count live workers serve.
 	// Missing: 1 alone.
 	Shards map[string][]int `json:"shards,omitempty"`
-	Routes []string       `json:"routes"`
+	Routes []string         `json:"routes"`
 	// Handlers are the code steps it runs (a spec's run: NAME).
 	Handlers []string `json:"handlers"`
 	// Tools are the tools it runs for a model; empty until it registers any.

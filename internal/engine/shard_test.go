@@ -57,6 +57,27 @@ func primaryCommands(t *testing.T, c redis.UniversalClient) map[string]int64 {
 	return out
 }
 
+// heldByThePause submits n one-step workflows (run: noop) to the paused
+// default queue, then one to the critical queue (which e's worker also
+// serves) and waits for it: when it is done the worker has polled, and
+// none of the n may have begun. It returns their ids.
+func heldByThePause(t *testing.T, e *testenv.Env, n int) []string {
+	t.Helper()
+	one := e.Spec("name: one\nsteps:\n  - { id: s, run: noop }\n")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.Submit(t, one)
+	}
+	other := e.Spec("name: other\ndefaults: { queue: critical }\nsteps:\n  - { id: s, run: noop }\n")
+	e.Wait(t, e.Submit(t, other), 30*time.Second, store.StateCompleted)
+	for _, id := range ids {
+		if wf, err := e.Client.Status(t.Context(), id); err != nil || wf.Steps[0].Attempts != 0 {
+			t.Fatalf("a step of the paused queue began: %+v %v", wf, err)
+		}
+	}
+	return ids
+}
+
 // spread runs n workflows of a 10-step chain of code steps to the end
 // and returns each primary's commands over the run, and the largest
 // primary's distance from their mean (0.1: 10% over it).
@@ -157,21 +178,10 @@ func TestAShardedQueueSpreadsOverTheClusterPrimaries(t *testing.T) {
 			t.Fatalf("shard %s after the pause: %+v %v", name, qi, err)
 		}
 	}
-	one := e.Spec("name: one\nsteps:\n  - { id: s, run: noop }\n")
-	var held []string
-	for range 120 {
-		held = append(held, e.Submit(t, one))
-	}
-	critical := e.Spec("name: other\ndefaults: { queue: critical }\nsteps:\n  - { id: s, run: noop }\n")
-	e.Wait(t, e.Submit(t, critical), 30*time.Second, store.StateCompleted)
+	held := heldByThePause(t, e, 120)
 	for _, name := range names {
 		if qi, err := insp.GetQueueInfo(name); err != nil || qi.Pending == 0 || qi.Active != 0 {
 			t.Fatalf("paused shard %s: %+v %v (want its steps pending)", name, qi, err)
-		}
-	}
-	for _, id := range held {
-		if wf, err := e.Client.Status(ctx, id); err != nil || wf.Steps[0].Attempts != 0 {
-			t.Fatalf("a step of the paused queue began: %+v %v", wf, err)
 		}
 	}
 	if ch, err := e.Client.ResumeQueue(ctx, "default"); err != nil || !ch.Changed || ch.Paused {
@@ -274,6 +284,7 @@ func TestAPauseCoversTheShardsOfALaterCount(t *testing.T) {
 	}
 	e.StopWorker(t)
 	e.Config.Queues = map[string]config.Queue{"default": {Shards: 5}}
+	e.Config.Worker.Queues = map[string]int{"default": 1, "critical": 1}
 	e.Client = e.NewClient()
 	e.StartWorker(t)
 	st := store.New(e.Redis, time.Hour, nil)
@@ -282,21 +293,7 @@ func TestAPauseCoversTheShardsOfALaterCount(t *testing.T) {
 			t.Fatalf("shard %s of the paused queue at its new count: paused %v (%v)", name, paused, err)
 		}
 	}
-	one := e.Spec("name: one\nsteps:\n  - { id: s, run: noop }\n")
-	var ids []string
-	for range 20 {
-		ids = append(ids, e.Submit(t, one))
-	}
-	other := e.Spec("name: other\ndefaults: { queue: critical }\nsteps:\n  - { id: s, run: noop }\n")
-	e.StopWorker(t)
-	e.Config.Worker.Queues = map[string]int{"default": 1, "critical": 1}
-	e.StartWorker(t)
-	e.Wait(t, e.Submit(t, other), 20*time.Second, store.StateCompleted)
-	for _, id := range ids {
-		if wf, err := e.Client.Status(t.Context(), id); err != nil || wf.Steps[0].Attempts != 0 {
-			t.Fatalf("a step of the paused queue began: %+v %v", wf, err)
-		}
-	}
+	ids := heldByThePause(t, e, 20)
 	qs, err := e.Client.Queues(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -43,13 +43,6 @@ func (c *Config) Shards() map[string]int {
 	return out
 }
 
-// ServedQueues are the asynq queues this configuration's worker serves,
-// with their weights: worker.queues, each queue's shards sharing its
-// weight.
-func (c *Config) ServedQueues() map[string]int {
-	return shard.Weights(c.Worker.Queues, c.Shards())
-}
-
 // queueName is what a queue may be called (the steps' queue: field
 // allows the same); '.' marks a shard, so it is not allowed.
 var queueName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
@@ -106,7 +99,8 @@ func (c *Config) validateQueues(bad func(field, format string, a ...any)) {
 		case q == "" || p < 1:
 			bad("worker.queues", "queue %q has priority %d (want a name and a priority of 1 or more)", q, p)
 		case strings.Contains(q, shard.Sep):
-			bad("worker.queues", "queue %q: a %q marks a shard; declare shards with queues.%s.shards", q, shard.Sep, shard.Base(q))
+			base, _, _ := strings.Cut(q, shard.Sep)
+			bad("worker.queues", "queue %q: a %q marks a shard; declare shards with queues.%s.shards", q, shard.Sep, base)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestDeclaredQueues(t *testing.T) {
 	if !maps.Equal(cfg.Shards(), map[string]int{"default": 6}) {
 		t.Fatalf("shards: %v", cfg.Shards())
 	}
-	served := cfg.ServedQueues()
+	served := shard.Weights(cfg.Worker.Queues, cfg.Shards())
 	if len(served) != 8 || served["critical"] != 12 || served["low"] != 2 {
 		t.Fatalf("served: %v (want 6 shards of default at 1, critical 12, low 2)", served)
 	}
@@ -41,13 +41,13 @@ func TestDeclaredQueues(t *testing.T) {
 	}
 	// worker.queues wins for the worker; the shards stay the declared ones
 	cfg = load(t, strings.Replace(declared, "concurrency: ${CONC:-20}", "concurrency: 4\n  queues: { default: 1 }", 1))
-	if !maps.Equal(cfg.Worker.Queues, map[string]int{"default": 1}) || len(cfg.ServedQueues()) != 6 {
-		t.Fatalf("worker.queues set: %v, served %v", cfg.Worker.Queues, cfg.ServedQueues())
+	if !maps.Equal(cfg.Worker.Queues, map[string]int{"default": 1}) || len(shard.Weights(cfg.Worker.Queues, cfg.Shards())) != 6 {
+		t.Fatalf("worker.queues set: %v, served %v", cfg.Worker.Queues, shard.Weights(cfg.Worker.Queues, cfg.Shards()))
 	}
 	// none declared: the built-in queues, no shards
 	cfg = load(t, good)
-	if cfg.Shards() != nil || len(cfg.Worker.Queues) != 3 || !maps.Equal(cfg.ServedQueues(), cfg.Worker.Queues) {
-		t.Fatalf("nothing declared: shards %v, queues %v, served %v", cfg.Shards(), cfg.Worker.Queues, cfg.ServedQueues())
+	if cfg.Shards() != nil || len(cfg.Worker.Queues) != 3 || !maps.Equal(shard.Weights(cfg.Worker.Queues, cfg.Shards()), cfg.Worker.Queues) {
+		t.Fatalf("nothing declared: shards %v, queues %v, served %v", cfg.Shards(), cfg.Worker.Queues, shard.Weights(cfg.Worker.Queues, cfg.Shards()))
 	}
 
 	for _, c := range []struct{ name, yaml, want string }{

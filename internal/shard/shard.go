@@ -31,11 +31,13 @@ const Sep = "."
 const Slots = 16384
 
 // Names are the asynq queues of queue split in n shards (n < 2: the queue
-// itself), in shard order.
+// itself; past Max: Max, which no configuration passes), in shard order.
+// The slice is shared: callers must not change it.
 func Names(queue string, n int) []string {
 	if n < 2 {
 		return []string{queue}
 	}
+	n = min(n, Max)
 	key := queue + "/" + strconv.Itoa(n)
 	if v, ok := cache.Load(key); ok {
 		return v.([]string)
@@ -75,9 +77,10 @@ func Of(queue string, n int, wf string) string {
 	if n < 2 {
 		return queue
 	}
+	names := Names(queue, n)
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(wf))
-	return Names(queue, n)[h.Sum32()%uint32(n)]
+	return names[h.Sum32()%uint32(len(names))]
 }
 
 // Base is the queue an asynq queue is a shard of (the name itself for a

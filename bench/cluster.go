@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,39 +23,6 @@ import (
 // commands per second and CPU, and steps per second per second of the
 // busiest primary's CPU (what one primary core carries when it is the
 // bottleneck).
-
-// primaryStat is one primary's counters at a moment.
-type primaryStat struct {
-	commands int64
-	cpu      float64 // seconds, user and system
-}
-
-func primaryStats(ctx context.Context, rdb *redis.ClusterClient) (map[string]primaryStat, error) {
-	var mu sync.Mutex
-	out := map[string]primaryStat{}
-	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		info, err := m.Info(ctx, "stats", "cpu").Result()
-		if err != nil {
-			return err
-		}
-		var st primaryStat
-		for _, line := range strings.Split(info, "\r\n") {
-			k, v, _ := strings.Cut(line, ":")
-			switch k {
-			case "total_commands_processed":
-				st.commands, _ = strconv.ParseInt(v, 10, 64)
-			case "used_cpu_user", "used_cpu_sys":
-				f, _ := strconv.ParseFloat(v, 64)
-				st.cpu += f
-			}
-		}
-		mu.Lock()
-		out[m.Options().Addr] = st
-		mu.Unlock()
-		return nil
-	})
-	return out, err
-}
 
 // clusterIdle is how long each run first measures the primaries idle.
 const clusterIdle = 5 * time.Second
@@ -107,12 +71,12 @@ func clusterRun(ctx context.Context, p params, out io.Writer, rdb *redis.Cluster
 		SkipWorkerCheck: true, Shards: cfg.Shards()})
 	// each primary's cost with the worker idle (the cluster's own cron
 	// and bus, the worker's polls of each shard), subtracted below
-	idleFrom, err := primaryStats(ctx, rdb)
+	idleFrom, err := redistest.PrimaryStats(ctx, rdb)
 	if err != nil {
 		return err
 	}
 	time.Sleep(clusterIdle)
-	before, err := primaryStats(ctx, rdb)
+	before, err := redistest.PrimaryStats(ctx, rdb)
 	if err != nil {
 		return err
 	}
@@ -124,7 +88,7 @@ func clusterRun(ctx context.Context, p params, out io.Writer, rdb *redis.Cluster
 		return err
 	}
 	took := time.Since(start).Seconds()
-	after, err := primaryStats(ctx, rdb)
+	after, err := redistest.PrimaryStats(ctx, rdb)
 	if err != nil {
 		return err
 	}
@@ -134,12 +98,12 @@ func clusterRun(ctx context.Context, p params, out io.Writer, rdb *redis.Cluster
 	var total int64
 	busiest := 0.0
 	for _, a := range addrs {
-		total += after[a].commands - before[a].commands
+		total += after[a].Commands - before[a].Commands
 	}
 	idle := clusterIdle.Seconds()
 	for _, a := range addrs {
-		n, cpu := after[a].commands-before[a].commands, after[a].cpu-before[a].cpu
-		idleCmds, idleCPU := float64(before[a].commands-idleFrom[a].commands)/idle, (before[a].cpu-idleFrom[a].cpu)/idle
+		n, cpu := after[a].Commands-before[a].Commands, after[a].CPU-before[a].CPU
+		idleCmds, idleCPU := float64(before[a].Commands-idleFrom[a].Commands)/idle, (before[a].CPU-idleFrom[a].CPU)/idle
 		above := max(cpu-idleCPU*took, 0)
 		busiest = max(busiest, above)
 		fmt.Fprintf(out, "| primary %s | %d | %.0f | %.1f%% | %.0f | %.2f | %.2f | %.0f |\n", a, n, float64(n)/took, 100*float64(n)/float64(total), idleCmds, cpu, above, 1e6*above/steps)

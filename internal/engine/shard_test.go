@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,38 +19,24 @@ import (
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/shard"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// primaryCommands reads each primary's commands processed so far
-// (INFO stats), by address.
+// primaryCommands reads each primary's commands processed so far, by
+// address.
 func primaryCommands(t *testing.T, c redis.UniversalClient) map[string]int64 {
 	t.Helper()
-	var mu sync.Mutex
+	stats, err := redistest.PrimaryStats(t.Context(), c.(*redis.ClusterClient))
+	if err != nil || len(stats) != 3 {
+		t.Fatalf("the primaries' stats: %v %v", stats, err)
+	}
 	out := map[string]int64{}
-	err := c.(*redis.ClusterClient).ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
-		info, err := m.Info(ctx, "stats").Result()
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				out[m.Options().Addr] = n
-				mu.Unlock()
-			}
-		}
-		return nil
-	})
-	if err != nil || len(out) != 3 {
-		t.Fatalf("the primaries' stats: %v %v", out, err)
+	for a, st := range stats {
+		out[a] = st.Commands
 	}
 	return out
 }

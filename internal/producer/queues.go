@@ -74,7 +74,7 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 			info.Shards = len(shards)
 		}
 		for _, name := range shards {
-			paused, err := c.pausedMarker(ctx, name)
+			paused, err := c.store.AsynqPaused(ctx, name)
 			if err != nil {
 				return nil, err
 			}
@@ -172,7 +172,7 @@ func (c *Client) setPaused(ctx context.Context, name string, pause bool) (QueueC
 // setShardPaused pauses or resumes one asynq queue, reporting whether it
 // changed.
 func (c *Client) setShardPaused(ctx context.Context, name string, pause bool) (bool, error) {
-	was, err := c.pausedMarker(ctx, name) // asynq's marker, registered or not
+	was, err := c.store.AsynqPaused(ctx, name) // asynq's marker, registered or not
 	if err != nil || was == pause {
 		return false, err
 	}
@@ -184,7 +184,7 @@ func (c *Client) setShardPaused(ctx context.Context, name string, pause bool) (b
 	if err != nil {
 		// another caller changed it between the read and here: "already
 		// paused" or "not paused" means the queue is as asked
-		if now, rerr := c.pausedMarker(ctx, name); rerr == nil && now == pause {
+		if now, rerr := c.store.AsynqPaused(ctx, name); rerr == nil && now == pause {
 			return false, nil
 		}
 		return false, fmt.Errorf("queue %s: %w", name, err)
@@ -222,10 +222,6 @@ func (c *Client) knownQueues(ctx context.Context) (map[string][]string, map[stri
 		}
 	}
 	return registered, serving, counts, nil
-}
-
-func (c *Client) pausedMarker(ctx context.Context, queue string) (bool, error) {
-	return c.store.AsynqPaused(ctx, queue)
 }
 
 func orNoneList(s []string) string {

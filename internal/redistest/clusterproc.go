@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -112,4 +113,38 @@ func (c *ClusterProcs) Stop() {
 		_ = cmd.Wait()
 	}
 	_ = os.RemoveAll(c.dir)
+}
+
+// PrimaryStat is one primary's counters at a moment (INFO stats and cpu).
+type PrimaryStat struct {
+	Commands int64   // total_commands_processed
+	CPU      float64 // seconds, used_cpu_user and used_cpu_sys
+}
+
+// PrimaryStats reads every primary's counters, by address.
+func PrimaryStats(ctx context.Context, c *redis.ClusterClient) (map[string]PrimaryStat, error) {
+	var mu sync.Mutex
+	out := map[string]PrimaryStat{}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		info, err := m.Info(ctx, "stats", "cpu").Result()
+		if err != nil {
+			return err
+		}
+		var st PrimaryStat
+		for _, line := range strings.Split(info, "\r\n") {
+			k, v, _ := strings.Cut(line, ":")
+			switch k {
+			case "total_commands_processed":
+				st.Commands, _ = strconv.ParseInt(v, 10, 64)
+			case "used_cpu_user", "used_cpu_sys":
+				f, _ := strconv.ParseFloat(v, 64)
+				st.CPU += f
+			}
+		}
+		mu.Lock()
+		out[m.Options().Addr] = st
+		mu.Unlock()
+		return nil
+	})
+	return out, err
 }

@@ -88,12 +88,23 @@ func Of(queue string, n int, wf string) string {
 // under Max), QUEUE a queue name; another application's "mail.low" on
 // the same Redis is nobody's shard.
 func Base(name string) string {
-	if m := shardName.FindStringSubmatch(name); m != nil {
-		if i, err := strconv.Atoi(m[2]); err == nil && i < Max {
-			return m[1]
-		}
+	if base, _, ok := Parse(name); ok {
+		return base
 	}
 	return name
+}
+
+// Parse reads a shard's name: its queue and its number (ok false for a
+// name that is not a shard's).
+func Parse(name string) (queue string, i int, ok bool) {
+	m := shardName.FindStringSubmatch(name)
+	if m == nil {
+		return "", 0, false
+	}
+	if i, err := strconv.Atoi(m[2]); err == nil && i < Max {
+		return m[1], i, true
+	}
+	return "", 0, false
 }
 
 var shardName = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_-]{0,62})\.(0|[1-9][0-9]{0,2})(?:\.[1-9][0-9]{0,6})?$`)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -109,11 +107,8 @@ func servedCounts(queues map[string]int, served map[string]int) map[string][]int
 			candidates[1] = true
 		}
 		for name := range queues {
-			if rest, ok := strings.CutPrefix(name, q+shard.Sep); ok && shard.Base(name) == q {
-				i, _, _ := strings.Cut(rest, shard.Sep)
-				if n, err := strconv.Atoi(i); err == nil {
-					candidates[n+1] = true // a count of which it is the last shard, maybe
-				}
+			if base, i, ok := shard.Parse(name); ok && base == q {
+				candidates[i+1] = true // a count of which it is the last shard, maybe
 			}
 		}
 		var counts []int

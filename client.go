@@ -57,6 +57,21 @@ var ErrIdempotencyConflict = producer.ErrIdempotencyConflict
 // workflow it names, and how long a key holds.
 type ConflictError = producer.ConflictError
 
+// ErrNotConfirmed is returned (match it with errors.Is) when a write that
+// acknowledges something — a submit, a signal, a cancel, a rerun, a
+// requeue — reached the Redis primary but was not confirmed by the
+// replicas that redis.durability asks for within its timeout: it may not
+// survive a failover. Nothing was undone. For a submit, the error is a
+// *SubmitError naming the idempotency key: submitting again with it
+// (WithIdempotencyKey) runs the workflow once either way.
+var ErrNotConfirmed = producer.ErrNotConfirmed
+
+// SubmitError is a submit's error once its idempotency key was chosen
+// (every submit has one: the caller's, or one generated before the first
+// write): its Key makes a retry safe, whatever went wrong (Redis
+// unreachable, not confirmed, a timeout).
+type SubmitError = producer.SubmitError
+
 // WithoutWorkerCheck submits without checking the spec against what live
 // workers serve (the CLI's --no-check): its steps wait in their queues
 // until a worker that serves them starts.

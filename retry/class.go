@@ -64,6 +64,10 @@ const (
 	// Unrecorded is an attempt whose answer could not be recorded (Redis
 	// away too long); the worker keeps the answer in memory for the next.
 	Unrecorded Class = "unrecorded"
+	// Unconfirmed is an attempt whose outcome reached the Redis primary
+	// but was not confirmed by the replicas redis.durability asks for:
+	// its task is not acknowledged, and comes back to confirm it.
+	Unconfirmed Class = "unconfirmed"
 	// NotServed is a code step (or a tool) the worker has no function
 	// for: handed back for a worker that serves it.
 	NotServed Class = "not_served"

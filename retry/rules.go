@@ -90,6 +90,7 @@ var rules = map[Class]Rule{
 	Busy:         {Retryable: true, Free: true},
 	Stale:        {Retryable: true, Free: true},
 	Unrecorded:   {Retryable: true, Free: true},
+	Unconfirmed:  {Retryable: true, Free: true},
 	NotServed:    {Retryable: true, Free: true},
 	Archived:     {Retryable: true},
 	Missing:      {Retryable: true},

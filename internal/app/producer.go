@@ -7,6 +7,7 @@ import (
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
 )
 
 // Producer makes App.Client: the producer client, checking specs against
@@ -31,7 +32,18 @@ func ClientOptions(cfg config.Config) producer.ClientOptions {
 	o.SignalKeep = cfg.Signals.Keep.D()
 	o.MaxSignalBytes = cfg.Limits.MaxOutputBytes
 	o.Shards = cfg.Shards()
+	o.Durability = Durability(cfg)
 	return o
+}
+
+// Durability is the configuration's redis.durability for the store
+// (Replicas 0: off).
+func Durability(cfg config.Config) store.Durability {
+	d := cfg.Redis.Durability
+	if d == nil {
+		return store.Durability{}
+	}
+	return store.Durability{Replicas: d.Replicas, Timeout: d.Timeout.D()}
 }
 
 // Prices converts the configured price table for flow.Cost.

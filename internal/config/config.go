@@ -106,6 +106,20 @@ type Redis struct {
 	// TLS, when set, turns TLS on (as a rediss:// URL does) and says whom
 	// to trust; nil with a rediss:// URL trusts the system's roots.
 	TLS *RedisTLS `yaml:"tls"`
+	// Durability, when set, has every write that acknowledges something
+	// (a submit, a step's settle, a signal, a cancel, a rerun, a
+	// requeue) confirmed by replicas before anyone is told. Nil: off.
+	Durability *Durability `yaml:"durability"`
+}
+
+// Durability asks Redis replicas to confirm acknowledging writes (WAIT).
+type Durability struct {
+	// Replicas is how many replicas must have each write before it is
+	// acknowledged: those that may be promoted. At least 1.
+	Replicas int `yaml:"replicas"`
+	// Timeout is how long to wait for them; 0: 1s. A write not confirmed
+	// in time is reported as not confirmed (it stays on the primary).
+	Timeout Duration `yaml:"timeout"`
 }
 
 // RedisTLS configures TLS to Redis. Files are PEM.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -233,6 +234,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Redis.DialTimeout == 0 {
 		c.Redis.DialTimeout = d.Redis.DialTimeout
+	}
+	if dur := c.Redis.Durability; dur != nil && dur.Timeout == 0 {
+		dur.Timeout = Duration(time.Second)
 	}
 	if c.Retention == 0 {
 		c.Retention = d.Retention

@@ -52,6 +52,19 @@ func (c *Config) validate() error {
 			}
 		}
 	}
+	if d := c.Redis.Durability; d != nil {
+		switch {
+		case d.Replicas < 1:
+			bad("redis.durability.replicas", "is %d: set at least 1 (the replicas that may be promoted), or leave durability out", d.Replicas)
+		case d.Replicas > 100:
+			bad("redis.durability.replicas", "is %d: at most 100", d.Replicas)
+		}
+		if d.Timeout.D() < 0 || d.Timeout.D() > time.Minute {
+			bad("redis.durability.timeout", "is %s: between 1ms and 1m (0: 1s)", d.Timeout.D())
+		} else if d.Timeout.D() > 0 && d.Timeout.D() < time.Millisecond {
+			bad("redis.durability.timeout", "is %s: WAIT counts whole milliseconds; at least 1ms", d.Timeout.D())
+		}
+	}
 	if t := c.Redis.TLS; t != nil {
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			bad("redis.tls", "cert_file and key_file go together")

@@ -201,9 +201,21 @@ func hookOrigin(raw string) string {
 
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
+	var se *producer.SubmitError
 	switch {
-	case flow.Unavailable(err):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "code": "unavailable"})
+	case errors.Is(err, producer.ErrNotConfirmed), flow.Unavailable(err):
+		// written or not, the request may be sent again: a submit names
+		// the idempotency key that makes that safe
+		code := "unavailable"
+		if errors.Is(err, producer.ErrNotConfirmed) {
+			code = "not_confirmed"
+		}
+		body := map[string]string{"error": err.Error(), "code": code}
+		if errors.As(err, &se) {
+			body["idempotency_key"], body["workflow"] = se.Key, se.Workflow
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int(flow.RetryAfter.Seconds())))
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	case errorsIsNotFound(err):
 		status = http.StatusNotFound

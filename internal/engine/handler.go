@@ -84,6 +84,13 @@ type HandlerOptions struct {
 	// events (events.content).
 	EventLimit   int
 	EventContent bool
+	// Durability, when Replicas is set, has every settle (an answer, a
+	// durable call, a decision) confirmed by that many replicas before
+	// the step's task is acknowledged to asynq (redis.durability). A
+	// settle not confirmed leaves the task unacknowledged: it comes back,
+	// using none of the step's retries, finds the step settled and
+	// confirms it then.
+	Durability store.Durability
 	// Worker is this worker's name in the event log (its advertisement's
 	// id); empty: none is logged.
 	Worker string
@@ -138,6 +145,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	}
 	st := store.New(o.Redis, o.Retention, nil)
 	st.SetLog(store.LogOptions{Limit: o.EventLimit, Worker: o.Worker})
+	st.SetDurability(o.Durability)
 	return &Handler{o: o, st: st, specs: newSpecCache(4096), answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
 		tools: tools}, nil
 }

@@ -47,8 +47,9 @@ type ClientOptions struct {
 	// Limits are what specs are checked against (limits): a parse
 	// refuses a limit that is not positive.
 	Limits spec.Limits
-	// NewID makes workflow ids; nil: random "wf_…" ids.
-	NewID func() string
+	// NewKey makes the idempotency key of a submit that names none (a
+	// workflow's id derives from its key); nil: random "k_…" keys.
+	NewKey func() string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// Webhooks, when set, is the configuration's webhooks: a spec's
@@ -75,7 +76,16 @@ type ClientOptions struct {
 	// shards:); a submitted workflow keeps them for all its steps and
 	// children. nil: no queue is sharded.
 	Shards map[string]int
+	// Durability, when Replicas is set, has every acknowledging write
+	// (submit, signal, cancel, rerun, requeue) confirmed by that many
+	// replicas (redis.durability); one that is not is ErrNotConfirmed.
+	Durability store.Durability
 }
+
+// ErrNotConfirmed is returned for a write that reached the Redis primary
+// but was not confirmed by the replicas ClientOptions.Durability asks
+// for: it may not survive a failover.
+var ErrNotConfirmed = store.ErrNotConfirmed
 
 // Client is the producer API: parse, submit, follow and cancel workflows.
 // The enqueue command is built on it.
@@ -92,12 +102,13 @@ type Client struct {
 
 // NewClient returns a client on rdb. It does not close rdb.
 func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
-	if o.NewID == nil {
-		o.NewID = NewID
+	if o.NewKey == nil {
+		o.NewKey = NewKey
 	}
 	c := &Client{o: o, rdb: rdb, store: store.New(rdb, o.Retention, o.Now),
 		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb), fleet: store.NewFleet(rdb, o.Now)}
 	c.store.SetLog(store.LogOptions{Limit: o.EventLimit})
+	c.store.SetDurability(o.Durability)
 	if o.Routes != nil {
 		c.routes = map[string]bool{}
 		for _, r := range o.Routes {
@@ -107,11 +118,12 @@ func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
 	return c
 }
 
-// NewID returns a random workflow id: "wf_" and 20 base32 characters.
-func NewID() string {
+// NewKey returns a random idempotency key: "k_" and 20 base32
+// characters.
+func NewKey() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "wf_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return "k_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // Parse reads and validates a spec against the client's routes and limits.

@@ -21,7 +21,7 @@ func ExampleClient() {
 	}
 	defer rdb.Close()
 	ctx := context.Background()
-	c := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), Routes: []string{"default"}, NewID: func() string { return "wf_example" }})
+	c := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(), Routes: []string{"default"}, NewKey: func() string { return "k_example" }})
 
 	wspec, err := c.Parse("hello.yaml", []byte(`
 name: hello
@@ -55,7 +55,7 @@ steps:
 	fmt.Println(state)
 	// Output:
 	// refused: no live worker
-	// wf_example hello pending greet pending
+	// wf_5kudppc6tn7u3eutkpnq hello pending greet pending
 	// bad.yaml:3: steps[0] (a).route: unknown route "nope"
 	// canceled
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
@@ -18,6 +19,9 @@ type Submission struct {
 	// Existing is true when an idempotency key named a workflow that was
 	// already submitted with the same spec and input: nothing was created.
 	Existing bool `json:"existing"`
+	// IdempotencyKey is the submit's key: the caller's, or one generated
+	// before anything was written. Submitting again with it is safe.
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // Submit is SubmitWorkflow's workflow id.
@@ -37,14 +41,33 @@ func (c *Client) Submit(ctx context.Context, wspec *spec.Spec, opts ...SubmitOpt
 // worker that stopped under a second ago may still count; a refusal is
 // always from a fresh read.
 //
-// With WithIdempotencyKey, a key already used within the retention with
-// the same spec and input returns that workflow (Existing, nothing
-// created, no check against the workers); with another spec or input it
-// is refused (ErrIdempotencyConflict).
+// Every submit carries an idempotency key: WithIdempotencyKey's, or one
+// generated before the first write (ClientOptions.NewKey); the workflow's
+// id derives from it. A key already used within the retention with the
+// same spec and input returns that workflow (Existing, nothing created,
+// no check against the workers); with another spec or input it is
+// refused (ErrIdempotencyConflict). An error after the key is chosen is a
+// *SubmitError naming it: when Redis could not be reached, the write was
+// not confirmed by the replicas (ErrNotConfirmed) or the call timed out,
+// submitting again with the key (WithIdempotencyKey) runs the workflow
+// once, whether or not the first submit's write landed.
 func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...SubmitOption) (Submission, error) {
 	set := ApplySubmitOptions(opts...)
+	key, generated := set.IdempotencyKey, set.IdempotencyKey == ""
+	if generated {
+		key = c.o.NewKey()
+	}
+	sub, err := c.submit(ctx, wspec, set, key, generated)
+	sub.IdempotencyKey = key
+	if err != nil && !errors.Is(err, ErrBadIdempotencyKey) && !errors.Is(err, ErrIdempotencyConflict) {
+		err = &SubmitError{Key: key, Workflow: store.IdempotentID(key), Err: err}
+	}
+	return sub, err
+}
+
+func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSettings, key string, generated bool) (Submission, error) {
 	var idem *keyed
-	if set.IdempotencyKey != "" {
+	if !generated {
 		// the key's fingerprint covers what the submit asks for: the spec,
 		// its input, and a deadline given beside it (WithDeadline)
 		asked := wspec
@@ -53,7 +76,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 			cp.Deadline = spec.Duration(set.Deadline)
 			asked = &cp
 		}
-		k, found, err := c.lookupKey(ctx, set.IdempotencyKey, asked)
+		k, found, err := c.lookupKey(ctx, key, asked)
 		if err != nil || found {
 			return Submission{ID: k.id, Existing: found}, err
 		}
@@ -82,10 +105,10 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 		cp.Shards = c.o.Shards
 		wspec = &cp
 	}
-	id := c.o.NewID()
-	if idem != nil {
-		id = idem.id
-	}
+	// A generated key keeps no record of its own (a write fewer): its
+	// workflow's id is the key's, so a submit again with it finds the
+	// workflow (ErrExists below) and claims the key then.
+	id := store.IdempotentID(key)
 	data, err := json.Marshal(wspec)
 	if err != nil {
 		return Submission{}, fmt.Errorf("encode spec: %w", err)
@@ -100,7 +123,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 		}
 	}
 	deadline := c.deadlineAt(wspec, set)
-	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots()}
+	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots(), IdempotencyKey: key}
 	// The record's script enqueues the roots too, in the same round trip,
 	// where the store can (store.Task) and no deadline task has to be
 	// scheduled first (without its deadline task a workflow must not run).
@@ -111,26 +134,48 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 		}
 	}
 	enqueued, err := c.store.Create(ctx, w)
+	// not confirmed: created on the primary all the same; what follows is
+	// done as for any submit, and the caller is told at the end
+	err, unconfirmed := store.Unconfirmed(err)
 	if err != nil {
-		if idem == nil {
-			return Submission{}, err
-		}
 		if errors.Is(err, store.ErrExists) {
-			// a concurrent submit with the same key created it first
+			// a concurrent submit with the same key created it first, or
+			// an earlier try of this one did
 			return Submission{ID: id, Existing: true}, nil
 		}
-		_ = c.store.ReleaseIdempotency(context.WithoutCancel(ctx), id, idem.hash)
+		if idem != nil {
+			_ = c.store.ReleaseIdempotency(context.WithoutCancel(ctx), id, idem.hash)
+		}
 		return Submission{}, err
 	}
 	flow.WorkflowSpan(ctx, id, wspec.Name, len(ids))
-	if enqueued {
-		return Submission{ID: id}, nil
+	if !enqueued {
+		if err := c.scheduleDeadline(ctx, id, wspec, deadline); err != nil {
+			return Submission{ID: id}, err
+		}
+		if err := c.enqueueRoots(ctx, id, wspec); err != nil {
+			return Submission{ID: id}, err
+		}
 	}
-	if err := c.scheduleDeadline(ctx, id, wspec, deadline); err != nil {
-		return Submission{ID: id}, err
-	}
-	return Submission{ID: id}, c.enqueueRoots(ctx, id, wspec)
+	return Submission{ID: id}, unconfirmed
 }
+
+// SubmitError is a submit that failed after its idempotency key was
+// chosen. Submitting the same spec and input again with Key is safe: it
+// returns the workflow if the first submit created it, and creates it
+// once if not.
+type SubmitError struct {
+	Key      string
+	Workflow string // the id the key names
+	Err      error
+}
+
+func (e *SubmitError) Error() string {
+	return fmt.Sprintf("%v (workflow %s; resubmit with idempotency key %s to retry safely)", e.Err, e.Workflow, strconv.Quote(e.Key))
+}
+
+// Unwrap is the submit's own error.
+func (e *SubmitError) Unwrap() error { return e.Err }
 
 // enqueueRoots enqueues the steps of a new workflow that depend on
 // nothing; a task that exists already is success.

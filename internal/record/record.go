@@ -85,6 +85,13 @@ type Workflow struct {
 	// Parent is, for a child workflow (a step's workflow:), the workflow
 	// and step that started it.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// IdempotencyKey is the key its submit carried: the caller's, or one
+	// generated before the first write. Submitting the same spec and input
+	// again with it returns this workflow instead of starting another, so
+	// a submit that was told "unreachable" or "not confirmed" is retried
+	// safely with it. Empty for a child workflow and for workflows an
+	// earlier agentq wrote.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// CostByProvider is what its priced LLM calls cost, by the provider
 	// that answered each (code steps, tool loops and maps included, every
 	// run), counted call by call as the workers make them.

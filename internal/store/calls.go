@@ -67,8 +67,12 @@ return 1
 // when the workflow is gone.
 func (s *Store) SaveCall(ctx context.Context, wf, step string, gen, attempt, seq int, c Call) error {
 	p := step + "."
-	res, err := saveCallScript.Run(ctx, s.rdb, []string{wfKey(wf), callsKey(wf, step)},
-		p+"attempts", p+"abandoned", max(attempt, 0), seq, c.Hash+"\n"+c.Value, s.ttl(), strconv.Itoa(gen)).Result()
+	var res any
+	err := s.acked(ctx, wfKey(wf), func(rc redis.Cmdable) (err error) {
+		res, err = saveCallScript.Run(ctx, rc, []string{wfKey(wf), callsKey(wf, step)},
+			p+"attempts", p+"abandoned", max(attempt, 0), seq, c.Hash+"\n"+c.Value, s.ttl(), strconv.Itoa(gen)).Result()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: save call %d of %s/%s: %w", seq, wf, step, err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // workflowFields are the record's own fields that Get reads (not the spec).
-var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen", "spend", "parent"}
+var workflowFields = []string{"id", "name", "state", "created_at", "finished_at", "steps", "nsteps", "nsettled", "nfailed", "deadline_at", "error", "gen", "spend", "parent", "idem_key"}
 
 // workflowRecord builds a workflow's own record (no steps) from its values
 // in workflowFields' order.
@@ -27,6 +27,7 @@ func workflowRecord(h []any) *Workflow {
 	w.Counts.Dead, _ = strconv.Atoi(str(h[8]))
 	w.DeadlineAt, w.Error = parseTS(str(h[9])), str(h[10])
 	w.Generation, _ = strconv.Atoi(str(h[11]))
+	w.IdempotencyKey = str(h[14])
 	if l, ok := parentLink(str(h[13])); ok {
 		w.Parent = &record.ParentRef{Workflow: l.Workflow, Step: l.Step}
 	}

@@ -141,7 +141,12 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 		args = append(append(args, id, len(inputs[id]), len(outside)), outside...)
 	}
 	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, args)
-	res, err := rerunScript.Run(ctx, s.rdb, keys, args...).Slice()
+	var res []any
+	err := s.acked(ctx, wfKey(wf), func(c redis.Cmdable) (err error) {
+		res, err = rerunScript.Run(ctx, c, keys, args...).Slice()
+		return err
+	})
+	err, unconfirmed := Unconfirmed(err)
 	if err != nil {
 		return 0, nil, fmt.Errorf("store: rerun %s: %w", wf, err)
 	}
@@ -176,6 +181,9 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 		if err := s.rdb.Del(ctx, keys[i:min(i+1000, len(keys))]...).Err(); err != nil {
 			return gen, ready, fmt.Errorf("store: rerun %s: clear durable calls: %w", wf, err)
 		}
+	}
+	if unconfirmed != nil {
+		return gen, ready, fmt.Errorf("store: rerun %s: %w", wf, unconfirmed)
 	}
 	return gen, ready, nil
 }

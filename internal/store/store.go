@@ -85,7 +85,8 @@ type Store struct {
 	fields    fieldCache
 	// eventLimit bounds each workflow's event log (0: no log).
 	eventLimit  int
-	workerField string // ,"worker":"…" (SetLog)
+	workerField string     // ,"worker":"…" (SetLog)
+	durability  Durability // acknowledging writes' confirmation (durability.go)
 }
 
 // New returns a store. retention is the TTL of every record, taken as
@@ -120,6 +121,8 @@ type NewWorkflow struct {
 	// Parent, for a child workflow, is the step that started it: told
 	// when the child ends.
 	Parent *ParentLink
+	// IdempotencyKey is the submit's key (record.Workflow.IdempotencyKey).
+	IdempotencyKey string
 }
 
 func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
@@ -159,6 +162,9 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 	if !w.DeadlineAt.IsZero() {
 		args = append(args, "deadline_at", ts(w.DeadlineAt))
 	}
+	if w.IdempotencyKey != "" {
+		args = append(args, "idem_key", w.IdempotencyKey)
+	}
 	if w.Parent != nil {
 		b, _ := json.Marshal(w.Parent)
 		args = append(args, "parent", string(b))
@@ -186,16 +192,42 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error
 	// fall back on NOSCRIPT, and Redis caches the compiled script either
 	// way. An index entry for an id that turns out to be taken points at
 	// the existing workflow: harmless.
-	pipe := s.rdb.Pipeline()
-	created := createScript.Eval(ctx, pipe, keys, args...)
-	pipe.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
-	pipe.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
-	pipe.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
+	//
+	// With durability on, the record is confirmed on its primary; on a
+	// Cluster the index entries (other slots) are written after it, the
+	// open index's confirmed on its own primary (the reconciler walks it).
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	indexed := func(p redis.Pipeliner) {
+		p.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
+		p.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
+		p.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
 	}
-	if n, _ := created.Int(); n == 0 {
-		return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
+	var created *redis.Cmd
+	err := s.acked(ctx, wfKey(w.ID), func(c redis.Cmdable) error {
+		pipe := c.Pipeline()
+		created = createScript.Eval(ctx, pipe, keys, args...)
+		if !cluster || s.durability.Replicas == 0 {
+			indexed(pipe)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+	if err == nil && cluster && s.durability.Replicas > 0 {
+		err = s.acked(ctx, openKey(), func(c redis.Cmdable) error {
+			return c.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID}).Err()
+		})
+		if err == nil {
+			_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { indexed(p); return nil })
+		}
+	}
+	if created != nil && created.Err() == nil {
+		if n, _ := created.Int(); n == 0 {
+			return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
+		}
+	}
+	if err != nil {
+		// not confirmed (ErrNotConfirmed): created on the primary all the same
+		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
 	}
 	return nil
 }
@@ -224,7 +256,12 @@ func (s *Store) end(ctx context.Context, wf, state string, steps []string, reaso
 		args = append(args, st, st+".state")
 	}
 	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, args)
-	res, err := endScript.Run(ctx, s.rdb, keys, args...).Slice()
+	var res []any
+	err := s.acked(ctx, wfKey(wf), func(c redis.Cmdable) (err error) {
+		res, err = endScript.Run(ctx, c, keys, args...).Slice()
+		return err
+	})
+	err, unconfirmed := Unconfirmed(err)
 	if err != nil {
 		return "", false, fmt.Errorf("store: %s %s: %w", state, wf, err)
 	}
@@ -232,7 +269,10 @@ func (s *Store) end(ctx context.Context, wf, state string, steps []string, reaso
 		return "", false, fmt.Errorf("store: %s %s: %w", state, wf, ErrNotFound)
 	}
 	ended, _ := res[1].(int64)
-	return str(res[0]), ended == 1, nil
+	if unconfirmed != nil {
+		unconfirmed = fmt.Errorf("store: %s %s: %w", state, wf, unconfirmed)
+	}
+	return str(res[0]), ended == 1, unconfirmed
 }
 
 // Fail ends a blocked workflow as failed; other states are left alone.

@@ -1,0 +1,115 @@
+package producer_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+)
+
+const durableSpec = `
+name: durable
+steps:
+  - id: greet
+    route: default
+    prompt: "hello"
+`
+
+func durableClient(t *testing.T, addr string) *producer.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(),
+		Routes: []string{"default"}, SkipWorkerCheck: true,
+		Durability: store.Durability{Replicas: 1, Timeout: 300 * time.Millisecond}})
+}
+
+// A submit the replica did not confirm is told so, with the key it was
+// given; when a promotion then loses it, submitting again with that key
+// creates it once, and once only.
+func TestASubmitNotConfirmedIsRetriedSafelyWithItsKey(t *testing.T) {
+	primary, replicas := redistest.Replicated(t, 1)
+	replica := replicas[0]
+	ctx := t.Context()
+	c := durableClient(t, primary.Addr())
+	wspec, err := c.Parse("durable.yaml", []byte(durableSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sub, err := c.SubmitWorkflow(ctx, wspec)
+	if err != nil {
+		t.Fatalf("submit with the replica in sync: %v", err)
+	}
+	if sub.IdempotencyKey == "" || sub.ID != store.IdempotentID(sub.IdempotencyKey) {
+		t.Fatalf("a submit without a key got %+v: want a generated key naming its id", sub)
+	}
+	wf, err := c.Status(ctx, sub.ID)
+	if err != nil || wf.IdempotencyKey != sub.IdempotencyKey {
+		t.Fatalf("status shows key %q (%v), want %q", wf.IdempotencyKey, err, sub.IdempotencyKey)
+	}
+
+	// the replica is cut off from the primary and promoted (a partition:
+	// SIGSTOP would not do, the stream would wait in its socket)
+	replica.Promote()
+	lost, err := c.SubmitWorkflow(ctx, wspec)
+	var se *producer.SubmitError
+	if !errors.Is(err, producer.ErrNotConfirmed) || !errors.As(err, &se) || se.Key == "" || se.Key != lost.IdempotencyKey {
+		t.Fatalf("submit with the replica cut off: %v (%+v), want ErrNotConfirmed naming the submit's key", err, lost)
+	}
+	if !strings.Contains(err.Error(), se.Key) || !strings.Contains(err.Error(), "may not survive a failover") {
+		t.Fatalf("the error does not say what happened and which key retries it: %v", err)
+	}
+
+	primary.Kill()
+	after := durableClient(t, replica.Addr())
+	if _, err := after.Status(ctx, sub.ID); err != nil {
+		t.Fatalf("the confirmed submit after the promotion: %v", err)
+	}
+	if _, err := after.Status(ctx, store.IdempotentID(se.Key)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the unconfirmed submit after the promotion: %v, want it lost here", err)
+	}
+	// the replica has no replica of its own: confirmation is impossible, so
+	// this test asks for none on the promoted server
+	plain := producer.NewClient(redis.NewClient(&redis.Options{Addr: replica.Addr()}), producer.ClientOptions{Retention: defaults.Retention,
+		Limits: spec.DefaultLimits(), Routes: []string{"default"}, SkipWorkerCheck: true})
+	again, err := plain.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(se.Key))
+	if err != nil || again.Existing || again.ID != se.Workflow {
+		t.Fatalf("resubmit with the key: %+v, %v; want workflow %s created now", again, err, se.Workflow)
+	}
+	third, err := plain.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(se.Key))
+	if err != nil || !third.Existing || third.ID != se.Workflow {
+		t.Fatalf("a third submit with the key: %+v, %v; want the same workflow, existing", third, err)
+	}
+}
+
+// A submit whose write landed but was not confirmed, submitted again with
+// its key, is the same workflow: never two.
+func TestASubmitNotConfirmedThatLandedIsNotCreatedTwice(t *testing.T) {
+	primary, replicas := redistest.Replicated(t, 1)
+	ctx := t.Context()
+	c := durableClient(t, primary.Addr())
+	wspec, err := c.Parse("durable.yaml", []byte(durableSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas[0].Freeze()
+	_, err = c.SubmitWorkflow(ctx, wspec)
+	var se *producer.SubmitError
+	if !errors.As(err, &se) || !errors.Is(err, producer.ErrNotConfirmed) {
+		t.Fatalf("submit with the replica frozen: %v, want a SubmitError, ErrNotConfirmed", err)
+	}
+	replicas[0].Thaw()
+	again, err := c.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(se.Key))
+	if err != nil || !again.Existing || again.ID != se.Workflow {
+		t.Fatalf("resubmit with the key: %+v, %v; want the existing workflow %s, confirmed", again, err, se.Workflow)
+	}
+}

@@ -1,0 +1,82 @@
+package redistest
+
+import (
+	"fmt"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Replicated starts a primary and n replicas of it (no persistence), each
+// a Server of its own, and returns once every replica is in sync. A test
+// cuts a replica off with Freeze (it stops taking the stream: a lagging
+// replica) and kills the primary with Kill.
+func Replicated(tb testing.TB, n int) (primary *Server, replicas []*Server) {
+	tb.Helper()
+	primary = NewServer(tb, "--save", "", "--appendonly", "no")
+	primary.Start()
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	for range n {
+		r := NewServer(tb, "--save", "", "--appendonly", "no", "--replicaof", host, port)
+		r.Start()
+		replicas = append(replicas, r)
+	}
+	WaitReplicas(tb, primary.Addr(), n)
+	return primary, replicas
+}
+
+// WaitReplicas waits (10s at most) until the server at addr has n replicas
+// online and in sync: a write there and WAIT n answered by all of them.
+func WaitReplicas(tb testing.TB, addr string, n int) {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn := c.Conn()
+		err := conn.Set(tb.Context(), "redistest:sync", "1", time.Minute).Err()
+		var got int64
+		if err == nil {
+			got, err = conn.Wait(tb.Context(), n, 200*time.Millisecond).Result()
+		}
+		conn.Close()
+		if err == nil && got >= int64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal(fmt.Errorf("redis at %s: %d of %d replicas in sync after 10s (%v)", addr, got, n, err))
+		}
+	}
+}
+
+// Freeze stops the server's process (SIGSTOP): it keeps its connections
+// but reads and answers nothing, as a replica that has fallen behind or a
+// primary cut off by a partition. Thaw lets it go on.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw lets a frozen server go on (SIGCONT).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.tb.Helper()
+	if s.cmd == nil {
+		s.tb.Fatal("redistest: the server is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// Promote makes the server a primary (REPLICAOF NO ONE), as Sentinel
+// does to the replica it elects.
+func (s *Server) Promote() {
+	s.tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	if err := c.Do(s.tb.Context(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		s.tb.Fatal(err)
+	}
+}

@@ -1,0 +1,100 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/store"
+)
+
+// replicatedStore is a store on a primary with one replica, asking that
+// replica to confirm every acknowledging write within 300ms.
+func replicatedStore(t *testing.T) (*store.Store, *redistest.Server, *redistest.Server) {
+	t.Helper()
+	primary, replicas := redistest.Replicated(t, 1)
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	s := store.New(rdb, time.Hour, nil)
+	s.SetDurability(store.Durability{Replicas: 1, Timeout: 300 * time.Millisecond})
+	return s, primary, replicas[0]
+}
+
+func TestAWriteIsConfirmedByTheReplicaOrReportedNotConfirmed(t *testing.T) {
+	s, primary, replica := replicatedStore(t)
+	ctx := t.Context()
+	create(t, s, "wf_confirmed")
+
+	replica.Freeze() // it stops taking the stream: a replica that lags
+	t.Cleanup(replica.Thaw)
+	_, err := s.Create(ctx, store.NewWorkflow{ID: "wf_unconfirmed", Name: "x", Spec: []byte(`{}`), Steps: []string{"a"}})
+	var nc *store.NotConfirmedError
+	if !errors.Is(err, store.ErrNotConfirmed) || !errors.As(err, &nc) || nc.Replicas != 1 || nc.Acked != 0 {
+		t.Fatalf("create with the replica frozen: %v, want a NotConfirmedError (1 asked, 0 acked)", err)
+	}
+	// written to the primary all the same: not confirmed is not undone
+	if _, err := s.Summary(ctx, "wf_unconfirmed"); err != nil {
+		t.Fatalf("the unconfirmed workflow is not on the primary: %v", err)
+	}
+	if _, err := s.Cancel(ctx, "wf_confirmed", []string{"a"}); !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("cancel with the replica frozen: %v, want ErrNotConfirmed", err)
+	}
+
+	replica.Thaw()
+	redistest.WaitReplicas(t, primary.Addr(), 1)
+	if _, err := s.Create(ctx, store.NewWorkflow{ID: "wf_later", Name: "x", Spec: []byte(`{}`), Steps: []string{"a"}}); err != nil {
+		t.Fatalf("create once the replica is back: %v", err)
+	}
+}
+
+// A write that finds its work done writes nothing itself; its
+// confirmation must still cover the data it reports, not only what its
+// connection wrote last.
+func TestARepeatedWriteConfirmsTheDataItFound(t *testing.T) {
+	s, _, replica := replicatedStore(t)
+	ctx := t.Context()
+	replica.Freeze()
+	t.Cleanup(replica.Thaw)
+	_, err := s.Create(ctx, store.NewWorkflow{ID: "wf_twice", Name: "x", Spec: []byte(`{}`), Steps: []string{"a"}})
+	if !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("first cancel: %v, want ErrNotConfirmed", err)
+	}
+	if _, err := s.Cancel(ctx, "wf_twice", []string{"a"}); !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("cancel: %v, want ErrNotConfirmed", err)
+	}
+	// the second cancel changes nothing (canceled already) and is still
+	// not confirmed while the replica has not got the first
+	if _, err := s.Cancel(ctx, "wf_twice", []string{"a"}); !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("cancel again with the replica still frozen: %v, want ErrNotConfirmed", err)
+	}
+	replica.Thaw()
+	if _, err := s.Cancel(ctx, "wf_twice", []string{"a"}); err != nil {
+		t.Fatalf("cancel again once the replica is back: %v", err)
+	}
+}
+
+// What the drill shows at scale, for one write: a write not confirmed and
+// then lost to the promotion of a replica that never had it.
+func TestAnUnconfirmedWriteCanBeLostToAPromotionAConfirmedOneCannot(t *testing.T) {
+	s, primary, replica := replicatedStore(t)
+	ctx := t.Context()
+	create(t, s, "wf_kept") // confirmed
+	// the replica is cut off from the primary and promoted (a partition:
+	// SIGSTOP would not do, the stream would wait in its socket)
+	replica.Promote()
+	_, err := s.Create(ctx, store.NewWorkflow{ID: "wf_lost", Name: "x", Spec: []byte(`{}`), Steps: []string{"a"}})
+	if !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("create with the replica frozen: %v, want ErrNotConfirmed", err)
+	}
+	primary.Kill()
+	promoted := store.New(redis.NewClient(&redis.Options{Addr: replica.Addr()}), time.Hour, nil)
+	if _, err := promoted.Summary(ctx, "wf_kept"); err != nil {
+		t.Fatalf("the confirmed workflow after the promotion: %v", err)
+	}
+	if _, err := promoted.Summary(ctx, "wf_lost"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the unconfirmed workflow after the promotion: %v, want it lost (ErrNotFound)", err)
+	}
+}

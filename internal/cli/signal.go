@@ -28,8 +28,11 @@ on NAME with a match value equal to --match at the moment it is sent; the
 data (JSON, default null) is their output, read by their dependents as
 .Steps.STEP.JSON. If no step waits, the signal is kept (signals.keep in
 agentq.yaml, 10m by default) and the first step that begins waiting on it
-takes it. With --idempotency-key, a second send of the key (same NAME and
---match) within the retention is a no-op that prints the first send's id.
+takes it. With --idempotency-key, the signal is sent once: a second send of
+the key (same NAME and --match) within the retention, or one at the same
+time, is a no-op that prints the first send's id (exit 0; "duplicate": true
+with --json). Only a first send cut short (its sender died or failed
+mid-send) is finished by the next send of the key, with its id and data.
 
 It prints the steps it completed, or that it was kept.`,
 		Example: `  enqueue signal payment.succeeded --match order-42 --data '{"amount": 1999}'
@@ -39,7 +42,7 @@ It prints the steps it completed, or that it was kept.`,
 	cmd.Flags().StringVar(&match, "match", "", "the value the waiting steps' wait_for.match renders to")
 	cmd.Flags().StringVar(&data, "data", "", "the signal's data, as JSON (the completed steps' output)")
 	cmd.Flags().StringVar(&dataFile, "data-file", "", "read the data from this file (- for stdin)")
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "a second send with this key is a no-op")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "send once: another send with this key is a no-op (a duplicate)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what the send did as one JSON document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if data != "" && dataFile != "" {
@@ -68,8 +71,12 @@ It prints the steps it completed, or that it was kept.`,
 			}
 			out := cmd.OutOrStdout()
 			switch {
+			case res.Duplicate && res.Kept:
+				fmt.Fprintf(out, "%s: a duplicate of signal %s, cut short: finished, kept until %s for the first step that waits\n", args[0], res.ID, res.KeptUntil.Format("2006-01-02T15:04:05Z07:00"))
+			case res.Duplicate && len(res.Delivered) > 0:
+				fmt.Fprintf(out, "%s: a duplicate of signal %s, cut short: finished, completed %d waiting step(s)\n", args[0], res.ID, len(res.Delivered))
 			case res.Duplicate:
-				fmt.Fprintf(out, "%s: a duplicate of signal %s (idempotency key sent before): nothing sent\n", args[0], res.ID)
+				fmt.Fprintf(out, "%s: a duplicate of signal %s (idempotency key sent before, or being sent): nothing sent\n", args[0], res.ID)
 			case res.Kept:
 				fmt.Fprintf(out, "%s: no step waits; kept until %s for the first that does (signal %s)\n", args[0], res.KeptUntil.Format("2006-01-02T15:04:05Z07:00"), res.ID)
 			default:

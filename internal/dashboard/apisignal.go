@@ -20,8 +20,9 @@ type signalRequest struct {
 // apiSignal is POST /api/v1/signals: it completes the signal steps
 // waiting on the body's name and match, or keeps the signal for the first
 // that begins waiting (200 and what it did, either way). With an
-// Idempotency-Key header, a second send of the key is a no-op answered
-// with the first send's id and duplicate: true.
+// Idempotency-Key header, the signal is sent once: a second send of the
+// key, later or at the same time, is a no-op answered (200) with the
+// first send's id and duplicate: true.
 func (s *Server) apiSignal(w http.ResponseWriter, r *http.Request) {
 	var req signalRequest
 	dec := json.NewDecoder(r.Body)

@@ -402,9 +402,9 @@ steps:
 func TestACutShortIdempotentSendIsFinishedByItsRetry(t *testing.T) {
 	shipped := make(chan map[string]any, 4)
 	e := signalEnv(t, shipped, testenv.Options{})
-	if _, err := e.Store.SendSignal(t.Context(), "payment.succeeded", "order-8", "sig_first", `{"amount": 8}`, "evt-8", time.Hour); err != nil {
+	if _, err := e.Store.SendSignal(t.Context(), "payment.succeeded", "order-8", "sig_first", `{"amount": 8}`, "evt-8", time.Hour, 0); err != nil {
 		t.Fatal(err)
-	} // ... and the sender died here
+	} // ... and the sender died here (a claim of no lease: lapsed at once)
 	res := send(t, e, producer.Signal{Name: "payment.succeeded", Match: "order-8", Data: json.RawMessage(`{"amount": 99}`), IdempotencyKey: "evt-8"})
 	if !res.Duplicate || res.ID != "sig_first" || !res.Kept {
 		t.Fatalf("the retry: %+v, want the first send finished (kept)", res)

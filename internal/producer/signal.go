@@ -13,6 +13,7 @@ import (
 	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
 )
 
 // Signal is one signal to send: it completes every signal step
@@ -24,8 +25,9 @@ type Signal struct {
 	Match string          `json:"match"`
 	Data  json.RawMessage `json:"data,omitempty"` // JSON; empty: null
 	// IdempotencyKey, when set, makes a second send with the same key,
-	// name and match within the retention a no-op (it answers the first
-	// send's id, Duplicate); empty: every send is a signal.
+	// name and match within the retention, or one at the same time, a
+	// no-op (it answers the first send's id, Duplicate): the signal is
+	// delivered once. Empty: every send is a signal.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
@@ -38,9 +40,10 @@ type SignalResult struct {
 	// the first step that begins waiting on it.
 	Kept      bool       `json:"kept"`
 	KeptUntil *time.Time `json:"kept_until,omitempty"`
-	// Duplicate says the idempotency key was sent before: nothing was
-	// sent again (a first send that was cut short is finished now, with
-	// its data: Delivered are the steps it completed then).
+	// Duplicate says the idempotency key was sent before, or is being
+	// sent at this moment: nothing was sent again (a first send that was
+	// cut short is finished now, with its id and data: Delivered are the
+	// steps it completed then, or Kept).
 	Duplicate bool `json:"duplicate"`
 }
 
@@ -91,31 +94,96 @@ func (c *Client) checkSignal(s Signal) (string, error) {
 // error) leaves the steps it had not completed waiting: send again (with
 // the same idempotency key, the same data reaches the steps the first
 // send was for, or is kept).
+//
+// With an idempotency key, one send of the key sends: it claims the key
+// as it takes the waiting steps, and holds the claim while it delivers.
+// Any other send of the key, at the same time or later, is a Duplicate
+// that sends nothing; only a send cut short (its claim released by an
+// error, or lapsed: its sender died) is finished by the next send of the
+// key, with the first send's id and data.
 func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 	data, err := c.checkSignal(s)
 	if err != nil {
 		return nil, err
 	}
-	send, err := c.store.SendSignal(ctx, s.Name, s.Match, newSignalID(), data, s.IdempotencyKey, c.o.Retention+time.Minute)
+	sender := newSignalID()
+	send, err := c.store.SendSignal(ctx, s.Name, s.Match, sender, data, s.IdempotencyKey, c.o.Retention+time.Minute, signalClaimLease)
 	if err != nil {
 		return nil, err
 	}
 	res := &SignalResult{ID: send.ID, Duplicate: send.Duplicate, Delivered: []SignalTarget{}}
 	if send.Duplicate {
-		if send.Finished {
-			return res, nil // kept or delivered: nothing to do again
+		if !send.Resume {
+			return res, nil // being sent, kept or delivered: nothing to do
 		}
 		data = send.Data // cut short: finish it, with the first send's data
 	}
+	var release func()
+	if s.IdempotencyKey != "" {
+		release = c.holdSignalClaim(ctx, s, sender)
+	}
 	sig := flow.SignalSend{Name: s.Name, Match: s.Match, ID: send.ID, Data: data, Key: s.IdempotencyKey}
 	delivered, kept, err := flow.DeliverSignal(ctx, c.store, c.asynq, c.spec, sig, send.To, c.signalKeep(), c.now())
+	if release != nil {
+		release()
+	}
 	for _, w := range delivered {
 		res.Delivered = append(res.Delivered, SignalTarget{Workflow: w.Workflow, Step: w.Step})
 	}
 	if kept != nil {
 		res.Kept, res.KeptUntil = true, kept
 	}
+	if errors.Is(err, store.ErrSignalSettled) {
+		// another sender of the key, which took over a claim this one
+		// held too long, kept or delivered it
+		res.Duplicate = true
+		return res, nil
+	}
+	if err != nil && s.IdempotencyKey != "" {
+		// the next send of the key finishes it at once; if this fails
+		// too, once the claim lapses
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = c.store.ReleaseSignalClaim(rctx, s.Name, s.Match, s.IdempotencyKey, sender)
+		cancel()
+	}
 	return res, err
+}
+
+// signalClaimLease is how long a sender's claim on an idempotency key
+// holds without a renewal: a send of the key while it holds is a
+// duplicate; once it lapsed (the sender died mid-send), the next send of
+// the key finishes the send. A sender renews it every third of it.
+const signalClaimLease = 30 * time.Second
+
+// holdSignalClaim renews sender's claim on s's idempotency key until the
+// function it returns is called (and returns once the renewing stopped).
+func (c *Client) holdSignalClaim(ctx context.Context, s Signal, sender string) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(signalClaimLease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				// renewals failing for a whole lease, or a claim lost (it
+				// lapsed and another sender took it over): another sender of
+				// the key may finish the send too (a step is completed once;
+				// a send kept or delivered is not kept again)
+				held, err := c.store.RenewSignalClaim(ctx, s.Name, s.Match, s.IdempotencyKey, sender, signalClaimLease)
+				if err == nil && !held {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // signalKeep is how long a signal no step waited for is kept.

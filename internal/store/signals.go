@@ -22,7 +22,8 @@ import (
 //	<tag>:k      sorted set of kept signals' ids, scored by when they lapse (ms)
 //	<tag>:d      hash of the kept signals' data, by id
 //	<tag>:c      hash of the kept signals steps took, by waiter, until their step is completed
-//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id, data, whom it is for and how far it got
+//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id, data, whom it is for, how far it got
+//	             ('sending', 'kept' or 'delivered') and, while sending, its sender's claim (who, and until when)
 //
 // A send takes the waiters as they are at that moment and leaves them in
 // the set: the sender completes each (a step completed already, or no
@@ -30,6 +31,15 @@ import (
 // sender that dies in between leaves them waiting for the next send. A
 // send that reached no waiting step keeps the signal (KeepSignal) until
 // it lapses; the first step to begin waiting takes it (AwaitSignal).
+//
+// An idempotency key's record is written, with the send's waiters, by
+// the one script that takes them, so of the senders of one key exactly one
+// sends: it claims the key for a lease it renews while it delivers
+// (RenewSignalClaim). Another sender of the key is a duplicate and sends
+// nothing, while the claim holds and once the send is kept or delivered;
+// one whose claim lapsed (its sender died mid-send) is taken over by the
+// next sender of the key, which finishes it with the record's id, data and
+// waiters.
 
 // Waiter is a step that waits for a signal: its workflow, step, run and
 // attempt (a requeued step waits again as another attempt, so a sender's
@@ -140,7 +150,8 @@ func (s *Store) ClaimDone(ctx context.Context, name, match string, w Waiter) err
 
 // luaSigRecord updates an idempotency key's record (KEYS[5]), if there is
 // one: its state ('sending', 'kept' or 'delivered') and, when to is not
-// nil, the waiters it is for.
+// nil, the waiters it is for; settled says the send was kept or
+// delivered already.
 const luaSigRecord = `
 local function record(st, to)
   local cur = redis.call('GET', KEYS[5])
@@ -150,22 +161,39 @@ local function record(st, to)
   if to and #to > 0 then r.to = to end
   redis.call('SET', KEYS[5], cjson.encode(r), 'KEEPTTL')
 end
+local function settled()
+  local cur = redis.call('GET', KEYS[5])
+  return cur and cjson.decode(cur).st ~= 'sending'
+end
 `
 
-// sendScript takes the steps waiting for a signal as they are now, and
-// records an idempotency key's send ('sending' until it is kept or
-// delivered). A key sent before returns its record.
-// KEYS: sigKeys. ARGV: the signal's id, whether a key was given (0|1),
-// how long its record lives (ms), the data. Returns {'dup', record} or
+// sendScript takes the steps waiting for a signal as they are now and,
+// with an idempotency key, claims the key for the send in the same step:
+// its record ('sending', whom it is for) names the sender (its signal id)
+// and when its claim lapses. The key claimed already returns its record,
+// a duplicate; if that send was cut short (still 'sending', its claim
+// lapsed), the sender takes the claim over and finishes it.
+// KEYS: sigKeys. ARGV: the signal's id (the sender), whether a key was
+// given (0|1), how long its record lives (ms), the data, now and the
+// claim's lease (ms). Returns {'dup', record}, {'resume', record} or
 // {'to', waiter...}.
 var sendScript = redis.NewScript(`
+local now = tonumber(ARGV[5])
 if ARGV[2] == '1' then
   local prev = redis.call('GET', KEYS[5])
-  if prev then return {'dup', prev} end
+  if prev then
+    local r = cjson.decode(prev)
+    if r.st ~= 'sending' or (tonumber(r.lease) or 0) > now then return {'dup', prev} end
+    r.own = ARGV[1]
+    r.lease = now + tonumber(ARGV[6])
+    local cur = cjson.encode(r)
+    redis.call('SET', KEYS[5], cur, 'KEEPTTL')
+    return {'resume', cur}
+  end
 end
 local ws = redis.call('SMEMBERS', KEYS[1])
 if ARGV[2] == '1' then
-  local rec = {id = ARGV[1], data = ARGV[4], st = 'sending'}
+  local rec = {id = ARGV[1], data = ARGV[4], st = 'sending', own = ARGV[1], lease = now + tonumber(ARGV[6])}
   if #ws > 0 then rec.to = ws end -- cjson writes an empty table as {}
   redis.call('SET', KEYS[5], cjson.encode(rec), 'PX', ARGV[3])
 end
@@ -179,33 +207,40 @@ type Send struct {
 	// ID is the signal's id: the one given, or, for a Duplicate, the
 	// first send's.
 	ID string
-	// To are the steps that waited when it was sent.
+	// To are the steps the send is for: those that waited when it was
+	// sent.
 	To []Waiter
-	// Duplicate says the idempotency key was sent before: Data is the
-	// first send's, and Finished whether it was kept or delivered (else
-	// it was cut short: To are the steps it was for).
-	Duplicate, Finished bool
-	Data                string
+	// Duplicate says the idempotency key was claimed before: there is
+	// nothing to send, unless Resume.
+	Duplicate bool
+	// Resume says the key's send was cut short (its sender's claim
+	// lapsed before it kept or delivered it): the caller holds the claim
+	// now and finishes it, with Data, to To.
+	Resume bool
+	Data   string
 }
 
 // SendSignal takes the steps waiting for signal name with match value
 // match (they stay waiting until the caller completes them and calls
 // DoneWaiters). With an idempotency key, the send is recorded for keyTTL
-// with data: the same key again returns that record, Duplicate.
-func (s *Store) SendSignal(ctx context.Context, name, match, id, data, idemKey string, keyTTL time.Duration) (Send, error) {
-	res, err := sendScript.Run(ctx, s.rdb, sigKeys(name, match, idemKey), id, b2s(idemKey != ""), keyTTL.Milliseconds(), data).StringSlice()
+// with data, and the key claimed for the sender id for lease (renewed
+// with RenewSignalClaim): the same key again is a Duplicate, to finish
+// (Resume) only if the claim lapsed before the send was kept or
+// delivered.
+func (s *Store) SendSignal(ctx context.Context, name, match, id, data, idemKey string, keyTTL, lease time.Duration) (Send, error) {
+	res, err := sendScript.Run(ctx, s.rdb, sigKeys(name, match, idemKey), id, b2s(idemKey != ""), keyTTL.Milliseconds(), data,
+		s.now().UnixMilli(), lease.Milliseconds()).StringSlice()
 	if err != nil {
 		return Send{}, fmt.Errorf("store: send signal %s: %w", name, err)
 	}
-	if len(res) == 2 && res[0] == "dup" {
+	if len(res) == 2 && (res[0] == "dup" || res[0] == "resume") {
 		var rec struct {
-			ID    string   `json:"id"`
-			To    []string `json:"to"`
-			Data  string   `json:"data"`
-			State string   `json:"st"`
+			ID   string   `json:"id"`
+			To   []string `json:"to"`
+			Data string   `json:"data"`
 		}
 		_ = json.Unmarshal([]byte(res[1]), &rec) // cjson writes an empty to as {}: no waiters
-		return Send{ID: rec.ID, Duplicate: true, Finished: rec.State != "sending", Data: rec.Data, To: waiters(rec.To)}, nil
+		return Send{ID: rec.ID, Duplicate: true, Resume: res[0] == "resume", Data: rec.Data, To: waiters(rec.To)}, nil
 	}
 	if len(res) == 0 || res[0] != "to" {
 		return Send{}, fmt.Errorf("store: send signal %s: unexpected reply %q", name, res)
@@ -247,11 +282,14 @@ func (s *Store) DoneWaiters(ctx context.Context, name, match, idemKey string, ws
 
 // keepScript keeps a signal that reached no waiting step until it lapses,
 // unless steps began waiting since the send: then it returns them (and
-// records them as the idempotency key's send's).
+// records them as the idempotency key's send's). An idempotency key's
+// send kept or delivered already (by a sender that took over a claim that
+// lapsed, or that lost it) is not kept again.
 // KEYS: sigKeys. ARGV: id, data, lapse and now (ms since the epoch), the
-// waiters that did not wait after all (removed first). Returns {'kept'}
-// or {'to', waiter...}.
+// waiters that did not wait after all (removed first). Returns {'kept'},
+// {'settled'} or {'to', waiter...}.
 var keepScript = redis.NewScript(luaSigRecord + `
+if settled() then return {'settled'} end
 for x = 5, #ARGV do redis.call('SREM', KEYS[1], ARGV[x]) end
 local ws = redis.call('SMEMBERS', KEYS[1])
 if #ws > 0 then
@@ -279,6 +317,7 @@ return {'kept'}
 // waiters the send found that did not wait after all, and marks the send
 // of idemKey ("": none) kept. If steps began waiting since, nothing is
 // kept and they are returned: the caller completes them instead.
+// ErrSignalSettled if idemKey's send was kept or delivered already.
 func (s *Store) KeepSignal(ctx context.Context, name, match, id, data, idemKey string, lapse time.Time, stale ...Waiter) ([]Waiter, error) {
 	args := []any{id, data, lapse.UnixMilli(), s.now().UnixMilli()}
 	for _, w := range stale {
@@ -288,8 +327,11 @@ func (s *Store) KeepSignal(ctx context.Context, name, match, id, data, idemKey s
 	if err != nil {
 		return nil, fmt.Errorf("store: keep signal %s: %w", name, err)
 	}
-	if len(res) > 0 && res[0] == "to" {
+	switch {
+	case len(res) > 0 && res[0] == "to":
 		return waiters(res[1:]), nil
+	case len(res) > 0 && res[0] == "settled":
+		return nil, fmt.Errorf("store: keep signal %s: %w", name, ErrSignalSettled)
 	}
 	return nil, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -28,7 +29,10 @@ const eventRetries = 5
 // Events follows a workflow's event log over the dashboard's event
 // stream (GET /api/v1/workflows/{id}/events), as producer.Client.Events
 // does over Redis: a stream that drops is reconnected from the last event
-// read (Last-Event-ID), so every event comes once.
+// read (Last-Event-ID), so every event comes once. When the dashboard
+// stays away (or its streams keep closing before the end) the error is
+// ErrUnreachable (and flow.ErrUnavailable), as when the dashboard's
+// Redis does not answer: a caller may resume after the last event read.
 func (c *Client) Events(ctx context.Context, id, after string) iter.Seq2[record.Event, error] {
 	return func(yield func(record.Event, error) bool) {
 		failures := 0
@@ -48,6 +52,11 @@ func (c *Client) Events(ctx context.Context, id, after string) iter.Seq2[record.
 			}
 			var ue *unreachableError
 			if failures++; failures > eventRetries || !(errors.As(err, &ue) || errors.Is(err, errDropped)) {
+				if errors.Is(err, errDropped) {
+					// streams that keep closing before the end: the
+					// dashboard is going away (a restart, a proxy)
+					err = &unreachableError{base: redactedURL(c.base), err: err}
+				}
 				yield(record.Event{}, err)
 				return
 			}
@@ -123,11 +132,7 @@ func (c *Client) followOnce(ctx context.Context, id, after string, yield func(re
 		case "end":
 			return true, last, nil
 		case "error":
-			var e struct {
-				Error string `json:"error"`
-			}
-			_ = json.Unmarshal([]byte(d), &e)
-			return false, last, fmt.Errorf("events of workflow %s: %s", id, e.Error)
+			return false, last, streamError(id, d)
 		}
 		var e record.Event
 		if err := json.Unmarshal([]byte(d), &e); err != nil {
@@ -147,4 +152,24 @@ func (c *Client) followOnce(ctx context.Context, id, after string, yield func(re
 		return false, last, fmt.Errorf("%w: %w", errDropped, err)
 	}
 	return false, last, errDropped
+}
+
+// streamError is the error an event stream's "error" event says: the
+// dashboard's Redis not answering is flow.ErrUnavailable, as over Redis
+// (the reader may resume after the last event), anything else is the
+// server's answer.
+func streamError(id, data string) error {
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	_ = json.Unmarshal([]byte(data), &e)
+	msg := e.Error
+	if !strings.Contains(msg, id) {
+		msg = fmt.Sprintf("events of workflow %s: %s", id, msg)
+	}
+	if e.Code == codeUnavailable || strings.Contains(e.Error, flow.ErrUnavailable.Error()) {
+		return &serverError{msg: msg, is: flow.ErrUnavailable}
+	}
+	return errors.New(msg)
 }

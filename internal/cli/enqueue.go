@@ -32,6 +32,7 @@ func Enqueue(env Env) *cobra.Command {
 		unused     bool
 		waitFor    time.Duration
 		waitOutage time.Duration
+		reconnect  time.Duration
 		idemKey    string
 		dl         time.Duration
 	)
@@ -112,6 +113,7 @@ all (--no-check submits anyway).`,
 	cmd.Flags().BoolVar(&noCheck, "no-check", false, "submit without checking the spec against what live workers serve")
 	cmd.Flags().DurationVar(&waitFor, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
 	cmd.Flags().DurationVar(&waitOutage, "wait-outage", time.Minute, "with --wait, keep waiting through Redis (or the dashboard) not answering for this long, then exit 3")
+	reconnectFlag(cmd, &reconnect)
 	cmd.Flags().DurationVar(&dl, "deadline", 0, "bound the whole workflow to this long from now (overrides the spec's deadline:; at least 1s)")
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "submit at most once per key: a later submit with the key (within the retention) prints the existing workflow; with another spec or input it is refused (exit 2)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -182,7 +184,7 @@ all (--no-check submits anyway).`,
 		}
 		out := cmd.OutOrStdout()
 		if followed {
-			return follow(cmd.Context(), out, cl, id, "", asJSON)
+			return follow(cmd.Context(), out, cmd.ErrOrStderr(), cl, id, "", asJSON, reconnect)
 		}
 		if !wait {
 			if !asJSON {

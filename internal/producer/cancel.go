@@ -41,7 +41,7 @@ func (c *Client) cancelChildren(ctx context.Context, id string, depth int) error
 	return errors.Join(errs...)
 }
 
-func (c *Client) cancel(ctx context.Context, id string, depth int) (string, error) {
+func (c *Client) cancel(ctx context.Context, id string, depth int) (_ string, err error) {
 	wspec, err := c.spec(ctx, id)
 	if err != nil {
 		return "", err
@@ -51,8 +51,18 @@ func (c *Client) cancel(ctx context.Context, id string, depth int) (string, erro
 		ids[i] = st.ID
 	}
 	state, err := c.store.Cancel(ctx, id, ids)
+	// not confirmed: canceled on the primary all the same; its tasks are
+	// stopped as for any cancel, and the caller is told at the end
+	err, unconfirmed := store.Unconfirmed(err)
 	if err != nil {
 		return state, err
+	}
+	if unconfirmed != nil {
+		defer func() {
+			if err == nil {
+				err = unconfirmed
+			}
+		}()
 	}
 	if state != record.StateCanceled { // ended already; its children, if any still run, go now
 		return state, c.cancelChildren(ctx, id, depth)

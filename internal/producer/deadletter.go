@@ -204,6 +204,9 @@ func (c *Client) Requeue(ctx context.Context, taskID string) error {
 	if err := c.insp.RunTask(info.Queue, info.ID); err != nil {
 		return fmt.Errorf("requeue %s: %w", taskID, err)
 	}
+	if err := c.store.Confirm(ctx, store.QueueKey(info.Queue)); err != nil {
+		return fmt.Errorf("requeue %s: %w", taskID, err)
+	}
 	return nil
 }
 
@@ -214,7 +217,7 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	n, confirm := 0, map[string]bool{}
 	for _, d := range dls {
 		if d.Workflow != "" {
 			if err := c.store.Watch(ctx, d.Workflow); err != nil {
@@ -228,6 +231,12 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 			return n, fmt.Errorf("requeue %s: %w", d.TaskID, err)
 		}
 		n++
+		confirm[d.Queue] = true
+	}
+	for q := range confirm {
+		if err := c.store.Confirm(ctx, store.QueueKey(q)); err != nil {
+			return n, fmt.Errorf("requeue: %w", err)
+		}
 	}
 	return n, nil
 }

@@ -68,6 +68,9 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 		}
 	}
 	gen, ready, err := c.store.Rerun(ctx, id, again, inputs, items)
+	// not confirmed: rerun on the primary all the same; its steps are
+	// enqueued as for any rerun, and the caller is told at the end
+	err, unconfirmed := store.Unconfirmed(err)
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +85,7 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 			return gen, err
 		}
 	}
-	return gen, nil
+	return gen, unconfirmed
 }
 
 // downstream is the steps from and every step that depends on one of them,

@@ -114,7 +114,9 @@ func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 	res := &SignalResult{ID: send.ID, Duplicate: send.Duplicate, Delivered: []SignalTarget{}}
 	if send.Duplicate {
 		if !send.Resume {
-			return res, nil // being sent, kept or delivered: nothing to do
+			// being sent, kept or delivered: nothing to do but confirm
+			// what this caller is told (with durability on)
+			return res, c.store.Confirm(ctx, store.SignalKey(s.Name, s.Match))
 		}
 		data = send.Data // cut short: finish it, with the first send's data
 	}
@@ -137,7 +139,13 @@ func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 		// another sender of the key, which took over a claim this one
 		// held too long, kept or delivered it
 		res.Duplicate = true
-		return res, nil
+		err = nil
+	}
+	if err == nil {
+		// with durability on: the signal's own keys (kept, delivered)
+		// confirmed on their primary; each step it completed was
+		// confirmed by its settle
+		return res, c.store.Confirm(ctx, store.SignalKey(s.Name, s.Match))
 	}
 	if err != nil && s.IdempotencyKey != "" {
 		// the next send of the key finishes it at once; if this fails

@@ -165,3 +165,19 @@ func Unconfirmed(err error) (writeErr, unconfirmed error) {
 	}
 	return err, nil
 }
+
+// Confirm confirms, with durability on, what was written before it to
+// the primary that owns key's slot by any client (asynq's inspector, say):
+// a marker written there now follows it in the replication stream. Only a
+// failover between that write and this call goes unseen: the marker then
+// lands on the new primary. Without durability it does nothing.
+func (s *Store) Confirm(ctx context.Context, key string) error {
+	return s.acked(ctx, key, func(redis.Cmdable) error { return nil })
+}
+
+// QueueKey is a key in the slot of asynq's queue (for Confirm).
+func QueueKey(queue string) string { return asynqPendingKey(queue) }
+
+// SignalKey is a key in the slot of signal (name, match)'s keys (for
+// Confirm).
+func SignalKey(name, match string) string { return sigTag(name, match) + ":k" }

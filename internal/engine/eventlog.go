@@ -101,24 +101,59 @@ func (l *stepLog) take() []store.Event {
 	return evs
 }
 
+// landing is what became of the write that carried the attempt's events.
+type landing int
+
+const (
+	// landed: the store took it, and logged the events with it (or had
+	// logged them: the same events sent again are not logged twice).
+	landed landing = iota
+	// refused: the store wrote nothing (a stale outcome, another run's,
+	// a step settled already); the events are written on their own.
+	refused
+	// unsure: the write failed, or its reply was lost, so it may have
+	// landed; the events are written on their own unless it logged them
+	// (store.LogOnce).
+	unsure
+)
+
 // carry hands what is pending to the attempt's outcome (store.Outcome's
 // Events), holding the log's writes until done is called with whether
 // the outcome may have landed: if so, the log is closed (what comes after
 // the outcome is dropped); if the store refused it (a stale outcome), the
 // events are written on their own, since the calls were made.
 func (l *stepLog) carry() (evs []store.Event, done func(landed bool)) {
+	evs, end := l.carryTo()
+	return evs, func(ok bool) {
+		if ok {
+			end(landed)
+		} else {
+			end(refused)
+		}
+	}
+}
+
+// carryTo is carry, done saying what became of the outcome: the calls
+// the events report were paid for, so they are logged once whatever it
+// was, and after an outcome that landed or may have the log is closed
+// (what comes after it is dropped, but for a paid call).
+func (l *stepLog) carryTo() (evs []store.Event, done func(landing)) {
 	if l == nil {
-		return nil, func(bool) {}
+		return nil, func(landing) {}
 	}
 	l.wmu.Lock()
 	evs = l.take()
-	return evs, func(landed bool) {
-		if landed {
+	return evs, func(how landing) {
+		if how != refused {
 			l.mu.Lock()
 			l.closed = true
 			l.mu.Unlock()
-		} else {
+		}
+		switch how {
+		case refused:
 			l.write(evs)
+		case unsure:
+			l.writeOnce(evs)
 		}
 		l.wmu.Unlock()
 	}
@@ -128,12 +163,24 @@ func (l *stepLog) carry() (evs []store.Event, done func(landed bool)) {
 // event that cannot be written is noted in the worker's log and dropped
 // (the state changes it accompanies are logged by the store, atomically).
 func (l *stepLog) write(evs []store.Event) {
+	l.writeWith(evs, l.h.st.Log)
+}
+
+// writeOnce is write for events an outcome carried that may have landed:
+// they are logged unless it logged them.
+func (l *stepLog) writeOnce(evs []store.Event) {
+	l.writeWith(evs, func(ctx context.Context, wf string, evs ...store.Event) error {
+		return l.h.st.LogOnce(ctx, wf, l.step, evs...)
+	})
+}
+
+func (l *stepLog) writeWith(evs []store.Event, log func(context.Context, string, ...store.Event) error) {
 	if len(evs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, settleTimeout)
 	defer cancel()
-	if err := l.h.st.Log(ctx, l.wf, evs...); err != nil {
+	if err := log(ctx, l.wf, evs...); err != nil {
 		l.h.o.Logger.Warn("events not logged", "wf", l.wf, "step", l.step, "first", evs[0].Type, "n", len(evs), "err", store.Excerpt(err.Error()))
 	}
 }

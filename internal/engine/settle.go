@@ -108,7 +108,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	}
 	deps := h.withTasks(flow.DependentsOf(wspec, st.ID), p.Workflow, p.Gen, wspec)
 	// what the attempt did is logged with its outcome, in the same script
-	carried, logged := stepLogOf(ctx).carry()
+	carried, logged := stepLogOf(ctx).carryTo()
 	o.Events = append(o.Events, carried...)
 	var res *store.Settled
 	// both writes are idempotent, so a Redis that is restarting is waited
@@ -120,10 +120,21 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		}
 		return err
 	})
-	// refused: written on their own; landed, or not known (a reply lost):
-	// not again (twice would log them twice and count their spend twice)
-	logged(!errors.Is(err, store.ErrStaleAttempt) && !errors.Is(err, store.ErrOtherRun) && !errors.Is(err, store.ErrAlreadySettled) &&
-		!errors.Is(err, store.ErrOldLayout))
+	// the calls the events report were paid for whatever became of the
+	// outcome: logged with it when it landed (the store logs the same
+	// events once, and those of a step run again after it finished without
+	// a second outcome); written on their own when the store refused it;
+	// and when it is not known to have landed (its write failed, its reply
+	// was lost), written unless it logged them
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound):
+		logged(landed)
+	case errors.Is(err, store.ErrStaleAttempt), errors.Is(err, store.ErrOtherRun), errors.Is(err, store.ErrAlreadySettled),
+		errors.Is(err, store.ErrOldLayout):
+		logged(refused)
+	default:
+		logged(unsure)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -169,6 +170,67 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 flush()
 return 1
 `)
+
+// LogOnce logs the events an attempt of step carried with an outcome
+// whose settle ended without saying whether it landed (its write failed,
+// its reply was lost), unless they were logged: by that settle, if it
+// landed, or by an earlier LogOnce. Their calls were paid for either way.
+// The step's record keeps which batch of its events was logged last (a
+// token of what they are and when they happened), and so does a settle
+// that logs them: a settle carrying the same events later logs its
+// outcome's own event only.
+func (s *Store) LogOnce(ctx context.Context, wf, step string, events ...Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	lb := loggedBatch(step, events)
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, []any{lb.field, lb.token}, events...)
+	if args[2] == "" && args[4] == "" {
+		return nil // nothing spent, no log
+	}
+	if err := logOnceScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("store: log events of %s/%s: %w", wf, step, err)
+	}
+	return nil
+}
+
+// logOnceScript is logScript for a batch of a step's events, logged
+// unless the step's logged field holds its token (and then noted there).
+// KEYS: wf. ARGV: the step's logged field, the batch's token.
+var logOnceScript = redis.NewScript(luaEvents + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+flush()
+return 1
+`)
+
+// batch names a batch of a step's events, logged once (Settle, LogOnce):
+// the step's field that keeps the token of its batch logged last, and
+// this batch's token (both "": no events).
+type batch struct{ field, token string }
+
+// loggedBatch is evs' batch, step's. The token is a hash of what the
+// events are and when they happened: the same events sent again give the
+// same token, another run's (the provider paid again) another.
+func loggedBatch(step string, evs []Event) batch {
+	if len(evs) == 0 {
+		return batch{}
+	}
+	h := fnv.New64a()
+	var b []byte
+	for i := range evs {
+		e := &evs[i]
+		b = append(append(b[:0], e.Type...), 0)
+		b = append(append(b, e.Step...), 0)
+		b = append(append(b, e.Provider...), 0)
+		for _, n := range []int64{int64(e.Attempt), e.At.UnixNano(), e.LatencyMS, int64(e.PromptTokens), int64(e.CompletionTokens), int64(len(e.Text))} {
+			b = append(strconv.AppendInt(b, n, 10), 0)
+		}
+		h.Write(b)
+	}
+	return batch{field: step + ".logged", token: strconv.FormatUint(h.Sum64(), 36)}
+}
 
 // Events returns the events of up to n entries of a workflow's log after
 // the event id after ("": from the start), oldest first.

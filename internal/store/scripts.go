@@ -80,14 +80,18 @@ return 1
 // the dependents that are now ready (none once the workflow is canceled,
 // timed out or failed: those states are final, a settle leaves them).
 // A step that is done, or dead but optional, is settled; a dead step that
-// is not optional blocks the workflow. Outcome "dead_if_open" settles the
-// step dead only if it is not settled (or canceled) yet: the safety net
-// for attempts asynq gave up on; it also marks the step's current attempt
-// abandoned. An outcome of attempt n > 0 is refused ({'stale', current})
-// once the step has begun a later attempt, or when attempt n was
-// abandoned: a goroutine asynq left running past its deadline cannot
-// overwrite the record of the attempt that replaced it, nor revive a step
-// the safety net ended.
+// is not optional blocks the workflow. A step done or canceled, or dead
+// and settled dead again, is finished: its fields are left as they are
+// (its finishing time, output, usage and target are the first outcome's)
+// and no second outcome is logged; what the outcome's attempt did (its
+// paid calls) is logged unless this very batch of it was.
+// Outcome "dead_if_open" settles the step dead only if it is not settled
+// (or canceled) yet: the safety net for attempts asynq gave up on; it also
+// marks the step's current attempt abandoned. An outcome of attempt n > 0
+// is refused ({'stale', current}) once the step has begun a later attempt,
+// or when attempt n was abandoned: a goroutine asynq left running past its
+// deadline cannot overwrite the record of the attempt that replaced it,
+// nor revive a step the safety net ended.
 //
 // The fan-in costs O(1) per settle whatever the width: the step's
 // "settled" flag flips once, and only that flip adds one to each
@@ -117,11 +121,13 @@ return 1
 // generation it was built for (enqueued here only at that generation);
 // then now in nanoseconds and the generation (run) the outcome belongs to
 // (-1: any; an outcome of another run is refused with {'gen', current}),
-// then per dependent: its state field, its nin field, its number of
-// inputs, and the index in KEYS of its task's key (0: the caller enqueues
-// it; else the task's pending key follows it), the task's id and its
-// message (Task): a dependent made ready is enqueued here if the workflow
-// is at that generation (its index is returned negated).
+// the step's logged field and the token of the batch of events the
+// outcome carries (empty: none; see Store.LogOnce), then per dependent:
+// its state field, its nin field, its number of inputs, and the index in
+// KEYS of its task's key (0: the caller enqueues it; else the task's
+// pending key follows it), the task's id and its message (Task): a
+// dependent made ready is enqueued here if the workflow is at that
+// generation (its index is returned negated).
 // Returns: {workflow state, released index (-1: none), the workflow's
 // generation (reruns, see Rerun), 1 if the released instance was enqueued
 // here else 0, ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
@@ -145,8 +151,8 @@ if inst then
 else
   j = j + 1
 end
-local nowns, tgen = ARGV[j], ARGV[j + 1]
-j = j + 2
+local nowns, tgen, lf, lid = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+j = j + 4
 local deps = {}
 while j + 5 <= #ARGV do
   deps[#deps + 1] = {j, tonumber(ARGV[j + 2]), #q + 1, tonumber(ARGV[j + 3])}
@@ -157,6 +163,8 @@ q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
 q[#q + 1] = 'gen'
 local iw, idl, ig = #q - 2, #q - 1, #q
+local il
+if lid ~= '' then q[#q + 1] = lf; il = #q end
 local v = hmget(K, q)
 local wfstate = v[1]
 if not wfstate then return {'gone'} end
@@ -167,28 +175,51 @@ local current = tonumber(v[9] or '0')
 if tgen ~= '-1' and tgen ~= (v[ig] or '0') then return {'gen', v[ig] or '0'} end -- an earlier run's late outcome
 if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
 local prev = v[6]
-local w = {fstate, outcome, ARGV[8], now}
 local nwaiting = tonumber(v[iw] or '0')
+local abandon = false
 if outcome == 'dead_if_open' then
   if wfstate == 'canceled' or prev == 'done' or prev == 'dead' or prev == 'canceled' or prev == 'mapped' then return {'settled', wfstate} end
-  outcome = 'dead'
-  w = {fstate, outcome, ARGV[8], now, ARGV[10], current}
+  outcome, abandon = 'dead', true
 elseif outcome == 'decided' then -- a decision or a signal on a waiting step, once, before the deadline
   if prev ~= 'waiting' or over or late then return {'settled', wfstate} end
   outcome = 'done'
-  w = {fstate, outcome, ARGV[8], now}
 end
-if prev == outcome then EV, ES = '', '' end -- logged (and spent) when it first settled so: a settle delivered again
+-- a step done or canceled, or dead and settled dead again, is finished:
+-- a settle delivered again (its first reply lost, its task redelivered, a
+-- hand-off's run, the reconciler) writes none of its fields and logs no
+-- second outcome, and returns what the first returned
+local finished = prev == 'done' or prev == 'canceled' or (prev == 'dead' and outcome == 'dead')
+-- what the attempt did (Go's events but the last, the outcome's own) is
+-- logged once: the step's logged field keeps the token of the last batch
+-- logged with it (or by Store.LogOnce), so the same batch settled again
+-- is not logged again, while a later run's (the provider paid again) is,
+-- even when the step is finished
+local dup = lid ~= '' and v[il] == lid
+if finished or dup then
+  local pass, own = string.match(EV, '^(.*)\n([^\n]*)$')
+  if not pass then pass, own = '', EV end
+  if dup then pass, ES = '', '' end
+  if finished then own = '' end
+  if pass ~= '' and own ~= '' then EV = pass .. '\n' .. own else EV = pass .. own end
+end
+local w = {}
+if lid ~= '' and not dup then w[1] = lf; w[2] = lid end
+if not finished then
+  w[#w + 1] = fstate; w[#w + 1] = outcome; w[#w + 1] = ARGV[8]; w[#w + 1] = now
+  if abandon then w[#w + 1] = ARGV[10]; w[#w + 1] = current end
+  for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
+end
 if prev == 'waiting' and outcome ~= 'waiting' then
   nwaiting = nwaiting - 1
   w[#w + 1] = 'nwaiting'; w[#w + 1] = nwaiting
 end
-for x = 13, 12 + 2 * nf do w[#w + 1] = ARGV[x] end
 local nsettled, nfailed = tonumber(v[3]), tonumber(v[4] or '0')
 local nsettled0, nfailed0 = nsettled, nfailed
 local refresh = false
 local settled, flipped = v[7] == '1', false
-if outcome == 'done' or optional then
+if finished then
+  -- its flags stay as they are
+elseif outcome == 'done' or optional then
   if v[8] == '1' then
     nfailed = nfailed - 1
     w[#w + 1] = ffailed; w[#w + 1] = '0'
@@ -291,12 +322,6 @@ if not over then
 end
 if nsettled ~= nsettled0 then w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled end
 if nfailed ~= nfailed0 then w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed end
-if prev == 'done' and outcome == 'done' then
-  -- settled done again (its inputs changed): the optional fields the new
-  -- outcome may leave out must not keep the old one's values
-  local p = string.sub(fstate, 1, #fstate - 5)
-  redis.call('HDEL', K, p .. 'tool_calls', p .. 'degraded', p .. 'prompt_tokens', p .. 'completion_tokens', p .. 'cost_micros', p .. 'error')
-end
 hset(K, w, 1)
 -- the record lives for the TTL after its last activity: refreshed when the
 -- workflow's state changes and whenever less than three quarters of the

@@ -58,7 +58,10 @@ type Outcome struct {
 	// Events are what the attempt did before its outcome (its LLM calls,
 	// tool turns, streamed text), logged with it, before its own event,
 	// when the settle lands (and their calls' spend counted): a step that
-	// answers fast costs the log no write of its own.
+	// answers fast costs the log no write of its own. They are logged
+	// once: the same events settled again (a reply lost) are not logged
+	// again, and they are logged on a step already finished too, without
+	// a second outcome: its run again paid for its calls (see LogOnce).
 	Events []Event
 }
 
@@ -94,7 +97,9 @@ type Settled struct {
 // Settle records a step's outcome and returns the workflow's state and the
 // dependents that are now ready to run. It is idempotent: settling the same
 // step again returns the same dependents (if they have not started), so the
-// caller can always enqueue them (with deterministic task ids). For a map
+// caller can always enqueue them (with deterministic task ids), and leaves
+// a finished step's record as its first outcome wrote it (a step done or
+// canceled, or dead and settled dead again: see settleScript). For a map
 // instance (o.Map set), dependents are the map's.
 func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependents []Dependent) (*Settled, error) {
 	outcome := StepDone
@@ -107,7 +112,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		outcome = StepDead
 	}
 	f := s.fields.of(step)
-	args := make([]any, 0, 38+6*len(dependents))
+	args := make([]any, 0, 40+6*len(dependents))
 	// args[11] is the number of field/value pairs that follow it, set below
 	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), f.name(fState), f.name(fSettled), f.name(fFailed),
 		f.name(fFinishedAt), f.name(fAttempts), f.name(fAbandoned), max(o.Attempt, 0), 0)
@@ -159,11 +164,12 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	} else {
 		args = append(args, "0")
 	}
+	lb := loggedBatch(step, o.Events) // before the events are given their times: the same for the same events
 	ev := append(o.Events[:len(o.Events):len(o.Events)], settledEvent(step, o))
 	fused := s.fused.Load()
-	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused, ev)
+	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused, lb, ev)
 	if fused && s.crossSlot(err) {
-		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false, ev)
+		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false, lb, ev)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
@@ -210,9 +216,10 @@ type release struct {
 
 // runSettle runs settleScript with args (up to the dependents) and, per
 // dependent, its fields and, when fused, its task; when fused, a map
-// instance's released instance is enqueued too (rel).
-func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, ev []Event) ([]any, error) {
-	args = append(args, s.nowNanos(), strconv.Itoa(gen)) // a second run (CROSSSLOT) overwrites the same places
+// instance's released instance is enqueued too (rel). The outcome's events
+// (ev, its own last) are logged unless lb says they were.
+func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, lb batch, ev []Event) ([]any, error) {
+	args = append(args, s.nowNanos(), strconv.Itoa(gen), lb.field, lb.token) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
 	if rel.at > 0 {
 		args[rel.at] = 0
@@ -242,7 +249,7 @@ func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, d
 }
 
 // settledEvent is what the log says of a step's outcome (settleScript
-// logs it when the step's state changes).
+// logs it unless the step was finished already).
 func settledEvent(step string, o Outcome) Event {
 	e := Event{Step: step, Attempt: max(o.Attempt, 0)}
 	switch {

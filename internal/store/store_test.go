@@ -309,31 +309,6 @@ func TestSettleRefreshesTheTTL(t *testing.T) {
 	}
 }
 
-// A step settled done again in the same attempt (its task came back and
-// its inputs had changed) keeps nothing of the first outcome that the
-// second leaves out.
-func TestSettledDoneAgainKeepsNoStaleFields(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	create(t, s, "wf")
-	first := store.Outcome{Done: true, Output: "one", ToolCalls: `[{"id":"c1"}]`, Degraded: true, Error: "primary down", Target: "template",
-		Usage: store.Usage{PromptTokens: 5, CompletionTokens: 7}, CostMicros: 9, Attempt: 1}
-	if _, _, err := settle(ctx, s, "wf", "a", first, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "two", Target: "oa/m", Attempt: 1}, nil); err != nil {
-		t.Fatal(err)
-	}
-	wf, err := s.Get(ctx, "wf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := wf.Steps[0]
-	if a.Output != "two" || a.ToolCalls != "" || a.Degraded || a.Error != "" || a.Usage.PromptTokens != 0 || a.Usage.CompletionTokens != 0 || a.CostUSD != 0 {
-		t.Fatalf("after a second done outcome: %+v", a)
-	}
-}
-
 // A workflow's finished_at is when it completed: written by the settle
 // that completes it, kept when that step is settled again later.
 func TestFinishedAtIsTheFirstCompletion(t *testing.T) {

@@ -103,6 +103,11 @@ func (d *durable) save(ctx context.Context, seq int, hash string, value []byte) 
 		return nil
 	case errors.Is(err, store.ErrStaleAttempt), errors.Is(err, store.ErrNotFound):
 		return err
+	case errors.Is(err, store.ErrNotConfirmed):
+		// kept on the primary; the step's settle, later in the same
+		// primary's stream, is confirmed or not in its turn
+		d.log.Warn("durable call kept but not confirmed by the replicas: should a failover lose it, a retry of this step makes it again", "seq", seq)
+		return nil
 	}
 	d.log.Warn("durable call answered but not kept: a retry of this step will make it again", "seq", seq, "err", store.Excerpt(err.Error()))
 	return nil

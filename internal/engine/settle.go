@@ -120,6 +120,10 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 		}
 		return err
 	})
+	// not confirmed by the replicas: landed on the primary all the same;
+	// what follows is done as for any settle but the task is not
+	// acknowledged (notConfirmed)
+	err, unconfirmed := store.Unconfirmed(err)
 	// the calls the events report were paid for whatever became of the
 	// outcome: logged with it when it landed (the store logs the same
 	// events once, and those of a step run again after it finished without
@@ -169,6 +173,9 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	if h.handoffs != nil {
 		h.handoffs.offer(ctx, p.Workflow, wspec, res.Ready, res.Gen)
 	}
+	if unconfirmed != nil {
+		return h.notConfirmed(run, unconfirmed) // its step event when it is confirmed
+	}
 	stepState := store.StepDone
 	if !o.Done {
 		stepState = store.StepDead
@@ -211,6 +218,9 @@ func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, 
 		return nil
 	case errors.Is(err, store.ErrStaleAttempt):
 		h.answers.put(key, o)
+		return err
+	case errors.Is(err, store.ErrNotConfirmed):
+		h.answers.put(key, o) // recorded again without a call, should a promotion lose it
 		return err
 	case errors.Is(err, errNotRecorded):
 		h.answers.put(key, o)

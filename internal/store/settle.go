@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"strconv"
 
 	"github.com/agentq/agentq/internal/record"
@@ -171,8 +172,14 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	if fused && s.crossSlot(err) {
 		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false, lb, ev)
 	}
+	// not confirmed: settled on the primary all the same (the result is
+	// read, what it made ready enqueued), and the caller is told at the end
+	err, unconfirmed := Unconfirmed(err)
 	if err != nil {
 		return nil, fmt.Errorf("store: settle %s/%s: %w", wf, step, err)
+	}
+	if unconfirmed != nil {
+		unconfirmed = fmt.Errorf("store: settle %s/%s: %w", wf, step, unconfirmed)
 	}
 	state := str(res[0])
 	switch state {
@@ -203,7 +210,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 			out.Enqueued = append(out.Enqueued, i < 0)
 		}
 	}
-	return out, nil
+	return out, unconfirmed
 }
 
 // release is where a map instance's settle args hold the released
@@ -245,7 +252,12 @@ func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, d
 		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
 	}
 	keys, args = s.logged(wf, s.now(), keys, args, ev...)
-	return settleScript.Run(ctx, s.rdb, keys, args...).Slice()
+	var res []any
+	err := s.acked(ctx, wfKey(wf), func(c redis.Cmdable) (err error) {
+		res, err = settleScript.Run(ctx, c, keys, args...).Slice()
+		return err
+	})
+	return res, err
 }
 
 // settledEvent is what the log says of a step's outcome (settleScript

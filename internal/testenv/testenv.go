@@ -178,6 +178,9 @@ type Options struct {
 	Steps map[string]engine.StepFunc
 	// Tools are the tools the workers run for prompt steps.
 	Tools map[string]engine.Tool
+	// Durability is the configuration's redis.durability (nil: off), for
+	// the workers and the test's client.
+	Durability *config.Durability
 }
 
 // Start builds the environment.
@@ -217,6 +220,7 @@ func Start(t *testing.T, o Options) *Env {
 		cfg.Redis.Cluster = []string{db.Addr}
 	}
 	cfg.Queues = o.Queues
+	cfg.Redis.Durability = o.Durability
 	e := &Env{DB: db, Redis: rdb, Chaos: chaos, URL: url, Config: cfg,
 		Store: store.New(rdb, cfg.Retention.D(), nil), Asynq: asynq.NewClientFromRedisClient(rdb),
 		Events: make(chan engine.StepEvent, 1024), Calls: &CallCounter{n: map[string]int{}}}
@@ -242,7 +246,7 @@ func Start(t *testing.T, o Options) *Env {
 func (e *Env) NewClient() *producer.Client {
 	o := app.ClientOptions(e.Config)
 	return producer.NewClient(e.Redis, producer.ClientOptions{Limits: o.Limits, Retention: o.Retention, Routes: o.Routes, SkipWorkerCheck: true,
-		EventLimit: o.EventLimit, Shards: o.Shards})
+		EventLimit: o.EventLimit, Shards: o.Shards, Durability: o.Durability})
 }
 
 // WorkerOptions are the options StartWorker runs a worker with; a test

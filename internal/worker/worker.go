@@ -134,7 +134,7 @@ func Run(ctx context.Context, o Options) error {
 	h, err := engine.NewHandler(engine.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
 		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, AfterChild: o.AfterChild, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
 		Prices: app.Prices(cfg), Retry: &policy, EventLimit: cfg.Events.EventLimit(), EventContent: cfg.Events.Content, Worker: id, Redact: built.Redactor.String,
-		KeyLease: cfg.Worker.KeyLease.D()})
+		KeyLease: cfg.Worker.KeyLease.D(), Durability: app.Durability(cfg)})
 	if err != nil {
 		return err
 	}

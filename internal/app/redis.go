@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/flow"
 )
 
 // ErrRedisUnreachable wraps every failure to reach Redis at start.
@@ -22,7 +23,7 @@ func Redis(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewUniversalClient(opts)
+	rdb := newClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, c.DialTimeout.D()+time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -68,18 +69,82 @@ func AsynqMon() Part {
 	}}
 }
 
-// AsynqConnOpt is the configured Redis as asynq's connection options.
+// AsynqConnOpt is the configured Redis as asynq's connection options: each
+// client asynq (or asynqmon) makes with them is built as Redis builds its
+// own, so it follows a failover as fast. asynq's RedisClusterClientOpt
+// could not: it has no field for the slot map's reload period.
 func AsynqConnOpt(c config.Redis) (asynq.RedisConnOpt, error) {
 	u, err := c.Universal()
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case u.IsClusterMode:
-		return asynq.RedisClusterClientOpt{Addrs: u.Addrs, Username: u.Username, Password: u.Password, TLSConfig: u.TLSConfig}, nil
-	case u.MasterName != "":
-		return asynq.RedisFailoverClientOpt{MasterName: u.MasterName, SentinelAddrs: u.Addrs, SentinelPassword: u.SentinelPassword,
-			Username: u.Username, Password: u.Password, DB: u.DB, TLSConfig: u.TLSConfig}, nil
+	return connOpt{u}, nil
+}
+
+// connOpt makes agentq's own client for asynq.
+type connOpt struct{ u *redis.UniversalOptions }
+
+// MakeRedisClient returns a new client: a *redis.ClusterClient on a
+// Cluster, else a *redis.Client (asynqmon tells the two apart).
+func (o connOpt) MakeRedisClient() any { return newClient(o.u) }
+
+// ClusterStateReload is how old a Cluster client's map of slots to
+// primaries may get before go-redis reloads it (CLUSTER SLOTS from a node
+// that answers; the reload runs beside the command that found the map
+// too old). go-redis reloads it at once on a MOVED, ASK or READONLY
+// answer, but a primary that died answers nothing: until the next reload
+// every command for its slots goes to the dead address, even after the
+// cluster promoted its replica. go-redis' default period, 60s, held
+// clients there for up to a minute; at 2s a client reaches the promoted
+// replica within 2s of the promotion (sooner: see reloadOnUnavailable),
+// for one CLUSTER SLOTS per client every 2s while it sends commands.
+const ClusterStateReload = 2 * time.Second
+
+// newClient is every Redis client agentq opens: on a Cluster, one whose
+// slot map is reloaded every ClusterStateReload and after a command found
+// Redis unavailable; behind Sentinel, go-redis' failover client, which
+// asks a sentinel for the master on each new connection and drops the
+// old master's connections when a sentinel announces the switch
+// (+switch-master), so it follows a failover as soon as the sentinels
+// have made it, with nothing to tune.
+func newClient(u *redis.UniversalOptions) redis.UniversalClient {
+	if !u.IsClusterMode {
+		return redis.NewUniversalClient(u)
 	}
-	return asynq.RedisClientOpt{Addr: u.Addrs[0], Username: u.Username, Password: u.Password, DB: u.DB, TLSConfig: u.TLSConfig}, nil
+	o := u.Cluster()
+	o.ClusterStateReloadInterval = ClusterStateReload
+	c := redis.NewClusterClient(o)
+	c.AddHook(reloadOnUnavailable{c})
+	return c
+}
+
+// reloadOnUnavailable asks for a reload of the slot map (go-redis runs
+// one at a time, at most one every 200ms) whenever a command or pipeline
+// found Redis unavailable: refused by a dead primary, CLUSTERDOWN,
+// TRYAGAIN. The command's own retries then go to the primary that
+// replaced it as soon as the cluster names one.
+type reloadOnUnavailable struct{ c *redis.ClusterClient }
+
+func (h reloadOnUnavailable) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnUnavailable) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.reloadAfter(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnUnavailable) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.reloadAfter(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnUnavailable) reloadAfter(ctx context.Context, err error) {
+	if err != nil && !errors.Is(err, redis.ErrClosed) && flow.RedisUnavailable(err) {
+		h.c.ReloadState(ctx)
+	}
 }

@@ -31,7 +31,7 @@ const (
 	ExitOK           = 0
 	ExitFailed       = 1 // the workflow failed, was dead-lettered, canceled or timed out (with --wait)
 	ExitUsage        = 2 // bad usage or input: a bad flag, spec or id, a missing workflow or dead letter, a refused token
-	ExitUnreachable  = 3 // cannot reach Redis (or the dashboard, with --server)
+	ExitUnreachable  = 3 // cannot reach Redis, or it cannot serve now (a failover, CLUSTERDOWN); or the dashboard, with --server
 	ExitStillRunning = 4 // --wait gave up (--wait-timeout) while the workflow still runs
 	ExitNoWorkers    = 5 // no live worker serves the spec (--no-check submits anyway)
 )
@@ -72,7 +72,7 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), errors.Is(err, flow.ErrUnavailable):
+	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), flow.Unavailable(err):
 		return ExitUnreachable
 	case errors.Is(err, producer.ErrNoWorkers):
 		return ExitNoWorkers

@@ -2,12 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"net/http"
-	"time"
-)
 
-// readyTimeout bounds /readyz's PING.
-const readyTimeout = 2 * time.Second
+	"github.com/agentq/agentq/internal/app"
+)
 
 // healthz answers 200 while the process serves.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -15,14 +14,21 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 while Redis answers a PING within readyTimeout, else
-// 503 (the reason goes to the log, not to the unauthenticated caller).
+// readyz answers 200 while every Redis primary the dashboard writes to
+// answers a PING within app.ReadyTimeout (app.PrimariesAnswer: on a
+// Cluster, each of them), else 503 with one line saying what does not
+// answer; which address and why go to the log, not to the caller, who
+// is not signed in.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), app.ReadyTimeout)
 	defer cancel()
-	if err := s.o.Redis.Ping(ctx).Err(); err != nil {
-		s.o.Logger.Warn("dashboard: not ready: redis does not answer", "err", err)
-		http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+	if err := app.PrimariesAnswer(ctx, s.o.Redis); err != nil {
+		s.o.Logger.Warn("dashboard: not ready", "err", err)
+		what := "Redis does not answer"
+		if nr := (*app.NotReady)(nil); errors.As(err, &nr) {
+			what = nr.What
+		}
+		http.Error(w, "not ready: "+what, http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -253,8 +253,10 @@ func Run(ctx context.Context, o Options) error {
 // serveMux serves /metrics and the probes: /livez (and /healthz) answer
 // 200 while the process serves, whatever Redis does (a Redis outage must
 // not restart every worker: they resume by themselves when it is back);
-// /readyz answers 200 while Redis answers and the worker's advertisement
-// is current (submits count on it), else 503 saying which.
+// /readyz answers 200 while every Redis primary the worker writes to
+// answers (app.PrimariesAnswer: on a Cluster, each of them) and the
+// worker's advertisement is current (submits count on it), else 503 with
+// one line saying which.
 func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics, ad *advertiser) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", mets.Handler())
@@ -262,10 +264,10 @@ func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics, ad *advertiser) 
 	mux.HandleFunc("GET /livez", live)
 	mux.HandleFunc("GET /healthz", live)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), app.ReadyTimeout)
 		defer cancel()
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+		if err := app.PrimariesAnswer(ctx, rdb); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		if !ad.current() {

@@ -22,7 +22,8 @@ const (
 	codeIdempotencyConflict = "idempotency_conflict"
 	codeBadIdempotencyKey   = "bad_idempotency_key"
 	codeBadSignal           = "bad_signal"
-	codeUnavailable         = "unavailable" // the dashboard's Redis did not answer
+	codeUnavailable         = "unavailable"   // the dashboard's Redis did not answer
+	codeNotConfirmed        = "not_confirmed" // written to the primary, not confirmed by the replicas
 	codeNotAMap             = "not_a_map"
 	codeUnknownState        = "unknown_state"
 )
@@ -116,6 +117,8 @@ func decodeError(method, path string, status int, data []byte) error {
 	switch {
 	case e.Code == codeUnavailable:
 		return &serverError{msg: msg, is: flow.ErrUnavailable}
+	case e.Code == codeNotConfirmed:
+		return &serverError{msg: msg, is: producer.ErrNotConfirmed}
 	case e.Code == codeNotAMap:
 		return &serverError{msg: msg, is: producer.ErrNotAMap}
 	case e.Code == codeUnknownState:

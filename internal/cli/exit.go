@@ -34,6 +34,7 @@ const (
 	ExitUnreachable  = 3 // cannot reach Redis, or it cannot serve now (a failover, CLUSTERDOWN); or the dashboard, with --server
 	ExitStillRunning = 4 // --wait gave up (--wait-timeout) while the workflow still runs
 	ExitNoWorkers    = 5 // no live worker serves the spec (--no-check submits anyway)
+	ExitNotConfirmed = 6 // written to the Redis primary, not confirmed by the replicas redis.durability asks for
 )
 
 // ExitError carries an exit code.
@@ -72,6 +73,8 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
+	case errors.Is(err, producer.ErrNotConfirmed):
+		return ExitNotConfirmed
 	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), flow.Unavailable(err):
 		return ExitUnreachable
 	case errors.Is(err, producer.ErrNoWorkers):

@@ -45,10 +45,16 @@ func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, 
 	if errors.Is(err, store.ErrAlreadySettled) {
 		return res.State, fmt.Errorf("workflow %s step %s: %w", wf, step, ErrNotWaiting)
 	}
+	// not confirmed by the replicas: completed on the primary all the same;
+	// what it made ready is enqueued, and the caller is told at the end
+	err, unconfirmed := store.Unconfirmed(err)
 	if err != nil {
 		return "", err
 	}
-	for _, dep := range res.Ready {
+	for i, dep := range res.Ready {
+		if i < len(res.Enqueued) && res.Enqueued[i] {
+			continue
+		}
 		if err := EnqueueStep(ctx, c, wf, wspec, dep, res.Gen, st.Retention()); err != nil {
 			return res.State, err
 		}
@@ -58,7 +64,7 @@ func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, 
 			return res.State, err
 		}
 	}
-	return res.State, nil
+	return res.State, unconfirmed
 }
 
 // enqueueDecided hands the end a decision or a signal brought to a worker

@@ -33,10 +33,14 @@ const keepRounds = 8
 // (a send again reaches them).
 func DeliverSignal(ctx context.Context, st *store.Store, c *asynq.Client, specOf SpecOf, s SignalSend, to []store.Waiter, keep time.Duration, now time.Time) ([]store.Waiter, *time.Time, error) {
 	var delivered []store.Waiter
+	var unconfirmed error // a completion not confirmed by the replicas: done on the primary, told at the end
 	for range keepRounds {
 		var stale []store.Waiter
 		for _, w := range to {
 			ok, err := completeWaiter(ctx, st, c, specOf, w, s.Data)
+			if errors.Is(err, store.ErrNotConfirmed) {
+				ok, err, unconfirmed = true, nil, err
+			}
 			if err != nil {
 				return delivered, nil, fmt.Errorf("signal %s: %d of %d steps completed: %w", s.Name, len(delivered), len(to), err)
 			}
@@ -47,7 +51,7 @@ func DeliverSignal(ctx context.Context, st *store.Store, c *asynq.Client, specOf
 			}
 		}
 		if len(delivered) > 0 {
-			return delivered, nil, st.DoneWaiters(ctx, s.Name, s.Match, s.Key, append(delivered, stale...)...)
+			return delivered, nil, errors.Join(st.DoneWaiters(ctx, s.Name, s.Match, s.Key, append(delivered, stale...)...), unconfirmed)
 		}
 		until := now.Add(keep)
 		more, err := st.KeepSignal(ctx, s.Name, s.Match, s.ID, s.Data, s.Key, until, stale...)

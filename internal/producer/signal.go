@@ -147,6 +147,9 @@ func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 		// confirmed by its settle
 		return res, c.store.Confirm(ctx, store.SignalKey(s.Name, s.Match))
 	}
+	if errors.Is(err, store.ErrNotConfirmed) {
+		return res, err // delivered on the primary: the claim stays, a resend is a duplicate
+	}
 	if err != nil && s.IdempotencyKey != "" {
 		// the next send of the key finishes it at once; if this fails
 		// too, once the claim lapses

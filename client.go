@@ -66,10 +66,10 @@ type ConflictError = producer.ConflictError
 // (WithIdempotencyKey) runs the workflow once either way.
 var ErrNotConfirmed = producer.ErrNotConfirmed
 
-// SubmitError is a submit's error once its idempotency key was chosen
-// (every submit has one: the caller's, or one generated before the first
-// write): its Key makes a retry safe, whatever went wrong (Redis
-// unreachable, not confirmed, a timeout).
+// SubmitError is a submit's error that leaves the caller unsure whether
+// the workflow was written (Redis unreachable, not confirmed, a timeout):
+// its Key (every submit has one: the caller's, or one generated before
+// the first write) makes submitting again safe.
 type SubmitError = producer.SubmitError
 
 // WithoutWorkerCheck submits without checking the spec against what live

@@ -46,11 +46,12 @@ func (c *Client) Submit(ctx context.Context, wspec *spec.Spec, opts ...SubmitOpt
 // id derives from it. A key already used within the retention with the
 // same spec and input returns that workflow (Existing, nothing created,
 // no check against the workers); with another spec or input it is
-// refused (ErrIdempotencyConflict). An error after the key is chosen is a
-// *SubmitError naming it: when Redis could not be reached, the write was
-// not confirmed by the replicas (ErrNotConfirmed) or the call timed out,
-// submitting again with the key (WithIdempotencyKey) runs the workflow
-// once, whether or not the first submit's write landed.
+// refused (ErrIdempotencyConflict). An error that leaves the caller unsure
+// whether the workflow was written — Redis could not be reached, the
+// write was not confirmed by the replicas (ErrNotConfirmed), the call
+// timed out — is a *SubmitError naming the key: submitting again with it
+// (WithIdempotencyKey) runs the workflow once, whether or not the first
+// submit's write landed.
 func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...SubmitOption) (Submission, error) {
 	set := ApplySubmitOptions(opts...)
 	key, generated := set.IdempotencyKey, set.IdempotencyKey == ""
@@ -59,7 +60,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, wspec *spec.Spec, opts ...S
 	}
 	sub, err := c.submit(ctx, wspec, set, key, generated)
 	sub.IdempotencyKey = key
-	if err != nil && !errors.Is(err, ErrBadIdempotencyKey) && !errors.Is(err, ErrIdempotencyConflict) {
+	if retryable(err) {
 		err = &SubmitError{Key: key, Workflow: store.IdempotentID(key), Err: err}
 	}
 	return sub, err
@@ -158,6 +159,15 @@ func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSetting
 		}
 	}
 	return Submission{ID: id}, unconfirmed
+}
+
+// retryable reports a submit's error that leaves the caller unsure
+// whether it was written (Redis unreachable, the write not confirmed, the
+// call cut short), as opposed to a refusal before anything was written
+// (a bad spec, no worker, a key's conflict): the one a key retries.
+func retryable(err error) bool {
+	return err != nil && (flow.Unavailable(err) || errors.Is(err, ErrNotConfirmed) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
 }
 
 // SubmitError is a submit that failed after its idempotency key was

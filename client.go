@@ -67,9 +67,23 @@ type ConflictError = producer.ConflictError
 var ErrNotConfirmed = producer.ErrNotConfirmed
 
 // SubmitError is a submit's error that leaves the caller unsure whether
-// the workflow was written (Redis unreachable, not confirmed, a timeout):
-// its Key (every submit has one: the caller's, or one generated before
-// the first write) makes submitting again safe.
+// the workflow was written: Redis unreachable, the write not confirmed
+// (ErrNotConfirmed), a timeout. Its fields:
+//
+//   - Key: the submit's idempotency key (every submit has one: the
+//     caller's, or one generated before the first write);
+//   - Workflow: the workflow id that key names;
+//   - Err: what went wrong (Unwrap returns it, so errors.Is sees
+//     ErrNotConfirmed through it).
+//
+// Submitting the same spec and input again with WithIdempotencyKey(Key)
+// is safe: it returns the workflow if the first submit wrote it
+// (Submission.Existing) and creates it once if not.
+//
+//	var se *agentq.SubmitError
+//	if errors.As(err, &se) {
+//		sub, err = c.SubmitWorkflow(ctx, spec, agentq.WithIdempotencyKey(se.Key))
+//	}
 type SubmitError = producer.SubmitError
 
 // WithoutWorkerCheck submits without checking the spec against what live

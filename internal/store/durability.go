@@ -68,19 +68,16 @@ func (s *Store) SetDurability(d Durability) {
 	s.durability = d
 }
 
-// Durability is the confirmation acknowledging writes ask for.
-func (s *Store) Durability() Durability { return s.durability }
-
-// ackKey is the marker an acknowledging write sets in the slot of key
-// (its hash tag), for WAIT to confirm (see above). It lives a minute.
+// ackKey is the marker an acknowledging write sets in the slot of key,
+// for WAIT to confirm (see above): key's hash tag, or key itself as the
+// tag when it has none. It lives a minute.
 func ackKey(key string) string {
-	tag := key
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			tag = key[i : i+j+2]
+			return Prefix + "ack:" + key[i:i+j+2]
 		}
 	}
-	return Prefix + "ack:" + tag
+	return Prefix + "ack:{" + key + "}"
 }
 
 const ackTTL = time.Minute

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/redistest"
 )
 
@@ -44,6 +45,8 @@ type params struct {
 	handoff                      bool
 	followers                    int
 	eventsOff                    bool // this run keeps no event log (-events sets it per run)
+	durable                      bool
+	durability                   *config.Durability // this run's redis.durability (-durability sets it per run)
 }
 
 // AgentqRun is one timed run of a workload on an agentq worker.
@@ -149,6 +152,7 @@ func main() {
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	flag.BoolVar(&p.cluster, "cluster", false, "instead of agentq against bare asynq, start a Redis Cluster of -primaries primaries and run -chains chains of -length prompt steps with the default queue in -shards shards, then in one: each primary's commands/s and CPU, and steps per second of the busiest primary's CPU")
+	flag.BoolVar(&p.durable, "durability", false, "instead of agentq against bare asynq, start a Redis primary with one replica and run each shape without and with redis.durability {replicas: 1, timeout: 1s}, back to back; reports steps/s, wall time, Redis commands, WAITs and Redis CPU per step of each and their ratio")
 	flag.IntVar(&p.primaries, "primaries", 3, "with -cluster: the cluster's primaries")
 	flag.IntVar(&p.shards, "shards", 6, "with -cluster: the default queue's shards")
 	resources := flag.String("resources", "", "comma-separated worker concurrencies at which to measure a worker process's RSS and CPU per 1,000 steps (e.g. 50,500)")
@@ -221,6 +225,17 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.chords < minChords || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 || p.runs < 1 {
 		return errors.New("-chords, -members, -length, -concurrency and -runs must be at least 1 (-chords 0 allowed with -codestep), -chains at least 0")
+	}
+	if p.durable {
+		if p.cluster || p.codestep || p.floor || p.celery || p.events || p.keys || p.handoff || p.inflight > 0 || p.followers > 0 || p.mapItems != 0 || len(p.resources) > 0 {
+			return errors.New("-durability runs alone")
+		}
+		chaos, chaosURL, stop, err := serveChaos(p.latency)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return runDurability(ctx, p, out, chaos, chaosURL)
 	}
 	if p.cluster {
 		_, chaosURL, stop, err := serveChaos(p.latency)

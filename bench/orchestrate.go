@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/producer"
@@ -145,8 +146,9 @@ func runAgentq(ctx context.Context, p params, sh shape, rdb *redis.Client, db re
 		return 0, nil, err
 	}
 	cfg.Events.Off = p.eventsOff
+	cfg.Redis.Durability = p.durability
 	client := producer.NewClient(rdb, producer.ClientOptions{Limits: spec.DefaultLimits(), Retention: time.Hour, Routes: []string{"bench"},
-		EventLimit: cfg.Events.EventLimit()})
+		EventLimit: cfg.Events.EventLimit(), Durability: app.Durability(cfg)})
 	w, err := startWorker(ctx, p, sh, cfg, rdb)
 	if err != nil {
 		return 0, nil, err

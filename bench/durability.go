@@ -40,6 +40,10 @@ type DurabilityRun struct {
 	// ReplconfOffPerStep are the runs without durability's REPLCONFs per
 	// step (the replica's ACK every second).
 	ReplconfOffPerStep []float64
+	// StepsRatios are every repetition's steps/s with ÷ without, lowest
+	// first (the repetition above is the median by Redis CPU, not by
+	// steps/s, which swing more on a shared machine).
+	StepsRatios []float64
 }
 
 // DurabilityReport is what a -durability run measured; -json writes it.
@@ -72,6 +76,13 @@ func runDurability(ctx context.Context, p params, out io.Writer, chaos *chaosllm
 		steps := sh.workflows * sh.steps
 		fmt.Fprintf(out, "bench: %d %s × %d steps = %d steps, durability off and on\n", sh.workflows, sh.name, sh.steps, steps)
 		var res DurabilityRun
+		// every run's steps/s, in order: each repetition is two runs, one
+		// with and one without
+		type rate struct {
+			on  bool
+			sps float64
+		}
+		var rates []rate
 		er, err := pairRuns(p, sh, out, func(on bool) (AgentqRun, error) {
 			q, label := p, "agentq durability off "+sh.name
 			if on {
@@ -94,6 +105,7 @@ func runDurability(ctx context.Context, p params, out io.Writer, chaos *chaosllm
 			case !on && waits > 0:
 				return run, fmt.Errorf("%s: %d WAITs: durability was not off", label, waits)
 			}
+			rates = append(rates, rate{on, run.StepsPerSec})
 			if on {
 				res.WaitsPerStep = append(res.WaitsPerStep, float64(waits)/float64(steps))
 				res.ReplconfPerStep = append(res.ReplconfPerStep, float64(replconf)/float64(steps))
@@ -106,6 +118,14 @@ func runDurability(ctx context.Context, p params, out io.Writer, chaos *chaosllm
 			return err
 		}
 		res.EventsRun = er
+		for i := 0; i+1 < len(rates); i += 2 {
+			a, b := rates[i], rates[i+1]
+			if a.on {
+				a, b = b, a
+			}
+			res.StepsRatios = append(res.StepsRatios, b.sps/a.sps)
+		}
+		sort.Float64s(res.StepsRatios)
 		sort.Float64s(res.WaitsPerStep)
 		sort.Float64s(res.ReplconfPerStep)
 		sort.Float64s(res.ReplconfOffPerStep)
@@ -171,6 +191,11 @@ func printDurabilityReport(out io.Writer, r *DurabilityReport) {
 			s = append(s, x.Shape+" "+ratios(x.RedisRatios))
 		}
 		fmt.Fprintf(out, "\nRedis CPU per step with ÷ without, %d repetitions (median reported above): %s\n", len(r.Shapes[0].RedisRatios), strings.Join(s, ", "))
+		s = s[:0]
+		for _, x := range r.Shapes {
+			s = append(s, fmt.Sprintf("%s %s (median %.2f)", x.Shape, ratios(x.StepsRatios), medianOf(x.StepsRatios)))
+		}
+		fmt.Fprintf(out, "steps/s with ÷ without, every repetition: %s\n", strings.Join(s, ", "))
 	}
 	for _, x := range r.Shapes {
 		fmt.Fprintf(out, "%s: WAIT per step %s; REPLCONF (the replica's ACKs) per step with %s, without %s\n", x.Shape, ratios(x.WaitsPerStep),

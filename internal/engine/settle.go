@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,22 +154,29 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	if h.o.BeforeEnqueue != nil {
 		h.o.BeforeEnqueue(p.Workflow, p.Step, res.Ready)
 	}
-	if res.Release >= 0 && !res.ReleaseEnqueued {
-		if err := untilStored(ctx, func() error {
-			return flow.EnqueueInstance(ctx, h.o.Client, p.Workflow, wspec, st, res.Release, res.Gen, h.st.Retention())
-		}); err != nil {
-			return err // retried by asynq: the settle is idempotent and releases the same instance again
+	// what the settle made ready and left to this worker: with durability
+	// on, confirmed on the queue's primary as the settle was on the
+	// workflow's (not confirmed: enqueued all the same, and reported as the
+	// settle's own would be)
+	var left []string
+	for i, d := range res.Ready {
+		if !res.Enqueued[i] {
+			left = append(left, d)
 		}
 	}
-	for i, d := range res.Ready {
-		if res.Enqueued[i] {
-			continue
+	ready, err := flow.StepTasks(p.Workflow, wspec, left, res.Gen, h.st.Retention())
+	if err != nil {
+		return err
+	}
+	if res.Release >= 0 && !res.ReleaseEnqueued {
+		ready = append(ready, flow.QueuedTask(p.Workflow, record.InstanceID(st.ID, res.Release), res.Gen, wspec, st, h.st.Retention()))
+	}
+	if len(ready) > 0 {
+		err, notYet := store.Unconfirmed(untilStored(ctx, func() error { return flow.Enqueue(ctx, h.st, h.o.Client, ready...) }))
+		if err != nil {
+			return err // retried by asynq: the settle is idempotent and makes the same ones ready again
 		}
-		if err := untilStored(ctx, func() error {
-			return flow.EnqueueStep(ctx, h.o.Client, p.Workflow, wspec, d, res.Gen, h.st.Retention())
-		}); err != nil {
-			return err // retried by asynq: the settle is idempotent and returns d again
-		}
+		unconfirmed = cmp.Or(unconfirmed, notYet)
 	}
 	if h.handoffs != nil {
 		h.handoffs.offer(ctx, p.Workflow, wspec, res.Ready, res.Gen)

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,31 +52,36 @@ func Complete(ctx context.Context, st *store.Store, c *asynq.Client, wf string, 
 	if err != nil {
 		return "", err
 	}
+	var ready []string
 	for i, dep := range res.Ready {
-		if i < len(res.Enqueued) && res.Enqueued[i] {
-			continue
-		}
-		if err := EnqueueStep(ctx, c, wf, wspec, dep, res.Gen, st.Retention()); err != nil {
-			return res.State, err
+		if i >= len(res.Enqueued) || !res.Enqueued[i] {
+			ready = append(ready, dep)
 		}
 	}
+	ts, err := StepTasks(wf, wspec, ready, res.Gen, st.Retention())
+	if err != nil {
+		return res.State, err
+	}
+	err, notYet := store.Unconfirmed(Enqueue(ctx, st, c, ts...))
+	if err != nil {
+		return res.State, err
+	}
+	unconfirmed = cmp.Or(unconfirmed, notYet)
 	if res.State == record.StateCompleted || res.State == record.StateBlocked {
-		if err := enqueueDecided(ctx, c, wf, wspec, step, res.Gen, st.Retention()); err != nil {
-			return res.State, err
+		err, notYet := store.Unconfirmed(Enqueue(ctx, st, c, decidedTask(wf, wspec, step, res.Gen, st.Retention())))
+		if err != nil {
+			return res.State, fmt.Errorf("workflow %s step %s completed from outside, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)
 		}
+		unconfirmed = cmp.Or(unconfirmed, notYet)
 	}
 	return res.State, unconfirmed
 }
 
-// enqueueDecided hands the end a decision or a signal brought to a worker
+// decidedTask hands the end a decision or a signal brought to a worker
 // (tasks.TypeDecided), on the step's queue; once per step and run.
-func enqueueDecided(ctx context.Context, c *asynq.Client, wf string, wspec *spec.Spec, step string, gen int, retention time.Duration) error {
+func decidedTask(wf string, wspec *spec.Spec, step string, gen int, retention time.Duration) store.Task {
 	s, _ := wspec.Step(step)
 	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: step, Gen: gen})
-	t := asynq.NewTask(tasks.TypeDecided, payload, asynq.TaskID(StepTaskID(wf, step, gen)+":decided"), asynq.Queue(TaskQueue(wf, spec.Resolve(wspec, s))),
-		asynq.MaxRetry(spec.DefaultMaxRetries), asynq.Retention(retention))
-	if _, err := c.EnqueueContext(ctx, t); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("workflow %s step %s completed from outside, but its end could not be handed to a worker (no webhook or count): %w", wf, step, err)
-	}
-	return nil
+	return store.Task{ID: StepTaskID(wf, step, gen) + ":decided", Queue: TaskQueue(wf, spec.Resolve(wspec, s)), Type: tasks.TypeDecided,
+		Payload: payload, MaxRetry: spec.DefaultMaxRetries, Retention: retention}
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -80,12 +81,17 @@ func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
 	if err := c.store.Watch(ctx, id); err != nil {
 		return gen, err
 	}
-	for _, sid := range ready {
-		if err := flow.EnqueueStep(ctx, c.asynq, id, wspec, sid, gen, c.o.Retention); err != nil {
-			return gen, err
-		}
+	ts, err := flow.StepTasks(id, wspec, ready, gen, c.o.Retention)
+	if err != nil {
+		return gen, err
 	}
-	return gen, unconfirmed
+	// with durability on, confirmed as the rerun was; not confirmed:
+	// enqueued all the same, and told at the end
+	err, notYet := store.Unconfirmed(flow.Enqueue(ctx, c.store, c.asynq, ts...))
+	if err != nil {
+		return gen, err
+	}
+	return gen, cmp.Or(unconfirmed, notYet)
 }
 
 // downstream is the steps from and every step that depends on one of them,

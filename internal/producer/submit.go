@@ -188,12 +188,13 @@ func (e *SubmitError) Error() string {
 func (e *SubmitError) Unwrap() error { return e.Err }
 
 // enqueueRoots enqueues the steps of a new workflow that depend on
-// nothing; a task that exists already is success.
+// nothing; a task that exists already is success. With durability on
+// they are confirmed as the record was: not confirmed, they are enqueued
+// all the same and the answer is ErrNotConfirmed.
 func (c *Client) enqueueRoots(ctx context.Context, id string, wspec *spec.Spec) error {
-	for _, root := range wspec.Roots() {
-		if err := flow.EnqueueStep(ctx, c.asynq, id, wspec, root, 0, c.o.Retention); err != nil {
-			return err
-		}
+	ts, err := flow.StepTasks(id, wspec, wspec.Roots(), 0, c.o.Retention)
+	if err != nil {
+		return err
 	}
-	return nil
+	return flow.Enqueue(ctx, c.store, c.asynq, ts...)
 }

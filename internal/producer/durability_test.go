@@ -1,14 +1,17 @@
 package producer_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/defaults"
+	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/spec"
@@ -111,5 +114,39 @@ func TestASubmitNotConfirmedThatLandedIsNotCreatedTwice(t *testing.T) {
 	again, err := c.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(se.Key))
 	if err != nil || !again.Existing || again.ID != se.Workflow {
 		t.Fatalf("resubmit with the key: %+v, %v; want the existing workflow %s, confirmed", again, err, se.Workflow)
+	}
+}
+
+// A submit cut short between its workflow's record and its roots' tasks
+// (as one on a Cluster can be, where they are written apart) leaves the
+// workflow pending with nothing queued: submitting again with its key
+// finds it and enqueues its roots.
+func TestAResubmitWithTheKeyEnqueuesTheRootsOfACutShortSubmit(t *testing.T) {
+	_, rdb := redistest.New(t)
+	ctx := t.Context()
+	c := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(),
+		Routes: []string{"default"}, SkipWorkerCheck: true})
+	wspec, err := c.Parse("durable.yaml", []byte(durableSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "order-7"
+	id := store.IdempotentID(key)
+	data, _ := json.Marshal(wspec)
+	// the first submit's record, without its root's task
+	if _, err := store.New(rdb, defaults.Retention, nil).Create(ctx, store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data,
+		Steps: []string{"greet"}, Ready: []string{"greet"}, IdempotencyKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	if _, err := insp.GetTaskInfo("default", flow.StepTaskID(id, "greet", 0)); err == nil {
+		t.Fatal("the cut-short submit's root is queued already")
+	}
+	sub, err := c.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(key))
+	if err != nil || !sub.Existing || sub.ID != id {
+		t.Fatalf("resubmit: %+v, %v; want the existing workflow %s", sub, err, id)
+	}
+	if _, err := insp.GetTaskInfo("default", flow.StepTaskID(id, "greet", 0)); err != nil {
+		t.Fatalf("the root's task after the resubmit: %v, want it queued", err)
 	}
 }

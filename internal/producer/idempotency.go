@@ -103,11 +103,7 @@ func (c *Client) lookupKey(ctx context.Context, key string, wspec *spec.Spec) (k
 	case cl.Hash != k.hash:
 		return keyed{}, false, k.conflict(ErrIdempotencyConflict, c.o.Retention)
 	case cl.State == record.StatePending:
-		stored, err := c.spec(ctx, k.id)
-		if err != nil {
-			return keyed{}, false, err
-		}
-		if err := c.enqueueRoots(ctx, k.id, stored); err != nil {
+		if err := c.enqueueStoredRoots(ctx, k.id); err != nil {
 			return keyed{}, false, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -141,8 +142,10 @@ func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSetting
 	if err != nil {
 		if errors.Is(err, store.ErrExists) {
 			// a concurrent submit with the same key created it first, or
-			// an earlier try of this one did
-			return Submission{ID: id, Existing: true}, nil
+			// an earlier try of this one did: one cut short between its
+			// record and its roots' tasks left it pending, so they are
+			// enqueued (a task that exists already is left as it is)
+			return Submission{ID: id, Existing: true}, c.enqueueIfPending(ctx, id)
 		}
 		if idem != nil {
 			_ = c.store.ReleaseIdempotency(context.WithoutCancel(ctx), id, idem.hash)
@@ -186,6 +189,26 @@ func (e *SubmitError) Error() string {
 
 // Unwrap is the submit's own error.
 func (e *SubmitError) Unwrap() error { return e.Err }
+
+// enqueueIfPending enqueues the roots of workflow id if none of its steps
+// has started (its submitter may have stopped before enqueueing them).
+func (c *Client) enqueueIfPending(ctx context.Context, id string) error {
+	w, err := c.store.Summary(ctx, id)
+	if err != nil || w.State != record.StatePending {
+		return err
+	}
+	return c.enqueueStoredRoots(ctx, id)
+}
+
+// enqueueStoredRoots enqueues the roots of workflow id, read from its
+// stored spec; a task that exists already is success.
+func (c *Client) enqueueStoredRoots(ctx context.Context, id string) error {
+	stored, err := c.spec(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.enqueueRoots(ctx, id, stored)
+}
 
 // enqueueRoots enqueues the steps of a new workflow that depend on
 // nothing; a task that exists already is success. With durability on

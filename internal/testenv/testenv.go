@@ -181,6 +181,9 @@ type Options struct {
 	// Durability is the configuration's redis.durability (nil: off), for
 	// the workers and the test's client.
 	Durability *config.Durability
+	// Sentinel, when set, runs everything on that Sentinel deployment's
+	// primary, found through its sentinels (as redis.sentinel does).
+	Sentinel *redistest.Sentinels
 }
 
 // Start builds the environment.
@@ -191,6 +194,11 @@ func Start(t *testing.T, o Options) *Env {
 		rdb redis.UniversalClient
 	)
 	switch {
+	case o.Sentinel != nil:
+		db = redistest.DB{Addr: o.Sentinel.Master(t), Kind: "sentinel"}
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: o.Sentinel.MasterName, SentinelAddrs: o.Sentinel.Addrs})
+		t.Cleanup(func() { c.Close() })
+		rdb = c
 	case o.RedisAddr != "":
 		db = redistest.DB{Addr: o.RedisAddr, Kind: "redis-server"}
 		c := redis.NewClient(db.Options())
@@ -218,6 +226,9 @@ func Start(t *testing.T, o Options) *Env {
 	}
 	if o.Cluster {
 		cfg.Redis.Cluster = []string{db.Addr}
+	}
+	if o.Sentinel != nil {
+		cfg.Redis.Sentinel = &config.Sentinel{MasterName: o.Sentinel.MasterName, Addrs: o.Sentinel.Addrs}
 	}
 	cfg.Queues = o.Queues
 	cfg.Redis.Durability = o.Durability

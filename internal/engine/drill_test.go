@@ -1,0 +1,193 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// The failover drill's workflows: a chord (three members and a fan-in)
+// and a chain of three steps, their prompts made unique by the input.
+const (
+	drillChord = `name: chord
+steps:
+  - { id: a, route: solo, prompt: "a {{ .Input.n }}" }
+  - { id: b, route: solo, prompt: "b {{ .Input.n }}" }
+  - { id: c, route: solo, prompt: "c {{ .Input.n }}" }
+  - { id: fanin, route: solo, prompt: "fan in {{ .Input.n }}", depends_on: [a, b, c] }
+`
+	drillChain = `name: chain
+steps:
+  - { id: one, route: solo, prompt: "one {{ .Input.n }}" }
+  - { id: two, route: solo, prompt: "two {{ .Input.n }}", depends_on: [one] }
+  - { id: three, route: solo, prompt: "three {{ .Input.n }}", depends_on: [two] }
+`
+)
+
+// drillWorkflows is how many workflows the drill submits: a short run in
+// make test, AGENTQ_DRILL_WORKFLOWS (make drill: 300) for the full one.
+func drillWorkflows(t *testing.T) int {
+	if v := os.Getenv("AGENTQ_DRILL_WORKFLOWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			t.Fatalf("AGENTQ_DRILL_WORKFLOWS=%q: want a number of at least 2", v)
+		}
+		return n
+	}
+	return 30
+}
+
+// The Sentinel failover drill, with redis.durability asking both replicas
+// to confirm. Three sentinels watch a primary and two replicas; workflows
+// (chords and chains) are submitted before and through the failover. One
+// replica is frozen (it lags: it takes none of the stream) and the primary
+// is SIGKILLed mid-run, so the sentinels promote the other replica; the
+// lagging one is let go again once they have, and the dead primary's
+// process is started again (as an orchestrator would), so that two
+// replicas can confirm again: until then, steps wait. Every submit that was not
+// told "done" is retried with its idempotency key until it is, as a
+// producer following the docs does. Then:
+//   - every workflow whose submit succeeded completes: none lost;
+//   - the provider answered exactly once per step: no fan-in ran twice, no
+//     confirmed answer was paid for twice;
+//   - steps resume after the promotion (the time is logged; the full drill's
+//     figures are in docs/durability.md).
+func TestSentinelFailoverDrill(t *testing.T) {
+	n := drillWorkflows(t)
+	sn := redistest.StartSentinels(t, 2)
+	oldPrimary := sn.Primary.Addr()
+	e := testenv.Start(t, testenv.Options{Sentinel: sn,
+		Durability: &config.Durability{Replicas: 2, Timeout: config.Duration(time.Second)},
+		Scenario:   chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
+	specs := []*spec.Spec{e.Spec(drillChord), e.Spec(drillChain)}
+	stepsOf := func(i int) int { return len(specs[i%2].Steps) }
+
+	var (
+		mu        sync.Mutex
+		ids       = make([]string, n)
+		retried   int // submits told "unreachable" or "not confirmed", then retried with their key
+		submitted = make(chan int, n)
+	)
+	submit := func(ctx context.Context, i int) {
+		ws := *specs[i%2]
+		ws.Input = map[string]any{"n": i}
+		var opts []producer.SubmitOption
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			sub, err := e.Client.SubmitWorkflow(ctx, &ws, opts...)
+			if err == nil {
+				mu.Lock()
+				ids[i] = sub.ID
+				mu.Unlock()
+				submitted <- i
+				return
+			}
+			var se *producer.SubmitError
+			if !errors.As(err, &se) || time.Now().After(deadline) {
+				t.Errorf("submit %d: %v", i, err)
+				submitted <- i
+				return
+			}
+			if opts == nil {
+				mu.Lock()
+				retried++
+				mu.Unlock()
+			}
+			opts = []producer.SubmitOption{producer.WithIdempotencyKey(se.Key)}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	// the first half before the failover, the rest one by one through it
+	for i := range n / 2 {
+		wg.Go(func() { submit(ctx, i) })
+	}
+	for range n / 2 {
+		<-submitted
+	}
+	wg.Go(func() {
+		for i := n / 2; i < n; i++ {
+			submit(ctx, i)
+			time.Sleep(50 * time.Millisecond) //nolint: pacing the submits through the failover, not waiting for anything
+		}
+	})
+
+	// mid-run: a replica falls behind, and the primary dies
+	lagging := sn.Replicas[1]
+	lagging.Freeze()
+	thawed := false
+	defer func() {
+		if !thawed {
+			lagging.Thaw()
+		}
+	}()
+	killedAt := time.Now()
+	sn.Primary.Kill()
+	promoted := sn.WaitPromotion(t, oldPrimary, 30*time.Second)
+	promotedAt := time.Now()
+	lagging.Thaw()
+	thawed = true
+	// the dead primary's process comes back, as an orchestrator restarts
+	// it: the sentinels make it a replica of the new primary, so two
+	// replicas can confirm again
+	sn.Primary.Start()
+	t.Logf("primary %s killed; %s promoted after %s", oldPrimary, promoted, promotedAt.Sub(killedAt).Round(time.Millisecond))
+
+	// steps resume: the first step done after the promotion (the events
+	// of before it, still buffered, dropped first)
+	for drained := false; !drained; {
+		select {
+		case <-e.Events:
+		default:
+			drained = true
+		}
+	}
+	var resumed time.Duration
+	giveUp := time.After(60 * time.Second)
+	for resumed == 0 {
+		select {
+		case ev := <-e.Events:
+			if ev.State == store.StepDone {
+				resumed = time.Since(promotedAt)
+			}
+		case <-giveUp:
+			t.Fatal("no step done within 60s of the promotion")
+		}
+	}
+	back := time.Now()
+	redistest.WaitReplicas(t, promoted, 2)
+	t.Logf("two replicas in sync again %s after the promotion (known by %s)", time.Since(promotedAt).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+	wg.Wait()
+	close(submitted)
+	steps := 0
+	for i, id := range ids {
+		if id == "" {
+			continue // its submit failed for good: reported above
+		}
+		e.Wait(t, id, 120*time.Second, store.StateCompleted)
+		steps += stepsOf(i)
+	}
+	answers := e.Chaos.Snapshot().Count("openai", "", "ok")
+	t.Logf("%d workflows (%d steps), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
+		n, steps, retried, resumed.Round(time.Millisecond), answers)
+	if answers != steps {
+		t.Fatalf("%d provider answers for %d steps: %s", answers, steps, map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps])
+	}
+}

@@ -1,0 +1,107 @@
+package redistest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinels is a Sentinel deployment for a failover drill: a primary,
+// its replicas and three sentinels watching it as MasterName, quorum 2,
+// a primary that does not answer for a second judged down.
+type Sentinels struct {
+	MasterName string
+	Primary    *Server
+	Replicas   []*Server
+	Addrs      []string // the sentinels
+}
+
+// StartSentinels starts a primary with n replicas (no persistence) and
+// three sentinels, and returns once the sentinels know every replica and
+// the replicas are in sync. Without redis-server the test is skipped, or
+// failed under CI=true. Everything stops at the end of the test.
+func StartSentinels(tb testing.TB, n int) *Sentinels {
+	tb.Helper()
+	bin := need(tb, "the Sentinel drill", "redis-server")[0]
+	primary, replicas := Replicated(tb, n)
+	s := &Sentinels{MasterName: "agentq", Primary: primary, Replicas: replicas}
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	for i := range 3 {
+		conf := filepath.Join(tb.TempDir(), fmt.Sprintf("sentinel-%d.conf", i))
+		text := "sentinel monitor agentq " + host + " " + port + " 2\n" +
+			"sentinel down-after-milliseconds agentq 1000\n" +
+			"sentinel failover-timeout agentq 10000\n" +
+			"sentinel parallel-syncs agentq 2\n"
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		s.Addrs = append(s.Addrs, startTestServer(tb, bin, conf, "--sentinel"))
+	}
+	for _, a := range s.Addrs {
+		s.waitSentinel(tb, a, func(c *redis.SentinelClient) bool {
+			r, err := c.Replicas(tb.Context(), s.MasterName).Result()
+			o, err2 := c.Sentinels(tb.Context(), s.MasterName).Result()
+			return err == nil && err2 == nil && len(r) == n && len(o) == 2
+		}, fmt.Sprintf("know the %d replicas and the other 2 sentinels", n))
+	}
+	return s
+}
+
+// Master is the primary's address as the first sentinel that answers
+// names it.
+func (s *Sentinels) Master(tb testing.TB) string {
+	tb.Helper()
+	for _, a := range s.Addrs {
+		c := redis.NewSentinelClient(&redis.Options{Addr: a})
+		m, err := c.GetMasterAddrByName(tb.Context(), s.MasterName).Result()
+		c.Close()
+		if err == nil && len(m) == 2 {
+			return net.JoinHostPort(m[0], m[1])
+		}
+	}
+	return ""
+}
+
+// WaitPromotion waits (limit at most) until the sentinels name a primary
+// other than old, and returns it.
+func (s *Sentinels) WaitPromotion(tb testing.TB, old string, limit time.Duration) string {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if m := s.Master(tb); m != "" && m != old {
+			return m
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the sentinels promoted no replica of %s within %s", old, limit)
+		}
+		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
+	}
+}
+
+// Server is the primary or replica at addr.
+func (s *Sentinels) Server(addr string) *Server {
+	for _, r := range append([]*Server{s.Primary}, s.Replicas...) {
+		if r.Addr() == addr {
+			return r
+		}
+	}
+	return nil
+}
+
+func (s *Sentinels) waitSentinel(tb testing.TB, addr string, ok func(*redis.SentinelClient) bool, what string) {
+	tb.Helper()
+	c := redis.NewSentinelClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok(c) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("sentinel %s did not %s within 20s", addr, what)
+		}
+		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
+	}
+}

@@ -6,7 +6,7 @@ BIN           := bin
 RACE          := $(shell $(GO) env CGO_ENABLED 2>/dev/null | grep -q 1 && command -v gcc >/dev/null 2>&1 && echo -race)
 TEST_TIMEOUT  ?= 15m
 
-.PHONY: help build test test-race lint vet staticcheck rules demo fuzz clean bench
+.PHONY: help build test test-race lint vet staticcheck rules demo fuzz clean bench drill
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,10 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s; Nx for N executions)
 
 clean: ## remove build output
 	rm -rf $(BIN)
+
+DRILL_WORKFLOWS ?= 300
+drill: ## the failover drills at full size (Sentinel and Cluster, redis.durability on; needs redis-server): DRILL_WORKFLOWS workflows each, figures in the -v output
+	AGENTQ_DRILL_WORKFLOWS=$(DRILL_WORKFLOWS) $(GO) test $(RACE) -run 'FailoverDrill' -v -count 1 -timeout 30m ./internal/engine
 
 bench: ## orchestration vs bare asynq and Celery, resources, hot path, outage drills, RSS under hostile bodies (not part of make test; bench/README.md)
 	$(GO) run ./bench -chords 1000 -members 10 -chains 300 -length 10 -runs 3 -floor -celery -resources 50,500 -json bench/last.json

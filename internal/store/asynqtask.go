@@ -24,7 +24,9 @@ import (
 //
 // Against a Redis Cluster the queue's keys live in another slot than the
 // workflow's, so there the store enqueues nothing itself (EnqueuesTasks
-// is false) and the caller enqueues with the asynq client. A server in
+// is false) and the caller enqueues: with the asynq client, or, with
+// durability on, with the store's own script on the queue's primary
+// (EnqueueTasks, confirmed there). A server in
 // cluster mode reached through a plain client (a one-shard managed
 // cluster, say) refuses the first such script with CROSSSLOT: the store
 // then stops enqueueing for good and runs the script again without the

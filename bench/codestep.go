@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -155,13 +153,7 @@ func runCodeSteps(ctx context.Context, p params, out io.Writer, rdb *redis.Clien
 		r.CodeSteps = append(r.CodeSteps, res)
 	}
 	printCodeReport(out, &r)
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(p.jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 // checkDurableCalls checks, after a code run, that every step kept its one

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,13 +130,7 @@ func runDurability(ctx context.Context, p params, out io.Writer, chaos *chaosllm
 		r.Shapes = append(r.Shapes, res)
 	}
 	printDurabilityReport(out, &r)
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(p.jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 // waitStats reads the calls of WAIT and REPLCONF from the primary's

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -81,13 +79,7 @@ func runEvents(ctx context.Context, p params, out io.Writer, rdb *redis.Client, 
 		r.Events = append(r.Events, res)
 	}
 	printEventsReport(out, &r)
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(p.jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 // checkLogged checks, after a run with the log on, that every workflow

@@ -158,11 +158,7 @@ func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Clien
 	if r.DashboardPeakRSSMiB >= followersRSSMiB || r.LagMaxMs >= float64(followerLagMax.Milliseconds()) || !r.Complete {
 		fmt.Fprintln(out, "\ntarget missed")
 	}
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		return os.WriteFile(p.jsonOut, append(b, '\n'), 0o644)
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 // follow reads one workflow's event stream to its end, and says how

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,11 +109,7 @@ func runKeys(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db
 		r.Overhead = append(r.Overhead, res)
 	}
 	printKeysReport(out, &r)
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		return os.WriteFile(p.jsonOut, append(b, '\n'), 0o644)
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 // keyed is sh with a key on every step: ten tenants, a limit nothing

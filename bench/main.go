@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -351,13 +350,7 @@ func run(ctx context.Context, p params, out io.Writer) error {
 		r.Resources = append(r.Resources, res)
 	}
 	printReport(out, p, &r)
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(p.jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -195,13 +194,7 @@ func runMap(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db 
 	r := Report{Map: &res}
 	r.Params = Params{Chords: chords, Members: p.members, Concurrency: p.concurrency, LatencyMs: ms(p.latency), Redis: db.Kind}
 	printMap(out, &res)
-	if p.jsonOut != "" {
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(p.jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeReport(p.jsonOut, r)
 }
 
 func printMap(out io.Writer, r *MapResult) {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 )
@@ -114,4 +116,17 @@ func medianOf(xs []float64) float64 {
 		return 0
 	}
 	return xs[len(xs)/2]
+}
+
+// writeReport writes report r as indented JSON to path ("": nowhere), for
+// -json.
+func writeReport(path string, r any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -44,10 +44,14 @@ func RedisUnavailable(err error) bool {
 // cannot serve: the cluster is down or lost a primary (CLUSTERDOWN), a
 // slot is moving (TRYAGAIN), the data set is loading (LOADING), a replica
 // lost its primary (MASTERDOWN), the node was demoted to a replica
-// (READONLY), too few replicas (NOREPLICAS). Only the reply's leading code
+// (READONLY), too few replicas (NOREPLICAS), the slot has another owner
+// now (MOVED, ASK: a command sent on a node's own connection, as a
+// confirmed write is, after a failover; the store reloads the slots, so
+// the next try goes to the new owner). Only the reply's leading code
 // counts: an error that merely mentions one (a script's own error text)
 // is an answer.
-var notNow = map[string]bool{"CLUSTERDOWN": true, "TRYAGAIN": true, "LOADING": true, "MASTERDOWN": true, "READONLY": true, "NOREPLICAS": true}
+var notNow = map[string]bool{"CLUSTERDOWN": true, "TRYAGAIN": true, "LOADING": true, "MASTERDOWN": true, "READONLY": true, "NOREPLICAS": true,
+	"MOVED": true, "ASK": true}
 
 // RetryAfter is how long a caller told that Redis is unavailable is asked
 // to wait before trying again (the dashboard API's Retry-After).

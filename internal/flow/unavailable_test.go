@@ -33,7 +33,8 @@ func TestRedisUnavailableReadsTheLeadingCode(t *testing.T) {
 	unavailable := map[string]error{}
 	for _, text := range []string{"CLUSTERDOWN The cluster is down", "CLUSTERDOWN Hash slot not served", "TRYAGAIN Multiple keys request during rehashing of slot",
 		"LOADING Redis is loading the dataset in memory", "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
-		"READONLY You can't write against a read only replica.", "NOREPLICAS Not enough good replicas to write."} {
+		"READONLY You can't write against a read only replica.", "NOREPLICAS Not enough good replicas to write.",
+		"MOVED 5718 127.0.0.1:7001", "ASK 5718 127.0.0.1:7001"} {
 		unavailable[text] = reply(text)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -71,63 +71,7 @@ func TestSentinelFailoverDrill(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Sentinel: sn,
 		Durability: &config.Durability{Replicas: 2, Timeout: config.Duration(time.Second)},
 		Scenario:   chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
-	specs := []*spec.Spec{e.Spec(drillChord), e.Spec(drillChain)}
-	stepsOf := func(i int) int { return len(specs[i%2].Steps) }
-
-	var (
-		mu        sync.Mutex
-		ids       = make([]string, n)
-		retried   int // submits told "unreachable" or "not confirmed", then retried with their key
-		submitted = make(chan int, n)
-	)
-	submit := func(ctx context.Context, i int) {
-		ws := *specs[i%2]
-		ws.Input = map[string]any{"n": i}
-		var opts []producer.SubmitOption
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			sub, err := e.Client.SubmitWorkflow(ctx, &ws, opts...)
-			if err == nil {
-				mu.Lock()
-				ids[i] = sub.ID
-				mu.Unlock()
-				submitted <- i
-				return
-			}
-			var se *producer.SubmitError
-			if !errors.As(err, &se) || time.Now().After(deadline) {
-				t.Errorf("submit %d: %v", i, err)
-				submitted <- i
-				return
-			}
-			if opts == nil {
-				mu.Lock()
-				retried++
-				mu.Unlock()
-			}
-			opts = []producer.SubmitOption{producer.WithIdempotencyKey(se.Key)}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-	ctx := t.Context()
-	var wg sync.WaitGroup
-	// the first half before the failover, the rest one by one through it
-	for i := range n / 2 {
-		wg.Go(func() { submit(ctx, i) })
-	}
-	for range n / 2 {
-		<-submitted
-	}
-	wg.Go(func() {
-		for i := n / 2; i < n; i++ {
-			submit(ctx, i)
-			time.Sleep(50 * time.Millisecond) //nolint: pacing the submits through the failover, not waiting for anything
-		}
-	})
+	d := startDrill(t, e, n)
 
 	// mid-run: a replica falls behind, and the primary dies
 	lagging := sn.Replicas[1]
@@ -150,8 +94,103 @@ func TestSentinelFailoverDrill(t *testing.T) {
 	sn.Primary.Start()
 	t.Logf("primary %s killed; %s promoted after %s", oldPrimary, promoted, promotedAt.Sub(killedAt).Round(time.Millisecond))
 
-	// steps resume: the first step done after the promotion (the events
-	// of before it, still buffered, dropped first)
+	resumed := firstStepDone(t, e, promotedAt)
+	back := time.Now()
+	redistest.WaitReplicas(t, promoted, 2)
+	t.Logf("two replicas in sync again %s after the promotion (known by %s)", time.Since(promotedAt).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+	steps, answers := d.finish(t)
+	t.Logf("%d workflows (%d steps), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
+		n, steps, d.retried, resumed.Round(time.Millisecond), answers)
+}
+
+// drill is a failover drill's workflows: submitted, each retried with its
+// idempotency key on a *producer.SubmitError, as a producer following the
+// docs does.
+type drill struct {
+	e       *testenv.Env
+	specs   []*spec.Spec
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	ids     []string // "" for a submit that failed for good (reported)
+	retried int      // submits told "unreachable" or "not confirmed", then retried with their key
+}
+
+// startDrill submits n workflows (chords and chains): the first half
+// before it returns, the rest one by one from then on, through the
+// failover the test brings about.
+func startDrill(t *testing.T, e *testenv.Env, n int) *drill {
+	d := &drill{e: e, specs: []*spec.Spec{e.Spec(drillChord), e.Spec(drillChain)}, ids: make([]string, n)}
+	ctx := t.Context()
+	for i := range n / 2 {
+		d.wg.Go(func() { d.submit(ctx, t, i) })
+	}
+	d.wg.Wait()
+	d.wg.Go(func() {
+		for i := n / 2; i < n; i++ {
+			d.submit(ctx, t, i)
+			time.Sleep(50 * time.Millisecond) //nolint: pacing the submits through the failover, not waiting for anything
+		}
+	})
+	return d
+}
+
+// submit submits workflow i until it is told done (60s at most).
+func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
+	ws := *d.specs[i%2]
+	ws.Input = map[string]any{"n": i}
+	var opts []producer.SubmitOption
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sub, err := d.e.Client.SubmitWorkflow(ctx, &ws, opts...)
+		if err == nil {
+			d.mu.Lock()
+			d.ids[i] = sub.ID
+			d.mu.Unlock()
+			return
+		}
+		var se *producer.SubmitError
+		if !errors.As(err, &se) || time.Now().After(deadline) {
+			t.Errorf("submit %d: %v", i, err)
+			return
+		}
+		if opts == nil {
+			d.mu.Lock()
+			d.retried++
+			d.mu.Unlock()
+		}
+		opts = []producer.SubmitOption{producer.WithIdempotencyKey(se.Key)}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// finish waits for the submits and then for every workflow submitted to
+// complete, and fails the test unless the provider answered once per
+// step. It returns the steps and the answers.
+func (d *drill) finish(t *testing.T) (steps, answers int) {
+	t.Helper()
+	d.wg.Wait()
+	for i, id := range d.ids {
+		if id == "" {
+			continue // its submit failed for good: reported
+		}
+		d.e.Wait(t, id, 120*time.Second, store.StateCompleted)
+		steps += len(d.specs[i%2].Steps)
+	}
+	answers = d.e.Chaos.Snapshot().Count("openai", "", "ok")
+	if answers != steps {
+		t.Errorf("%d provider answers for %d steps: %s", answers, steps, map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps])
+	}
+	return steps, answers
+}
+
+// firstStepDone is how long after since the first step is done (the
+// events of before, still buffered, dropped first): steps resume.
+func firstStepDone(t *testing.T, e *testenv.Env, since time.Time) time.Duration {
+	t.Helper()
 	for drained := false; !drained; {
 		select {
 		case <-e.Events:
@@ -159,35 +198,15 @@ func TestSentinelFailoverDrill(t *testing.T) {
 			drained = true
 		}
 	}
-	var resumed time.Duration
 	giveUp := time.After(60 * time.Second)
-	for resumed == 0 {
+	for {
 		select {
 		case ev := <-e.Events:
 			if ev.State == store.StepDone {
-				resumed = time.Since(promotedAt)
+				return time.Since(since)
 			}
 		case <-giveUp:
 			t.Fatal("no step done within 60s of the promotion")
 		}
-	}
-	back := time.Now()
-	redistest.WaitReplicas(t, promoted, 2)
-	t.Logf("two replicas in sync again %s after the promotion (known by %s)", time.Since(promotedAt).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
-	wg.Wait()
-	close(submitted)
-	steps := 0
-	for i, id := range ids {
-		if id == "" {
-			continue // its submit failed for good: reported above
-		}
-		e.Wait(t, id, 120*time.Second, store.StateCompleted)
-		steps += stepsOf(i)
-	}
-	answers := e.Chaos.Snapshot().Count("openai", "", "ok")
-	t.Logf("%d workflows (%d steps), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
-		n, steps, retried, resumed.Round(time.Millisecond), answers)
-	if answers != steps {
-		t.Fatalf("%d provider answers for %d steps: %s", answers, steps, map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps])
 	}
 }

@@ -110,11 +110,10 @@ func TestClusterFailoverDrill(t *testing.T) {
 }
 
 // queueClusterNodes starts a Redis Cluster of two primaries, each with a
-// replica, laid out as queueOnItsOwnPrimary does (the first primary holds
-// queue's slot alone, the second every other slot), and returns its nodes
-// (the primaries, then their replicas, in the same order) once both
-// replicas are in sync: the drill kills and restarts a primary, so it
-// needs every node's Server.
+// replica: the first primary holds queue's slot alone, the second every
+// other slot (every workflow's). It returns its nodes (the primaries,
+// then their replicas, in the same order) once both replicas are in sync;
+// a test kills, restarts or freezes them.
 func queueClusterNodes(t *testing.T, queue string) []*redistest.Server {
 	t.Helper()
 	ctx := t.Context()
@@ -162,6 +161,9 @@ func queueClusterNodes(t *testing.T, queue string) []*redistest.Server {
 	do(2, "CLUSTER", "REPLICATE", do(0, "CLUSTER", "MYID"))
 	do(3, "CLUSTER", "REPLICATE", do(1, "CLUSTER", "MYID"))
 	for i, key := range map[int]string{0: qKey + ":sync", 1: "agentq:sync"} {
+		if s, _ := clients[i].ClusterKeySlot(ctx, key).Result(); (s == slot) != (i == 0) {
+			t.Fatalf("key %s is not in node %d's slots", key, i)
+		}
 		poll.Until(t, 15*time.Second, func() (bool, string) {
 			conn := clients[i].Conn()
 			defer conn.Close()

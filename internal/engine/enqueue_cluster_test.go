@@ -17,7 +17,6 @@ import (
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/producer"
-	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/internal/worker"
@@ -37,7 +36,8 @@ func TestOnAClusterTheTasksAWriteMakesReadyAreConfirmedOnTheirQueuesPrimary(t *t
 		t.Skip("starts a four-node Redis Cluster")
 	}
 	ctx := t.Context()
-	addrs, queueReplica := queueOnItsOwnPrimary(t, "default")
+	nodes := queueClusterNodes(t, "default")
+	addrs, queueReplica := []string{nodes[0].Addr(), nodes[1].Addr()}, nodes[2]
 	e := testenv.Start(t, testenv.Options{NoWorker: true,
 		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(300 * time.Millisecond)}})
 	cfg := e.Config
@@ -136,79 +136,6 @@ func TestOnAClusterTheTasksAWriteMakesReadyAreConfirmedOnTheirQueuesPrimary(t *t
 	if _, err := client.Rerun(ctx, sub.ID, "after"); !errors.Is(err, producer.ErrNotConfirmed) || !strings.Contains(err.Error(), flow.StepTaskID(sub.ID, "after", 1)) {
 		t.Fatalf("rerun with the queue's replica cut off: %v, want ErrNotConfirmed for the task of step after", err)
 	}
-}
-
-// queueOnItsOwnPrimary starts a Redis Cluster of two primaries, each with
-// a replica: the first primary holds queue's slot alone, the second every
-// other slot (every workflow's). It returns the nodes' addresses once both
-// replicas are in sync, and the queue's replica.
-func queueOnItsOwnPrimary(t *testing.T, queue string) ([]string, *redistest.Server) {
-	t.Helper()
-	ctx := t.Context()
-	nodes := make([]*redistest.Server, 4)
-	clients := make([]*redis.Client, 4)
-	for i := range nodes {
-		nodes[i] = redistest.NewServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0")
-		nodes[i].Start()
-		clients[i] = redis.NewClient(&redis.Options{Addr: nodes[i].Addr()})
-		t.Cleanup(func() { clients[i].Close() })
-	}
-	do := func(i int, args ...any) string {
-		t.Helper()
-		v, err := clients[i].Do(ctx, args...).Text()
-		if err != nil {
-			t.Fatalf("%v on %s: %v", args, nodes[i].Addr(), err)
-		}
-		return v
-	}
-	qKey := "asynq:{" + queue + "}:pending"
-	slot, err := clients[0].ClusterKeySlot(ctx, qKey).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	do(0, "CLUSTER", "ADDSLOTS", slot)
-	if slot > 0 {
-		do(1, "CLUSTER", "ADDSLOTSRANGE", 0, slot-1)
-	}
-	if slot < 16383 {
-		do(1, "CLUSTER", "ADDSLOTSRANGE", slot+1, 16383)
-	}
-	for i := 1; i < len(nodes); i++ {
-		do(0, "CLUSTER", "MEET", "127.0.0.1", nodes[i].Port)
-	}
-	poll.Until(t, 15*time.Second, func() (bool, string) {
-		for i := range nodes {
-			info := do(i, "CLUSTER", "INFO")
-			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:4") {
-				return false, fmt.Sprintf("node %s: %q", nodes[i].Addr(), info)
-			}
-		}
-		return true, ""
-	})
-	do(2, "CLUSTER", "REPLICATE", do(0, "CLUSTER", "MYID"))
-	do(3, "CLUSTER", "REPLICATE", do(1, "CLUSTER", "MYID"))
-	// each primary's replica has a write of its slots (WAIT)
-	for i, key := range map[int]string{0: qKey + ":sync", 1: "agentq:sync"} {
-		if s, _ := clients[i].ClusterKeySlot(ctx, key).Result(); (s == slot) != (i == 0) {
-			t.Fatalf("key %s is not in node %d's slots", key, i)
-		}
-		poll.Until(t, 15*time.Second, func() (bool, string) {
-			conn := clients[i].Conn()
-			defer conn.Close()
-			err := conn.Set(ctx, key, "1", time.Minute).Err()
-			var n int64
-			if err == nil {
-				n, err = conn.Wait(ctx, 1, 200*time.Millisecond).Result()
-			}
-			return err == nil && n == 1, fmt.Sprintf("primary %s's replica: %d in sync (%v)", nodes[i].Addr(), n, err)
-		})
-	}
-	addrs := make([]string, 0, 2)
-	for _, n := range nodes[:2] {
-		addrs = append(addrs, n.Addr())
-	}
-	return addrs, nodes[2]
 }
 
 // keySlot is key's hash slot.

@@ -65,6 +65,7 @@ func drillWorkflows(t *testing.T) int {
 //   - steps resume after the promotion (the time is logged; the full drill's
 //     figures are in docs/durability.md).
 func TestSentinelFailoverDrill(t *testing.T) {
+	t.Parallel() // mostly waiting for Sentinel: alongside the other waiting tests
 	n := drillWorkflows(t)
 	sn := redistest.StartSentinels(t, 2)
 	oldPrimary := sn.Primary.Addr()

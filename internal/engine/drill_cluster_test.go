@@ -43,7 +43,7 @@ func TestClusterFailoverDrill(t *testing.T) {
 	queuePrimary, queueReplica := nodes[0], nodes[2]
 	addrs := []string{nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr(), nodes[3].Addr()}
 
-	e := testenv.Start(t, testenv.Options{NoWorker: true, RedisAddr: addrs[1],
+	e := testenv.Start(t, testenv.Options{NoWorker: true, RedisAddr: addrs[1], Steps: drillSteps,
 		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(time.Second)},
 		Scenario:   chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
 	// the environment on the cluster: its client, store and worker
@@ -105,7 +105,7 @@ func TestClusterFailoverDrill(t *testing.T) {
 		t.Errorf("the restarted process %s is not a replica of the promoted primary: ROLE %v %v", queuePrimary.Addr(), role, err)
 	}
 	steps, answers := d.finish(t)
-	t.Logf("%d workflows (%d steps), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
+	t.Logf("%d workflows (%d provider calls), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
 		n, steps, d.retried, resumed.Round(time.Millisecond), answers)
 }
 

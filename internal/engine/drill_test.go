@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/spec"
@@ -18,8 +19,10 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// The failover drill's workflows: a chord (three members and a fan-in)
-// and a chain of three steps, their prompts made unique by the input.
+// The failover drill's workflows: a chord (three members and a fan-in),
+// a chain of three steps, a map and its reduce, and a code step making
+// two durable calls before a prompt step; their prompts made unique by
+// the input.
 const (
 	drillChord = `name: chord
 steps:
@@ -34,7 +37,46 @@ steps:
   - { id: two, route: solo, prompt: "two {{ .Input.n }}", depends_on: [one] }
   - { id: three, route: solo, prompt: "three {{ .Input.n }}", depends_on: [two] }
 `
+	drillMap = `name: map
+steps:
+  - { id: m, for_each: "{{ .Input.items }}", route: solo, prompt: "item {{ .Item }} of {{ .Input.n }}" }
+  - { id: reduce, route: solo, prompt: "reduce {{ .Input.n }}", depends_on: [m] }
+`
+	drillCode = `name: code
+steps:
+  - { id: ask, run: ask_twice, with: { n: "{{ .Input.n }}" } }
+  - { id: sum, route: solo, prompt: "sum {{ .Input.n }}", depends_on: [ask] }
+`
+	drillMapItems = 10
 )
+
+// drillSteps are the code steps of the drill's workflows: ask_twice makes
+// two durable LLM calls (each kept before the next, so a retry after a
+// failover asks only what was not kept).
+var drillSteps = map[string]engine.StepFunc{"ask_twice": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+	var a struct {
+		N int `json:"n"`
+	}
+	if err := s.Args(&a); err != nil {
+		return nil, err
+	}
+	first, err := s.LLM().Chat(ctx, "solo", ask("code first "+strconv.Itoa(a.N)))
+	if err != nil {
+		return nil, err
+	}
+	second, err := s.LLM().Chat(ctx, "solo", ask("code second "+strconv.Itoa(a.N)+" after "+first.Text))
+	if err != nil {
+		return nil, err
+	}
+	return first.Text + " / " + second.Text, nil
+}}
+
+// drillKinds are the drill's workflows, in turn, with the provider calls
+// each makes when nothing is paid for twice.
+var drillKinds = []struct {
+	spec  string
+	calls int
+}{{drillChord, 4}, {drillChain, 3}, {drillMap, drillMapItems + 1}, {drillCode, 3}}
 
 // drillWorkflows is how many workflows the drill submits: a short run in
 // make test, AGENTQ_DRILL_WORKFLOWS (make drill: 300) for the full one.
@@ -51,7 +93,7 @@ func drillWorkflows(t *testing.T) int {
 
 // The Sentinel failover drill, with redis.durability asking both replicas
 // to confirm. Three sentinels watch a primary and two replicas; workflows
-// (chords and chains) are submitted before and through the failover. One
+// (chords, chains, maps, code steps with durable calls) are submitted before and through the failover. One
 // replica is frozen (it lags: it takes none of the stream) and the primary
 // is SIGKILLed mid-run, so the sentinels promote the other replica; the
 // lagging one is let go again once they have, and the dead primary's
@@ -69,7 +111,7 @@ func TestSentinelFailoverDrill(t *testing.T) {
 	n := drillWorkflows(t)
 	sn := redistest.StartSentinels(t, 2)
 	oldPrimary := sn.Primary.Addr()
-	e := testenv.Start(t, testenv.Options{Sentinel: sn,
+	e := testenv.Start(t, testenv.Options{Sentinel: sn, Steps: drillSteps,
 		Durability: &config.Durability{Replicas: 2, Timeout: config.Duration(time.Second)},
 		Scenario:   chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
 	d := startDrill(t, e, n)
@@ -100,7 +142,7 @@ func TestSentinelFailoverDrill(t *testing.T) {
 	redistest.WaitReplicas(t, promoted, 2)
 	t.Logf("two replicas in sync again %s after the promotion (known by %s)", time.Since(promotedAt).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 	steps, answers := d.finish(t)
-	t.Logf("%d workflows (%d steps), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
+	t.Logf("%d workflows (%d provider calls), %d submits retried with their key; steps resumed %s after the promotion; %d answers",
 		n, steps, d.retried, resumed.Round(time.Millisecond), answers)
 }
 
@@ -109,18 +151,21 @@ func TestSentinelFailoverDrill(t *testing.T) {
 // docs does.
 type drill struct {
 	e       *testenv.Env
-	specs   []*spec.Spec
+	specs   []*spec.Spec // drillKinds' specs
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	ids     []string // "" for a submit that failed for good (reported)
 	retried int      // submits told "unreachable" or "not confirmed", then retried with their key
 }
 
-// startDrill submits n workflows (chords and chains): the first half
+// startDrill submits n workflows (chords, chains, maps, code steps with durable calls): the first half
 // before it returns, the rest one by one from then on, through the
 // failover the test brings about.
 func startDrill(t *testing.T, e *testenv.Env, n int) *drill {
-	d := &drill{e: e, specs: []*spec.Spec{e.Spec(drillChord), e.Spec(drillChain)}, ids: make([]string, n)}
+	d := &drill{e: e, ids: make([]string, n)}
+	for _, k := range drillKinds {
+		d.specs = append(d.specs, e.Spec(k.spec))
+	}
 	ctx := t.Context()
 	for i := range n / 2 {
 		d.wg.Go(func() { d.submit(ctx, t, i) })
@@ -137,8 +182,12 @@ func startDrill(t *testing.T, e *testenv.Env, n int) *drill {
 
 // submit submits workflow i until it is told done (60s at most).
 func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
-	ws := *d.specs[i%2]
-	ws.Input = map[string]any{"n": i}
+	ws := *d.specs[i%len(d.specs)]
+	items := make([]any, drillMapItems)
+	for j := range items {
+		items[j] = j
+	}
+	ws.Input = map[string]any{"n": i, "items": items}
 	var opts []producer.SubmitOption
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -170,7 +219,7 @@ func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 
 // finish waits for the submits and then for every workflow submitted to
 // complete, and fails the test unless the provider answered once per
-// step. It returns the steps and the answers.
+// call a step makes. It returns the calls and the answers.
 func (d *drill) finish(t *testing.T) (steps, answers int) {
 	t.Helper()
 	d.wg.Wait()
@@ -179,11 +228,11 @@ func (d *drill) finish(t *testing.T) (steps, answers int) {
 			continue // its submit failed for good: reported
 		}
 		d.e.Wait(t, id, 120*time.Second, store.StateCompleted)
-		steps += len(d.specs[i%2].Steps)
+		steps += drillKinds[i%len(drillKinds)].calls
 	}
 	answers = d.e.Chaos.Snapshot().Count("openai", "", "ok")
 	if answers != steps {
-		t.Errorf("%d provider answers for %d steps: %s", answers, steps, map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps])
+		t.Errorf("%d provider answers for %d calls: %s", answers, steps, map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps])
 	}
 	return steps, answers
 }

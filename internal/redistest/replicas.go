@@ -16,16 +16,30 @@ import (
 // replica) and kills the primary with Kill.
 func Replicated(tb testing.TB, n int) (primary *Server, replicas []*Server) {
 	tb.Helper()
+	primary, replicas, _ = ReplicatedWithLag(tb, n, -1)
+	return primary, replicas
+}
+
+// ReplicatedWithLag is Replicated with replica lagged (0 to n-1; -1 for
+// none) replicating through a LagLink, which it returns (nil for none):
+// a test makes that replica lag for real with its Stall.
+func ReplicatedWithLag(tb testing.TB, n, lagged int) (primary *Server, replicas []*Server, link *LagLink) {
+	tb.Helper()
 	primary = NewServer(tb, "--save", "", "--appendonly", "no")
 	primary.Start()
 	host, port, _ := net.SplitHostPort(primary.Addr())
-	for range n {
-		r := NewServer(tb, "--save", "", "--appendonly", "no", "--replicaof", host, port)
+	for k := range n {
+		h, p := host, port
+		if k == lagged {
+			link = NewLagLink(tb, primary.Addr())
+			h, p, _ = net.SplitHostPort(link.Addr())
+		}
+		r := NewServer(tb, "--save", "", "--appendonly", "no", "--replicaof", h, p)
 		r.Start()
 		replicas = append(replicas, r)
 	}
 	WaitReplicas(tb, primary.Addr(), n)
-	return primary, replicas
+	return primary, replicas, link
 }
 
 // WaitReplicas waits (10s at most) until the server at addr has n replicas

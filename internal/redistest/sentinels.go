@@ -27,15 +27,33 @@ type Sentinels struct {
 // failed under CI=true. Everything stops at the end of the test.
 func StartSentinels(tb testing.TB, n int) *Sentinels {
 	tb.Helper()
+	s, _ := StartSentinelsWithLag(tb, n, -1)
+	return s
+}
+
+// StartSentinelsWithLag is StartSentinels with replica lagged (0 to n-1;
+// -1 for none) replicating through the LagLink it returns
+// (ReplicatedWithLag). The sentinels still know that replica by its own
+// port (the primary's INFO names it so) and may promote it. Its
+// replication address is the link's, not the primary's, which Sentinel
+// sets right (REPLICAOF the primary) once failover-timeout has passed
+// since it saw it: with a lagging replica that timeout is a minute, not
+// 10s, so that the link stays in place through a drill.
+func StartSentinelsWithLag(tb testing.TB, n, lagged int) (*Sentinels, *LagLink) {
+	tb.Helper()
 	bin := need(tb, "the Sentinel drill", "redis-server")[0]
-	primary, replicas := Replicated(tb, n)
+	primary, replicas, link := ReplicatedWithLag(tb, n, lagged)
+	failoverTimeout := "10000"
+	if link != nil {
+		failoverTimeout = "60000"
+	}
 	s := &Sentinels{MasterName: "agentq", Primary: primary, Replicas: replicas}
 	host, port, _ := net.SplitHostPort(primary.Addr())
 	for i := range 3 {
 		conf := filepath.Join(tb.TempDir(), fmt.Sprintf("sentinel-%d.conf", i))
 		text := "sentinel monitor agentq " + host + " " + port + " 2\n" +
 			"sentinel down-after-milliseconds agentq 1000\n" +
-			"sentinel failover-timeout agentq 10000\n" +
+			"sentinel failover-timeout agentq " + failoverTimeout + "\n" +
 			"sentinel parallel-syncs agentq 2\n"
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			tb.Fatal(err)
@@ -49,7 +67,7 @@ func StartSentinels(tb testing.TB, n int) *Sentinels {
 			return err == nil && err2 == nil && len(r) == n && len(o) == 2
 		}, fmt.Sprintf("know the %d replicas and the other 2 sentinels", n))
 	}
-	return s
+	return s, link
 }
 
 // Master is the primary's address as the first sentinel that answers

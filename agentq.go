@@ -35,34 +35,50 @@ import (
 	"github.com/agentq/agentq/internal/spec"
 )
 
-// Step is one attempt of a code step, as its function sees it: its
-// arguments (Args), the workflow's input, its ancestors' outputs (Step),
-// the model through the worker's router with durable answers (LLM), and a
-// logger.
-type Step = engine.CodeStep
-
-// StepFunc is a code step's function. It returns a JSON-able value, stored
-// as the step's output; downstream steps read it as .Steps.<id>.JSON.
-type StepFunc = engine.StepFunc
-
-// StepView is what a step sees of one of its ancestors.
+// StepView is what a step sees of one of its ancestors (Step.Step), or of
+// one instance of a map ancestor (Step.Outputs): its fields are Output
+// (the text; a code step's value as JSON, which Decode reads into a type
+// of yours), JSON (Output parsed, for a code step or a format: json
+// answer, numbers as json.Number; nil otherwise), Degraded, Missing (an
+// optional step or instance that was dead-lettered), and Map, for a map
+// ancestor the step's with: reads: its Outputs (each instance's JSON
+// value or text in item order, nil where missing; DecodeOutputs reads
+// them), Missing (the indexes of missing instances) and Degraded.
 type StepView = spec.StepView
 
-// LLM is a step's durable way to the model (Step.LLM).
-type LLM = engine.LLM
-
-// Spec is a parsed workflow spec (Client.Parse).
+// Spec is a parsed and checked workflow spec (Client.Parse,
+// Client.StoredSpec), to submit (Client.Submit). Its fields are the
+// spec's YAML (Name, Input, Steps, Defaults, Deadline, Budget,
+// Concurrency, Notify, Shards). Its methods read it as a graph: Step(id)
+// returns a step, Roots the steps with no dependencies, Dependents(id)
+// those that depend on id directly, Finals those nothing depends on (the
+// workflow's answer, Result.Final), InputKeys the input keys its
+// templates read (all: the input as a whole), Needs what its steps need
+// of the workers (routes, functions, tools, by queue), and LineOf the
+// source line a problem's place names.
 type Spec = spec.Spec
 
-// SpecStep is one step of a Spec (Spec.Steps), as its YAML gave it.
+// SpecStep is one step of a Spec (Spec.Steps), as its YAML gave it: ID,
+// DependsOn, Route and Prompt (a prompt step), Run and With (a code
+// step), ForEach (a map step: IsMap reports it), Workflow (a child
+// workflow), WaitFor (a signal), Approve, and its limits and retries.
 type SpecStep = spec.Step
 
-// Workflow is a workflow's state and steps.
+// Workflow is a workflow's state and steps (Client.Status, Wait, List):
+// ID, Name, State (one of the State* constants), Steps (a StepRecord
+// each; empty from List), Counts, Error (why it ended without
+// completing), CreatedAt, FinishedAt, DeadlineAt, Generation (its
+// reruns), Parent (for a child workflow), IdempotencyKey and
+// CostByProvider.
 type Workflow = record.Workflow
 
-// StepRecord is one step of a Workflow: its state (StepDone, …), output,
-// error and class, attempts, usage and cost; a map step's Map counts its
-// instances.
+// StepRecord is one step of a Workflow: ID, State (StepDone, …),
+// Output (its text; a code step's value as JSON: Decode reads it into a
+// type of yours), JSON (Output parsed, for a code step or a format: json
+// answer), Degraded, Error and Class (why it failed), Attempts, Target
+// (the provider/model that answered), Usage and CostUSD, its times,
+// ToolCalls, Child (a child workflow step's workflow), WaitsFor, and, on
+// a map step, Map (its instances' counts; Client.Instances reads them).
 type StepRecord = record.StepRecord
 
 // MapCounts are a map step's instance counters (StepRecord.Map).
@@ -87,7 +103,9 @@ const (
 	StepWaiting  = record.StepWaiting // an approval step waits for a person
 )
 
-// Result is a finished workflow and the outputs of its final steps.
+// Result is a finished workflow (Workflow) and its final steps (Final,
+// a StepRecord each: the steps nothing depends on, in spec order), whose
+// Output is the workflow's answer (Decode reads a JSON one).
 type Result = producer.Result
 
 // Workflow states.
@@ -102,8 +120,12 @@ const (
 	StateTimedOut  = record.StateTimedOut // its deadline passed
 )
 
-// Event is one entry of a workflow's event log (Client.Events): its
-// Type is one of the Event* constants.
+// Event is one entry of a workflow's event log (Client.Events): its ID
+// (pass the last one read to resume), Type (one of the Event* constants),
+// At, Step, Attempt, State, and what the type carries (Text of a
+// step.delta, Class, Error and NextAttemptAt of a failure, Target,
+// LatencyMS, tokens and CostUSD of an LLM call, …; docs/events.md lists
+// them). Final reports whether it ends the log (workflow.ended).
 type Event = record.Event
 
 // Event types (docs/events.md).
@@ -139,7 +161,7 @@ var ErrNotFound = record.ErrNotFound
 // (the determinism rule); a call that differs is made again, never
 // answered wrongly. Errors are not kept.
 func Do[T any](ctx context.Context, s *Step, name string, fn func(ctx context.Context) (T, error)) (T, error) {
-	return engine.Do(ctx, s, name, fn)
+	return engine.Do(ctx, s.s, name, fn)
 }
 
 // RetryAfter asks for the step to be tried again no sooner than d. It uses

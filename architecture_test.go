@@ -24,20 +24,29 @@ var importRules = map[string][]string{
 	"internal/breaker":   {},
 	"internal/store":     {"internal/breaker", "internal/defaults", "internal/record", "retry"},
 	"tasks":              {},
-	"internal/spec":      {"internal/defaults", "internal/problem", "internal/webhook", "llmclient", "retry"},
+	"internal/spec":      {"internal/defaults", "internal/hookcheck", "internal/problem", "llmclient", "retry"},
 	"internal/flow":      {"internal/record", "internal/router", "internal/shard", "internal/spec", "internal/store", "internal/tracegate", "internal/webhook", "tasks"},
 	"internal/engine":    {"internal/defaults", "internal/flow", "internal/record", "internal/router", "internal/spec", "internal/store", "llmclient", "retry", "tasks"},
 	"internal/producer":  {"internal/defaults", "internal/flow", "internal/record", "internal/shard", "internal/spec", "internal/store", "retry", "tasks"},
 	"internal/shard":     {},
-	"internal/webhook":   {"internal/defaults", "redact", "retry"},
+	"internal/webhook":   {"internal/defaults", "internal/hookcheck", "redact", "retry"},
+	"internal/hookcheck": {},
 	"internal/tracegate": {},
-	".":                  {"internal/client", "internal/config", "internal/engine", "internal/flow", "internal/producer", "internal/record", "internal/spec", "internal/worker", "llmclient"},
+	".":                  {"internal/apiclient", "internal/client", "internal/config", "internal/engine", "internal/flow", "internal/producer", "internal/record", "internal/sdkconfig", "internal/spec", "internal/stepfunc", "internal/worker", "llmclient"},
+	"internal/sdkconfig": {"internal/config"},
+	"internal/stepfunc":  {"internal/engine"},
 	"internal/chaosllm":  {}, // shares no code with the clients it tests
 	"internal/llmtest":   {"internal/chaosllm", "llmclient"},
 	"internal/schedule":  {"internal/config", "internal/problem", "internal/producer", "internal/spec", "internal/store"},
-	"agentqtest":         {".", "internal/engine", "internal/router", "internal/spec", "llmclient"},
+	"agentqtest":         {".", "internal/engine", "internal/router", "internal/spec", "internal/stepfunc", "llmclient"},
 	"embedded":           {".", "internal/chaosllm"},
 	"examples/analyst":   {".", "embedded"},
+	"internal/mcpserve":  {"internal/flow", "internal/problem", "internal/producer", "internal/record", "internal/spec"},
+
+	// the worker's MCP client (the engine's interface over the SDK), and an
+	// MCP server for tests (the SDK alone)
+	"internal/mcptool":         {"internal/breaker", "internal/config", "internal/engine", "internal/router", "retry"},
+	"internal/mcptool/mcptest": {},
 }
 
 // imports lists the imports of the non-test Go files in dir, by file.
@@ -136,6 +145,75 @@ func TestFacesGoThroughTheClients(t *testing.T) {
 				if path == module+"/internal/store" || path == module+"/internal/app" {
 					t.Errorf("%s imports %s: a face goes through the clients", f, path)
 				}
+			}
+		}
+	}
+}
+
+// The enqueue command reaches workflows through the SDK's client
+// (agentq.Client), as any program does: every verb a user scripts is a
+// verb the command's tests prove. No file of internal/cli, its tests
+// included, imports the producer client's package, and none of its
+// commands imports the dashboard's API client (--server is
+// agentq.NewServerClientWithConfig) or the client under agentq.Client
+// (exit.go alone reads its unreachable error, for the worker and
+// dashboard commands, which run without agentq.Client).
+func TestTheCLIGoesThroughTheSDKClient(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("internal/cli", "*.go"))
+	if len(files) < 10 {
+		t.Fatalf("internal/cli: found %d Go files (the package moved?)", len(files))
+	}
+	for _, f := range files {
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		test := strings.HasSuffix(f, "_test.go")
+		for _, im := range af.Imports {
+			path := strings.Trim(im.Path.Value, `"`)
+			switch {
+			case path == module+"/internal/producer":
+				t.Errorf("%s imports %s: the CLI goes through agentq.Client (add what it lacks to the root package)", f, path)
+			case test:
+			case path == module+"/internal/apiclient":
+				t.Errorf("%s imports %s: --server goes through agentq.NewServerClientWithConfig", f, path)
+			case path == module+"/internal/client" && filepath.Base(f) != "exit.go":
+				t.Errorf("%s imports %s: the CLI goes through agentq.Client, which wraps it", f, path)
+			}
+		}
+	}
+}
+
+// The configuration checks its webhooks: settings (a URL, the allow
+// list, the secret, the events) with the checks that need no network
+// (internal/hookcheck), and links nothing of the package that sends
+// (internal/webhook: its HTTP client, its SSRF guard's dialer, its
+// queue), directly or through another of the module's packages; the
+// checks import no HTTP or queue client themselves.
+func TestTheConfigurationLinksNoWebhookSender(t *testing.T) {
+	seen := map[string]bool{"internal/config": true}
+	for queue := []string{"internal/config"}; len(queue) > 0; queue = queue[1:] {
+		for f, paths := range imports(t, queue[0]) {
+			for _, path := range paths {
+				rel, mine := strings.CutPrefix(path, module+"/")
+				if !mine || seen[rel] {
+					continue
+				}
+				if rel == "internal/webhook" {
+					t.Errorf("internal/config reaches %s (through %s): it checks with internal/hookcheck", path, f)
+				}
+				seen[rel] = true
+				queue = append(queue, rel)
+			}
+		}
+	}
+	if !seen["internal/hookcheck"] {
+		t.Error("internal/config does not reach internal/hookcheck (the walk is broken, or the checks moved)")
+	}
+	for f, paths := range imports(t, "internal/hookcheck") {
+		for _, path := range paths {
+			if path == "net/http" || strings.HasPrefix(path, "net/http/") || strings.HasPrefix(path, "github.com/hibiken/asynq") || strings.HasPrefix(path, "github.com/redis/") {
+				t.Errorf("%s imports %s: the checks need no network client", f, path)
 			}
 		}
 	}

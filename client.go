@@ -6,9 +6,11 @@ import (
 	"iter"
 	"time"
 
+	"github.com/agentq/agentq/internal/apiclient"
 	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // Client submits workflows and reads them: what a producer (a web app, a
@@ -24,7 +26,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	cl, err := client.Open(ctx, *cfg.c)
 	if err != nil {
-		return nil, err
+		return nil, wrap(err)
 	}
 	return &Client{c: cl}, nil
 }
@@ -38,9 +40,35 @@ func NewServerClient(url, token string) *Client {
 	return &Client{c: client.Remote(config.Default(), url, token)}
 }
 
+// NewServerClientWithConfig is NewServerClient with cfg in place of the
+// defaults: Cost prices a workflow with cfg's prices, and Parse checks a
+// spec against cfg's limits (what enqueue --server does with its
+// configuration; the server checks it again against its own). An empty
+// Config is the defaults.
+func NewServerClientWithConfig(cfg Config, url, token string) *Client {
+	c := config.Default()
+	if cfg.c != nil {
+		c = *cfg.c
+	}
+	return &Client{c: client.Remote(c, url, token)}
+}
+
+// ErrUnauthorized is returned (match it with errors.Is) by a server
+// client's call that the dashboard refused: no token, or a wrong one
+// (AGENTQ_DASHBOARD_TOKEN).
+var ErrUnauthorized = apiclient.ErrUnauthorized
+
+// ErrInvalidSpec is matched (errors.Is) by every error that says a spec
+// is not valid (Parse, Config.ParseSpec, a submit a server checked, a
+// Rerun from a step the spec does not have): each problem names its
+// place, one a line.
+var ErrInvalidSpec = spec.ErrInvalidSpec
+
 // Parse reads and checks a workflow spec (YAML or JSON); name says where
 // it came from in errors. Every problem is reported with its line.
-func (c *Client) Parse(name string, spec []byte) (*Spec, error) { return c.c.Parse(name, spec) }
+func (c *Client) Parse(name string, spec []byte) (*Spec, error) {
+	return wrapped(c.c.Parse(name, spec))
+}
 
 // SubmitOption changes one submit (WithIdempotencyKey).
 type SubmitOption = producer.SubmitOption
@@ -86,6 +114,22 @@ var ErrNotConfirmed = producer.ErrNotConfirmed
 //	}
 type SubmitError = producer.SubmitError
 
+// ErrNoWorkers is returned by a submit when no live worker has advertised
+// what it serves (none is running): the workflow was not written.
+// WithoutWorkerCheck submits anyway.
+var ErrNoWorkers = producer.ErrNoWorkers
+
+// ErrBadIdempotencyKey is matched (errors.Is) by the error for an
+// idempotency key that is empty, longer than 255 bytes, not UTF-8 or holds
+// a control character (CheckIdempotencyKey, a submit, a signal).
+var ErrBadIdempotencyKey = producer.ErrBadIdempotencyKey
+
+// CheckIdempotencyKey returns nil for a key WithIdempotencyKey (or a
+// Signal's IdempotencyKey) takes, and otherwise an error matching
+// ErrBadIdempotencyKey that says what is wrong with it: a key checked
+// before anything is sent.
+func CheckIdempotencyKey(key string) error { return producer.CheckIdempotencyKey(key) }
+
 // WithoutWorkerCheck submits without checking the spec against what live
 // workers serve (the CLI's --no-check): its steps wait in their queues
 // until a worker that serves them starts.
@@ -103,26 +147,30 @@ func WithIdempotencyKey(key string) SubmitOption { return producer.WithIdempoten
 // workflow's id.
 func (c *Client) Submit(ctx context.Context, spec *Spec, opts ...SubmitOption) (string, error) {
 	s, err := c.c.SubmitWorkflow(ctx, spec, opts...)
-	return s.ID, err
+	return s.ID, wrap(err)
 }
 
 // SubmitWorkflow is Submit, saying also whether an idempotency key named
 // a workflow that existed already (nothing was created then).
 func (c *Client) SubmitWorkflow(ctx context.Context, spec *Spec, opts ...SubmitOption) (Submission, error) {
-	return c.c.SubmitWorkflow(ctx, spec, opts...)
+	return wrapped(c.c.SubmitWorkflow(ctx, spec, opts...))
 }
 
 // Spec returns the spec workflow id was submitted with (over a server:
 // its notify.url as scheme and host only, which may be a credential).
-func (c *Client) Spec(ctx context.Context, id string) (*Spec, error) { return c.c.Spec(ctx, id) }
+func (c *Client) Spec(ctx context.Context, id string) (*Spec, error) {
+	return wrapped(c.c.Spec(ctx, id))
+}
 
 // Status returns a workflow's state and steps.
 func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
-	return c.c.Status(ctx, id)
+	return wrapped(c.c.Status(ctx, id))
 }
 
 // Result returns a workflow and the outputs of its final steps.
-func (c *Client) Result(ctx context.Context, id string) (*Result, error) { return c.c.Result(ctx, id) }
+func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
+	return wrapped(c.c.Result(ctx, id))
+}
 
 // Wait polls the workflow every poll (0: 200ms) until it is completed,
 // failed, canceled or blocked on a dead-lettered step, or ctx is done.
@@ -130,7 +178,20 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration) (*Work
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
 	}
-	return c.c.Wait(ctx, id, poll, nil)
+	return wrapped(c.c.Wait(ctx, id, poll, nil))
+}
+
+// WaitNotify is Wait calling onChange (if not nil) with each new version
+// of the workflow it reads, the first read included: with its steps for
+// a workflow of at most 100 steps, with its Counts only (Steps nil) for a
+// wider one, whose steps it reads once, at the end (what
+// enqueue --wait draws its progress from). A read that is not answered
+// ends it with an error matching ErrUnavailable.
+func (c *Client) WaitNotify(ctx context.Context, id string, poll time.Duration, onChange func(*Workflow)) (*Workflow, error) {
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	return wrapped(c.c.Wait(ctx, id, poll, onChange))
 }
 
 // Events follows a workflow's event log (docs/events.md): every event
@@ -145,12 +206,20 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration) (*Work
 //		fmt.Println(ev.Type, ev.Step)
 //	}
 func (c *Client) Events(ctx context.Context, id, from string) iter.Seq2[Event, error] {
-	return c.c.Events(ctx, id, from)
+	return func(yield func(Event, error) bool) {
+		for ev, err := range c.c.Events(ctx, id, from) {
+			if !yield(ev, wrap(err)) {
+				return
+			}
+		}
+	}
 }
 
 // Cancel stops a workflow: pending steps never run, running ones see their
 // context canceled. It returns the workflow's state afterwards.
-func (c *Client) Cancel(ctx context.Context, id string) (string, error) { return c.c.Cancel(ctx, id) }
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
+	return wrapped(c.c.Cancel(ctx, id))
+}
 
 // Close releases the connection to Redis (a server client holds none).
 func (c *Client) Close() error { return c.c.Close() }
@@ -166,17 +235,17 @@ type QueueChange = producer.QueueChange
 var ErrUnknownQueue = producer.ErrUnknownQueue
 
 // Queues lists the queues asynq knows and live workers serve.
-func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return c.c.Queues(ctx) }
+func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return wrapped(c.c.Queues(ctx)) }
 
 // PauseQueue stops every worker taking a queue's steps until ResumeQueue;
 // running steps finish, submits are still accepted.
 func (c *Client) PauseQueue(ctx context.Context, name string) (QueueChange, error) {
-	return c.c.PauseQueue(ctx, name)
+	return wrapped(c.c.PauseQueue(ctx, name))
 }
 
 // ResumeQueue lets workers take a paused queue's steps again.
 func (c *Client) ResumeQueue(ctx context.Context, name string) (QueueChange, error) {
-	return c.c.ResumeQueue(ctx, name)
+	return wrapped(c.c.ResumeQueue(ctx, name))
 }
 
 // ScheduleInfo is one periodic workflow the workers run.
@@ -184,4 +253,6 @@ type ScheduleInfo = producer.ScheduleInfo
 
 // Schedules lists the periodic workflows (schedules: in the workers'
 // configuration) a worker ran within the last week.
-func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) { return c.c.Schedules(ctx) }
+func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+	return wrapped(c.c.Schedules(ctx))
+}

@@ -175,6 +175,7 @@ func clientVerbs(t *testing.T, ctx context.Context, c *agentq.Client, via string
 	if err != nil || found[name] != v2 || found["greeter"] < 1 {
 		t.Fatalf("stored specs %+v (%v): want %s at %d and the worker's greeter", stored, err, name, v2)
 	}
+	storedSpecs(t, ctx, c, name, v1, v2)
 	sig := agentq.Signal{Name: "payment.succeeded", Match: via, IdempotencyKey: "evt-" + via}
 	first, err := c.SendSignal(ctx, sig)
 	if err != nil || !first.Kept {
@@ -383,6 +384,36 @@ func TestTheClientShowsAndEnablesKeys(t *testing.T) {
 	for _, cl := range []*agentq.Client{c, sc} {
 		if err := cl.EnableKey(ctx, "nope#9"); !errors.Is(err, agentq.ErrUnknownKey) {
 			t.Fatalf("an unknown key: %v, want ErrUnknownKey", err)
+		}
+	}
+}
+
+// storedSpecs reads back spec name's versions v1 and v2 (whose steps are
+// s and s2) with StoredSpec: the latest, each by number, and the errors.
+func storedSpecs(t *testing.T, ctx context.Context, c *agentq.Client, name string, v1, v2 int) {
+	t.Helper()
+	for _, c2 := range []struct {
+		ask, want int
+		step      string
+	}{{0, v2, "s2"}, {v2, v2, "s2"}, {v1, v1, "s"}} {
+		sp, v, err := c.StoredSpec(ctx, name, c2.ask)
+		if err != nil || v != c2.want || sp.Name != "research" || len(sp.Steps) != 1 || sp.Steps[0].ID != c2.step || sp.Steps[0].Run != "once" {
+			t.Fatalf("StoredSpec(%s, %d) = %+v, %d, %v; want version %d with step %s", name, c2.ask, sp, v, err, c2.want, c2.step)
+		}
+	}
+	if _, _, err := c.StoredSpec(ctx, name, v2+1); !errors.Is(err, agentq.ErrNoSpec) {
+		t.Fatalf("a version not stored: %v, want ErrNoSpec", err)
+	}
+	if _, _, err := c.StoredSpec(ctx, "never-stored", 0); !errors.Is(err, agentq.ErrNoSpec) {
+		t.Fatalf("a name not stored: %v, want ErrNoSpec", err)
+	}
+	for _, bad := range []struct {
+		name    string
+		version int
+		want    string
+	}{{name, -1, "a version is 1 or more"}, {"bad name", 0, "bad spec name"}} {
+		if _, _, err := c.StoredSpec(ctx, bad.name, bad.version); err == nil || !strings.Contains(err.Error(), bad.want) || errors.Is(err, agentq.ErrNoSpec) {
+			t.Fatalf("StoredSpec(%q, %d): %v, want %q", bad.name, bad.version, err, bad.want)
 		}
 	}
 }

@@ -41,15 +41,36 @@ func WithDeadline(d time.Duration) SubmitOption { return producer.WithDeadline(d
 // comment (kept in the decision, by "api"). ErrNotWaiting if the step is
 // not waiting for a decision.
 func (c *Client) Approve(ctx context.Context, id, step, comment string) error {
-	_, err := c.c.Decide(ctx, id, step, true, comment, "api")
+	_, err := c.Decide(ctx, id, step, Decision{Approve: true, Comment: comment})
 	return err
 }
 
 // Reject decides approval step step of workflow id: rejected. The
 // workflow goes on; its dependents read the decision.
 func (c *Client) Reject(ctx context.Context, id, step, comment string) error {
-	_, err := c.c.Decide(ctx, id, step, false, comment, "api")
+	_, err := c.Decide(ctx, id, step, Decision{Comment: comment})
 	return err
+}
+
+// Decision is a decision on an approval step (Decide): Approve (false:
+// rejected), a Comment kept with it, and By, who decided ("": "api"; a
+// server records its own).
+type Decision struct {
+	Approve bool
+	Comment string
+	By      string
+}
+
+// Decide records decision d on approval step step of workflow id and
+// returns the workflow's state afterwards (what enqueue approve prints).
+// ErrNotWaiting if the step is not waiting for a decision; ErrNotFound
+// for a workflow that does not exist.
+func (c *Client) Decide(ctx context.Context, id, step string, d Decision) (string, error) {
+	by := d.By
+	if by == "" {
+		by = "api"
+	}
+	return wrapped(c.c.Decide(ctx, id, step, d.Approve, d.Comment, by))
 }
 
 // Rerun runs a finished (or blocked) workflow again from step from: the
@@ -57,7 +78,7 @@ func (c *Client) Reject(ctx context.Context, id, step, comment string) error {
 // in order, in the workflow's next run, whose number it returns.
 // ErrNotFinished for a workflow still running.
 func (c *Client) Rerun(ctx context.Context, id, from string) (int, error) {
-	return c.c.Rerun(ctx, id, from)
+	return wrapped(c.c.Rerun(ctx, id, from))
 }
 
 // ListOptions filters and pages List: State, Name, Limit (0: 50, at most
@@ -69,7 +90,7 @@ type ListOptions = producer.ListOptions
 func (c *Client) List(ctx context.Context, o ListOptions) ([]Workflow, error) {
 	ws, err := c.c.ListPage(ctx, o)
 	if err != nil {
-		return nil, err
+		return nil, wrap(err)
 	}
 	out := make([]Workflow, len(ws))
 	for i, w := range ws {
@@ -78,13 +99,40 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]Workflow, error) {
 	return out, nil
 }
 
+// Recent returns the newest workflows (at most limit, among the 1,000
+// newest), in state when it is not "", each read whole with its steps:
+// what enqueue list prints. A state that is not a workflow state is
+// ErrUnknownState. List pages through every workflow without their steps,
+// at a cost that does not grow with their width.
+func (c *Client) Recent(ctx context.Context, state string, limit int) ([]Workflow, error) {
+	ws, err := c.c.List(ctx, state, limit)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]Workflow, len(ws))
+	for i, w := range ws {
+		out[i] = *w
+	}
+	return out, nil
+}
+
+// CheckState returns nil for a workflow state (the State* constants) or
+// "" (any state), and otherwise an error matching ErrUnknownState that
+// names the states: a List or Recent filter checked before anything is
+// sent.
+func CheckState(state string) error { return producer.CheckState(state) }
+
+// MaxInstancesPage is the most instances one Instances call returns (a
+// larger limit is this).
+const MaxInstancesPage = producer.MaxInstancesPage
+
 // InstancePage is one page of a map step's instances.
 type InstancePage = producer.InstancePage
 
 // Instances reads instances [offset, offset+limit) of map step step (limit
 // at most 500): a wide map is paged, never loaded whole.
 func (c *Client) Instances(ctx context.Context, id, step string, offset, limit int) (*InstancePage, error) {
-	return c.c.Instances(ctx, id, step, offset, limit)
+	return wrapped(c.c.Instances(ctx, id, step, offset, limit))
 }
 
 // ParkedStep is a dead letter: a step parked for a person's review, with
@@ -93,14 +141,14 @@ type ParkedStep = producer.DeadLetter
 
 // DeadLetters lists the dead letters, newest first.
 func (c *Client) DeadLetters(ctx context.Context) ([]ParkedStep, error) {
-	return c.c.DeadLetters(ctx, "")
+	return wrapped(c.c.DeadLetters(ctx, ""))
 }
 
 // DeadLettersOfClass lists the dead letters of one failure class (e.g.
 // "rate_limited"), newest first; ErrUnknownClass for a class that is not
 // one.
 func (c *Client) DeadLettersOfClass(ctx context.Context, class string) ([]ParkedStep, error) {
-	return c.c.DeadLetters(ctx, class)
+	return wrapped(c.c.DeadLetters(ctx, class))
 }
 
 // ParkedStepDetail is one dead letter with what a reviewer needs: its
@@ -114,16 +162,23 @@ type ParkedStepDetail = producer.DeadLetterDetail
 func (c *Client) DeadLetterDetail(ctx context.Context, id, step string) (*ParkedStepDetail, error) {
 	task, err := c.c.DeadLetterTask(ctx, id, step)
 	if err != nil {
-		return nil, err
+		return nil, wrap(err)
 	}
-	return c.c.DeadLetterDetail(ctx, task)
+	return c.DeadLetterTaskDetail(ctx, task)
+}
+
+// DeadLetterTaskDetail is DeadLetterDetail for a dead letter named by its
+// task id (ParkedStep.TaskID, e.g. "wf_abc:summary"), as enqueue dlq show
+// names it. ErrNoDeadLetter if no dead letter has that task id.
+func (c *Client) DeadLetterTaskDetail(ctx context.Context, task string) (*ParkedStepDetail, error) {
+	return wrapped(c.c.DeadLetterDetail(ctx, task))
 }
 
 // RequeueAll requeues every dead letter, or those of class (e.g.
 // "rate_limited") when it is not empty, and returns how many;
 // ErrUnknownClass for a class that is not one.
 func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
-	return c.c.RequeueAll(ctx, class)
+	return wrapped(c.c.RequeueAll(ctx, class))
 }
 
 // Requeue runs step of workflow id again from the dead-letter queue (its
@@ -131,9 +186,16 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 func (c *Client) Requeue(ctx context.Context, id, step string) error {
 	task, err := c.c.DeadLetterTask(ctx, id, step)
 	if err != nil {
-		return err
+		return wrap(err)
 	}
-	return c.c.Requeue(ctx, task)
+	return c.RequeueTask(ctx, task)
+}
+
+// RequeueTask is Requeue for a dead letter named by its task id
+// (ParkedStep.TaskID), as enqueue dlq requeue names it. ErrNoDeadLetter if
+// no dead letter has that task id.
+func (c *Client) RequeueTask(ctx context.Context, task string) error {
+	return wrap(c.c.Requeue(ctx, task))
 }
 
 // Discard drops step of workflow id from the dead-letter queue: a workflow
@@ -141,9 +203,16 @@ func (c *Client) Requeue(ctx context.Context, id, step string) error {
 func (c *Client) Discard(ctx context.Context, id, step string) error {
 	task, err := c.c.DeadLetterTask(ctx, id, step)
 	if err != nil {
-		return err
+		return wrap(err)
 	}
-	return c.c.Discard(ctx, task)
+	return c.DiscardTask(ctx, task)
+}
+
+// DiscardTask is Discard for a dead letter named by its task id
+// (ParkedStep.TaskID), as enqueue dlq discard names it. ErrNoDeadLetter if
+// no dead letter has that task id.
+func (c *Client) DiscardTask(ctx context.Context, task string) error {
+	return wrap(c.c.Discard(ctx, task))
 }
 
 // KeyInfo is one provider key as the workers share its state: its
@@ -164,20 +233,36 @@ var ErrUnknownKey = record.ErrUnknownKey
 
 // Keys lists the provider keys the live workers advertise (and the
 // client's configuration holds), with their shared state.
-func (c *Client) Keys(ctx context.Context) ([]KeyInfo, error) { return c.c.Keys(ctx) }
+func (c *Client) Keys(ctx context.Context) ([]KeyInfo, error) { return wrapped(c.c.Keys(ctx)) }
 
 // EnableKey re-enables, for every worker, the key fingerprint names (a
 // whole fingerprint, or its provider#N when that names one key) after a
 // quota or auth failure disabled it. Enabling a key that is fine is not
 // an error.
 func (c *Client) EnableKey(ctx context.Context, fingerprint string) error {
-	_, err := c.c.EnableKeys(ctx, fingerprint, false)
+	_, err := c.EnableKeyChanges(ctx, fingerprint)
 	return err
+}
+
+// KeyChanges is what re-enabling keys did, by fingerprint: Enabled were
+// disabled or cooling and are enabled now; NotChanged were neither.
+type KeyChanges struct {
+	Enabled    []string `json:"enabled"`
+	NotChanged []string `json:"not_changed"`
+}
+
+// EnableKeyChanges is EnableKey saying what it did: the key's whole
+// fingerprint in Enabled, or in NotChanged for a key that was fine (what
+// enqueue keys enable prints). ErrUnknownKey for a fingerprint no live
+// worker advertises (nor the client's configuration holds).
+func (c *Client) EnableKeyChanges(ctx context.Context, fingerprint string) (KeyChanges, error) {
+	res, err := c.c.EnableKeys(ctx, fingerprint, false)
+	return KeyChanges{Enabled: res.Enabled, NotChanged: res.NotChanged}, wrap(err)
 }
 
 // EnableAllKeys re-enables, for every worker, every disabled or cooling
 // key, and returns the fingerprints it enabled.
 func (c *Client) EnableAllKeys(ctx context.Context) ([]string, error) {
 	res, err := c.c.EnableKeys(ctx, "", true)
-	return res.Enabled, err
+	return res.Enabled, wrap(err)
 }

@@ -11,7 +11,8 @@ type (
 	// Message is one turn of a conversation.
 	Message = llmclient.Message
 	// Response is the model's answer: its text, usage, the target that
-	// answered and any tool calls.
+	// answered and any tool calls; its AssistantMessage is the model's
+	// turn as the next request carries it.
 	Response = llmclient.Response
 	// Usage counts a call's tokens.
 	Usage = llmclient.Usage

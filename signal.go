@@ -21,8 +21,16 @@ type SignalResult = producer.SignalResult
 type SignalTarget = producer.SignalTarget
 
 // ErrBadSignal is returned for a signal that cannot be sent (a bad name,
-// a match or data too long, data that is not JSON); the error says which.
+// a match too long or holding control characters, data over
+// limits.max_signal_bytes, data that is not JSON); the error says which.
 var ErrBadSignal = producer.ErrBadSignal
+
+// ErrOverLimit is returned (match it with errors.Is) for a send refused at
+// a bound of the configuration's limits:: a signal no step waits for while
+// limits.max_kept_signals signals are kept. Nothing was sent (a send's
+// idempotency key is free to send again); its message names the limit, its
+// value and when a place may be free. Send it again later.
+var ErrOverLimit = producer.ErrOverLimit
 
 // Signal sends signal name with match value match: every signal step
 // (wait_for:) waiting on that (name, match) now is completed with data as
@@ -36,7 +44,7 @@ func (c *Client) Signal(ctx context.Context, name, match string, data any) error
 	if err != nil {
 		return err
 	}
-	_, err = c.c.Signal(ctx, Signal{Name: name, Match: match, Data: raw})
+	_, err = c.SendSignal(ctx, Signal{Name: name, Match: match, Data: raw})
 	return err
 }
 
@@ -44,7 +52,7 @@ func (c *Client) Signal(ctx context.Context, name, match string, data any) error
 // second send of the key (with the same name and match) within the
 // retention is a no-op: Duplicate, with the first send's id.
 func (c *Client) SendSignal(ctx context.Context, s Signal) (*SignalResult, error) {
-	return c.c.Signal(ctx, s)
+	return wrapped(c.c.Signal(ctx, s))
 }
 
 // signalData is data as JSON.

@@ -14,7 +14,7 @@ import (
 // model: a string as it is, anything else as JSON. An error goes back as
 // an error result, for the model to work around, unless it is a
 // FatalToolError; a panic is recovered into an error result.
-type ToolFunc = engine.ToolFunc
+type ToolFunc func(ctx context.Context, args json.RawMessage) (any, error)
 
 // ToolCallRecord is one tool call of a step's conversation, as the step's
 // ToolCalls (a JSON list of these) keeps it.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/spec"
@@ -20,6 +21,7 @@ type Worker struct {
 	log    *slog.Logger
 	events func(StepEvent)
 	ready  func()
+	wait   time.Duration // WithWaitForRedis
 
 	mu      sync.Mutex
 	steps   map[string]engine.StepFunc
@@ -36,13 +38,26 @@ type WorkerOption func(*Worker)
 // the configuration never reach it.
 func WithLogger(l *slog.Logger) WorkerOption { return func(w *Worker) { w.log = l } }
 
-// StepEvent reports a settled step, or (State "retrying") a failed attempt
-// that will be retried.
+// StepEvent reports, to WithEvents, a settled step, or (State
+// "retrying") a failed attempt that will be retried: Workflow, Step,
+// Route, State, WorkflowState, Target (the provider/model that answered),
+// Degraded, Attempt, Class and Err (a failure's), RetryAfter (a
+// provider's ask), Reconciled (set when the reconciler, not a handler,
+// settled the step: why) and HandedOff.
 type StepEvent = engine.StepEvent
 
 // WithReady calls fn once the worker takes steps and has told Redis what
 // it serves (a client's submit checks specs against that).
 func WithReady(fn func()) WorkerOption { return func(w *Worker) { w.ready = fn } }
+
+// WithWaitForRedis makes Run keep trying to reach Redis at start, with
+// backoff (0.5s doubling to 10s, each failed try logged at warn level),
+// for up to d in all, what the worker command's --wait-for-redis does:
+// a worker started with Redis (in a Kubernetes pod, a compose file)
+// waits for it instead of failing. d ≤ 0 (the default): one try, and Run
+// returns at once with an error when Redis does not answer. Run also stops
+// waiting when its ctx ends.
+func WithWaitForRedis(d time.Duration) WorkerOption { return func(w *Worker) { w.wait = d } }
 
 // WithEvents calls fn for every step event of this worker (progress
 // output, metrics of your own). fn must not block.
@@ -75,14 +90,15 @@ func (w *Worker) HandleStep(name string, fn StepFunc) {
 	case w.steps[name] != nil:
 		w.errs = append(w.errs, fmt.Errorf("HandleStep(%q): registered twice", name))
 	default:
-		w.steps[name] = fn
+		w.steps[name] = fn.engineFunc()
 	}
 }
 
 // Run serves until ctx is done, then stops gracefully: running steps get
 // the configured shutdown timeout to finish; unfinished ones go back to the
 // queue and resume from their checkpoints. It returns at once with an
-// error if a registration was bad or Redis cannot be reached.
+// error if a registration was bad or Redis cannot be reached (within
+// WithWaitForRedis's wait, if given).
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if err := errors.Join(w.errs...); err != nil {
@@ -100,5 +116,5 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	tools, specs := maps.Clone(w.tools), maps.Clone(w.specs)
 	w.mu.Unlock()
-	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools, Specs: specs, Events: w.events, Ready: w.ready})
+	return worker.Run(ctx, worker.Options{Config: *w.cfg.c, Logger: w.log, Steps: steps, Tools: tools, Specs: specs, Events: w.events, Ready: w.ready, WaitForRedis: w.wait})
 }

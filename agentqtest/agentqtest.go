@@ -14,11 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/stepfunc"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -190,9 +192,14 @@ func NewStep(o Options) (*Step, error) {
 
 // Run runs fn as the step's next attempt and returns what the worker would
 // store (the value) or act on (the error: errors.Is and errors.As see what
-// fn returned; a panic is a *engine.PanicError). Durable calls answered in
-// earlier attempts are replayed.
-func (s *Step) Run(ctx context.Context, fn agentq.StepFunc) (any, error) { return s.t.Attempt(ctx, fn) }
+// fn returned; a panic is an error saying so, with its stack). Durable
+// calls answered in earlier attempts are replayed. A nil fn is an error.
+func (s *Step) Run(ctx context.Context, fn agentq.StepFunc) (any, error) {
+	if fn == nil {
+		return nil, errors.New("agentqtest: Run: the function is nil")
+	}
+	return s.t.Attempt(ctx, stepfunc.Of(fn))
+}
 
 // Replayed counts durable calls answered from an earlier attempt; Made
 // counts those that reached the model or ran Do's function.
@@ -201,9 +208,20 @@ func (s *Step) Replayed() int { return s.t.Replayed() }
 // Made: see Replayed.
 func (s *Step) Made() int { return s.t.Made() }
 
-// Verdict is what an error from Run asks of the queue.
-type Verdict = engine.Verdict
+// Verdict is what an error from Run asks of the queue, as the worker
+// reads it (VerdictOf).
+type Verdict struct {
+	// Kind is "dead_letter", "degrade", "retry_after" or "retry".
+	Kind string
+	// After is, for "retry_after", the delay the step asked for.
+	After time.Duration
+	// Fallback is, for "degrade", the output the step finishes with.
+	Fallback any
+}
 
 // VerdictOf reads a step's error as the worker would: "dead_letter",
 // "degrade" (with the fallback), "retry_after" (with the delay) or "retry".
-func VerdictOf(err error) Verdict { return engine.VerdictOf(err) }
+func VerdictOf(err error) Verdict {
+	v := engine.VerdictOf(err)
+	return Verdict{Kind: v.Kind, After: v.After, Fallback: v.Fallback}
+}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/llmclient"
@@ -53,18 +53,19 @@ func outputField(code bool) string {
 	return "Output"
 }
 
-func stepFuncs(code bool) map[string]engine.StepFunc {
+func stepFuncs(code bool) map[string]agentq.StepFunc {
 	if !code {
 		return nil
 	}
-	return map[string]engine.StepFunc{chatFunc: chatStep("bench")}
+	return map[string]agentq.StepFunc{chatFunc: chatStep("bench")}
 }
 
-// chatStep is the code steps' function: the request a prompt step with the
-// same text sends (one user message, no system prompt, default max tokens
-// and temperature), through the durable LLM.
-func chatStep(route string) engine.StepFunc {
-	return func(ctx context.Context, s *engine.CodeStep) (any, error) {
+// chatStep is the code steps' function, written as a user writes one (the
+// SDK's types): the request a prompt step with the same text sends (one
+// user message, no system prompt, default max tokens and temperature),
+// through the durable LLM.
+func chatStep(route string) agentq.StepFunc {
+	return func(ctx context.Context, s *agentq.Step) (any, error) {
 		var prompt string
 		if err := s.Args(&prompt); err != nil {
 			return nil, err

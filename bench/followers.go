@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,37 +53,14 @@ type FollowersReport struct {
 }
 
 func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
-	dir, bin, err := buildCmd(ctx, "dashboard")
+	if p.idleWorkflows > 0 {
+		return runIdleFollowers(ctx, p, out, rdb, db, chaosURL)
+	}
+	cmd, base, stop, err := startDashboard(ctx, db, chaosURL)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	cfgPath := filepath.Join(dir, "agentq.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("redis: { addr: %q, db: %d }\n%s", db.Addr, db.DB, benchConfig)), 0o600); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "--config", cfgPath, "--addr", addr, "--log-level", "error")
-	cmd.Env = append(os.Environ(), "CHAOS="+chaosURL)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
-	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/healthz"); err != nil {
-		return err
-	}
+	defer stop()
 
 	// the workflows, submitted before the worker starts: every follower
 	// connects to a workflow that has not begun, and reads it all live
@@ -103,7 +81,7 @@ func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Clien
 		bad    []string
 		wg     sync.WaitGroup
 	)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: p.followers, MaxConnsPerHost: 0}}
+	hc := followerClient(p.followers)
 	connected := make(chan struct{}, len(ids))
 	for _, id := range ids {
 		wg.Add(1)
@@ -159,6 +137,64 @@ func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Clien
 		fmt.Fprintln(out, "\ntarget missed")
 	}
 	return writeReport(p.jsonOut, r)
+}
+
+// startDashboard runs a dashboard process (cmd/dashboard) on db and
+// returns it, its base URL, and a stop for when it was not stopped.
+func startDashboard(ctx context.Context, db redistest.DB, chaosURL string) (*exec.Cmd, string, func(), error) {
+	dir, bin, err := buildCmd(ctx, "dashboard")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfgPath := filepath.Join(dir, "agentq.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("redis: { addr: %q, db: %d }\n%s", db.Addr, db.DB, benchConfig)), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "--config", cfgPath, "--addr", addr, "--log-level", "error")
+	cmd.Env = append(os.Environ(), "CHAOS="+chaosURL)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	stop := func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		os.RemoveAll(dir)
+	}
+	base := "http://" + addr
+	if err := waitHTTP(ctx, base+"/healthz"); err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return cmd, base, stop, nil
+}
+
+// followerAddrs is how many loopback addresses the followers connect
+// from (127.0.0.2 on): a dashboard serves dashboard.max_streams_per_client
+// (100) streams to one address.
+const followerAddrs = 60
+
+// followerClient is an HTTP client for n followers, each connection from
+// the next of followerAddrs loopback addresses.
+func followerClient(n int) *http.Client {
+	var next atomic.Uint64
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ip := net.IPv4(127, 0, 0, byte(2+next.Add(1)%followerAddrs))
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 10 * time.Second}
+			return d.DialContext(ctx, network, addr)
+		}}}
 }
 
 // follow reads one workflow's event stream to its end, and says how

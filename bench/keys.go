@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/chaosllm"
-	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/spec"
@@ -233,7 +233,7 @@ func idleWaiting(ctx context.Context, p params, rdb *redis.Client, db redistest.
 		return res, err
 	}
 	release := make(chan struct{})
-	hold := map[string]engine.StepFunc{"hold": func(ctx context.Context, s *engine.CodeStep) (any, error) {
+	hold := map[string]agentq.StepFunc{"hold": func(ctx context.Context, _ *agentq.Step) (any, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():

@@ -28,6 +28,7 @@ type params struct {
 	chords, members, concurrency int
 	chains, length               int
 	inflight                     int
+	onestep                      int
 	cluster                      bool
 	primaries, shards            int
 	check, latency               time.Duration
@@ -43,6 +44,7 @@ type params struct {
 	keys                         bool
 	handoff                      bool
 	followers                    int
+	idleWorkflows                int
 	eventsOff                    bool // this run keeps no event log (-events sets it per run)
 	durable                      bool
 	durability                   *config.Durability // this run's redis.durability (-durability sets it per run)
@@ -147,8 +149,10 @@ func main() {
 	flag.BoolVar(&p.events, "events", false, "instead of agentq against bare asynq, run each shape with the event log off and with it on and every step streaming (stream: true), back to back; reports Redis and process CPU per step of each and their ratio")
 	flag.BoolVar(&p.handoff, "handoff", false, "instead of agentq against bare asynq, measure hand-offs on an idle worker: ten chains of 21 steps one at a time (200 hand-offs, a step's settle to its successor's start), p50 and p99, and the idle worker's Redis commands/s")
 	flag.BoolVar(&p.keys, "keys", false, "instead of agentq against bare asynq, measure concurrency keys: tenant B's time to completion beside tenant A's 2,000-item map without and with a key per tenant (limit 10), Redis commands/s while 1,000 steps wait on a full key, and each shape's CPU per step with and without a key on every step")
+	flag.IntVar(&p.onestep, "onestep", 0, "instead of agentq against bare asynq, run this many one-step workflows (one prompt step) against as many bare asynq tasks and the floor (+1, +2 scripted writes), -runs times alternated; reports medians of steps/s, process and Redis CPU µs per step, Redis commands per step by name and heap allocations per step, and agentq ÷ the floor")
 	flag.IntVar(&p.inflight, "inflight", 0, "instead of agentq against bare asynq, keep this many LLM calls in flight (-latency each): one worker process of this concurrency, four of a quarter each, one of 500; reports steps/s against concurrency ÷ latency, peak RSS, steps run twice, asynq retries and archives, and CPU per step")
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
+	flag.IntVar(&p.idleWorkflows, "idle", 0, "with -followers: the followers idle, spread over this many workflows that wait (no worker); reports Redis commands/s while they idle, the dashboard's RSS, and each follower's latency for one new event")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	flag.BoolVar(&p.cluster, "cluster", false, "instead of agentq against bare asynq, start a Redis Cluster of -primaries primaries and run -chains chains of -length prompt steps with the default queue in -shards shards, then in one: each primary's commands/s and CPU, and steps per second of the busiest primary's CPU")
 	flag.BoolVar(&p.durable, "durability", false, "instead of agentq against bare asynq, start a Redis primary with one replica and run each shape without and with redis.durability {replicas: 1, timeout: 1s}, back to back; reports steps/s, wall time, Redis commands, WAITs and Redis CPU per step of each and their ratio")
@@ -267,6 +271,12 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.keys {
 		return runKeys(ctx, p, out, rdb, db, chaos, chaosURL)
+	}
+	if p.onestep != 0 {
+		if p.codestep || p.celery || p.events || p.keys || p.handoff || p.inflight > 0 || p.followers > 0 || len(p.resources) > 0 {
+			return errors.New("-onestep runs alone (it runs the floor itself)")
+		}
+		return runOneStep(ctx, p, out, rdb, db, chaos, chaosURL)
 	}
 	if p.handoff {
 		return runHandoff(ctx, p, out, rdb, db, chaosURL)

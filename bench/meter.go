@@ -25,6 +25,15 @@ type Cost struct {
 	CallsPerStep, MicrosPerStep    float64
 	// Top lists the commands that cost the most, "name calls µs".
 	Top []string `json:",omitempty"`
+	// Commands are every command's calls and µs per step, the costliest
+	// first.
+	Commands []CommandCost `json:",omitempty"`
+}
+
+// CommandCost is one Redis command's calls and execution µs per step.
+type CommandCost struct {
+	Name          string
+	Calls, Micros float64
 }
 
 // meter measures a timed run, from start to stop (reading the results
@@ -93,6 +102,9 @@ func commandCost(ctx context.Context, rdb *redis.Client, steps int) Cost {
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].usecs > rows[j].usecs })
+	for _, r := range rows {
+		c.Commands = append(c.Commands, CommandCost{Name: r.name, Calls: r.calls / float64(steps), Micros: r.usecs / float64(steps)})
+	}
 	for i := 0; i < len(rows) && i < 12; i++ {
 		c.Top = append(c.Top, rows[i].name+" "+strconv.FormatFloat(rows[i].calls/float64(steps), 'f', 2, 64)+"/step "+
 			strconv.FormatFloat(rows[i].usecs/float64(steps), 'f', 1, 64)+"µs/step")

@@ -15,12 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
 	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/stepfunc"
 	"github.com/agentq/agentq/internal/worker"
 )
 
@@ -41,7 +43,7 @@ type shape struct {
 	steps     int    // per workflow
 	last      string // the step whose settling ends a workflow
 	// funcs are the code steps the worker serves (nil for prompt steps)
-	funcs map[string]engine.StepFunc
+	funcs map[string]agentq.StepFunc
 	// handoffs reads, from a finished workflow, the milliseconds between
 	// a step finishing and a dependent starting.
 	handoffs func(*producer.Workflow) []float64
@@ -203,7 +205,7 @@ func startWorker(ctx context.Context, p params, sh shape, cfg config.Config, rdb
 	ready := make(chan struct{})
 	go func() {
 		w.werr <- worker.Run(wctx, worker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Redis: rdb,
-			TaskCheckInterval: p.check, Ready: func() { close(ready) }, Steps: sh.funcs,
+			TaskCheckInterval: p.check, Ready: func() { close(ready) }, Steps: engineSteps(sh.funcs),
 			Events: func(e engine.StepEvent) {
 				if e.Step == sh.last && w.done.Add(1) == int64(sh.workflows) {
 					close(w.finished)
@@ -323,4 +325,17 @@ func runBare(ctx context.Context, p params, sh shape, rdb *redis.Client, chaosUR
 	secs := time.Since(start).Seconds()
 	m.stop(ctx)
 	return secs, nil
+}
+
+// engineSteps are the SDK's step functions as the worker runs them (what
+// agentq.Worker.HandleStep does for a user's).
+func engineSteps(funcs map[string]agentq.StepFunc) map[string]engine.StepFunc {
+	if funcs == nil {
+		return nil
+	}
+	out := make(map[string]engine.StepFunc, len(funcs))
+	for name, fn := range funcs {
+		out[name] = stepfunc.Of(fn)
+	}
+	return out
 }

@@ -198,7 +198,7 @@ func TestChartSchemaDescribesEveryValue(t *testing.T) {
 	// maps whose keys are the user's (names of variables, annotations,
 	// resources) or agentq's (config's insides)
 	free := map[string]bool{"config.providers": true, "config.routes": true, "secrets.values": true, "dashboard.ingress.annotations": true,
-		"worker.resources": true}
+		"worker.resources": true, "worker.keda.shardNames": true}
 	var walk func(path string, v any, s map[string]any)
 	walk = func(path string, v any, s map[string]any) {
 		s = resolve(s)

@@ -47,7 +47,7 @@ func TestAModuleOutsideUsesOnlyTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	db, _ := redistest.New(t)
-	run := exec.CommandContext(t.Context(), goBin, "test", "-count=1", "-v", ".")
+	run := exec.CommandContext(t.Context(), goBin, append(append([]string{"test"}, raceFlags...), "-count=1", "-v", ".")...)
 	run.Dir = dir
 	run.Env = append(env, "REDIS_ADDR="+db.Addr, "AGENTQ_REDIS_DB="+strconv.Itoa(db.DB), "PROVIDER_URL="+testenv.ServeChaos(t, chaos))
 	out, err = run.CombinedOutput()

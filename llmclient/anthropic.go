@@ -13,9 +13,12 @@ import (
 )
 
 // anthropicProvider is an adapter for the Anthropic Messages API, built on the
-// official SDK with its own retries switched off and its environment
-// defaults (ANTHROPIC_API_KEY, profiles) ignored: keys come only from our
-// configuration.
+// official SDK with its own retries switched off, its environment defaults
+// (ANTHROPIC_API_KEY, profiles) ignored: keys come only from our
+// configuration, and its own OpenTelemetry spans off whatever the
+// ANTHROPIC_OPEN_TELEMETRY* variables say: agentq's span of the call is
+// the one, and it carries no prompt or answer text (the SDK's span would,
+// in its content mode).
 type anthropicProvider struct {
 	base
 	clients []anthropic.Client // one per key
@@ -35,6 +38,7 @@ func newAnthropic(o Options) (*anthropicProvider, error) {
 			option.WithAPIKey(k),
 			option.WithMaxRetries(0),
 			option.WithHTTPClient(hc),
+			option.WithoutOpenTelemetry(), // wins over the environment
 		}
 		if o.BaseURL != "" {
 			opts = append(opts, option.WithBaseURL(o.BaseURL))

@@ -21,6 +21,7 @@ import (
 // out only text. At most maxStreamedToolCalls calls of at most
 // maxToolArgumentBytes arguments each are read; more fails the stream.
 type Stream struct {
+	src    StreamSource // StreamFrom's: Recv, Response and Close are its
 	events chan streamEvent
 	cancel context.CancelFunc
 	ctx    context.Context
@@ -29,9 +30,9 @@ type Stream struct {
 
 	started time.Time
 	now     func() time.Time
-	// red removes secrets from the text; a piece is handed out only once
-	// holdBack bytes of text follow it, so a secret split across pieces
-	// is seen whole.
+	// red removes secrets from the text; the end of the text that may
+	// be a secret's start is held until more follows (release), so a
+	// secret split across pieces is seen whole.
 	red  *redact.Redactor
 	held string          // text not handed out yet, as it came
 	out  strings.Builder // the text handed out: the answer's Text
@@ -57,7 +58,7 @@ type streamSource func() (delta string, final *Response, err error)
 // that the stall limit covers the wait for the response headers too.
 type streamOpener func() (src streamSource, closeSrc func(), err error)
 
-// holdBack is how much of a stream's text is held until more follows:
+// holdBack is the most of a stream's text held until more follows:
 // longer than any secret (and its base64 form) the redactor knows.
 const holdBack = 512
 
@@ -92,6 +93,9 @@ func newStream(ctx context.Context, cancel context.CancelFunc, stall time.Durati
 // Recv returns the next piece of text, io.EOF after the last one, or the
 // call's error (an *Error).
 func (s *Stream) Recv() (string, error) {
+	if s.src != nil {
+		return s.src.Recv()
+	}
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -153,30 +157,34 @@ func (s *Stream) Recv() (string, error) {
 	}
 }
 
-// release hands out what is held and delta, redacted. Text with no
-// secret in it is handed out but its last holdBack bytes (a secret may be
-// arriving there); a window that holds a secret (whole, or a run of 8 or
-// more of its characters) is handed out whole, redacted, so no secret is
-// ever cut in two by what is handed out and what is held; at the end, all
-// of it. Called with s.mu held.
+// release hands out what is held and delta, redacted, but for the end
+// that may still turn out to be a secret, or a key, once more text
+// follows (redact's Open): ordinary text is handed out as it comes. What
+// is held is cut off where no secret crosses (the text redacted in two
+// parts reads as it does whole); while one does, all of it is held. Past
+// holdBack bytes held, the text is handed out whole, redacted; at the
+// end, all of it. Called with s.mu held.
 func (s *Stream) release(delta string, final bool) string {
 	text := s.held + delta
 	var out string
-	switch red := s.red.Part(text); {
-	case final:
+	if final {
 		out, s.held = s.red.String(text), ""
-	case red != text:
-		out, s.held = red, ""
-	default:
-		cut := len(text) - holdBack
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
+	} else {
+		cut := len(text) - s.red.Open(text)
+		for cut > 0 && cut < len(text) && !utf8.RuneStart(text[cut]) {
 			cut--
 		}
-		if cut <= 0 {
+		head, tail := s.red.Part(text[:cut]), text[cut:]
+		whole := tail == "" || head+s.red.Part(tail) == s.red.Part(text) // no secret across the cut
+		switch {
+		case len(text) > holdBack && (len(tail) > holdBack || !whole):
+			out, s.held = s.red.Part(text), ""
+		case !whole:
 			s.held = text
 			return ""
+		default:
+			out, s.held = head, tail
 		}
-		out, s.held = text[:cut], text[cut:]
 	}
 	s.out.WriteString(out)
 	return out
@@ -193,6 +201,9 @@ func (s *Stream) fail(err error) error {
 
 // Response is the whole answer once Recv has returned io.EOF, else nil.
 func (s *Stream) Response() *Response {
+	if s.src != nil {
+		return s.src.Response()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.resp
@@ -200,6 +211,9 @@ func (s *Stream) Response() *Response {
 
 // Close stops the stream and releases its connection.
 func (s *Stream) Close() error {
+	if s.src != nil {
+		return s.src.Close()
+	}
 	s.once.Do(s.cancel)
 	return nil
 }

@@ -36,9 +36,10 @@ const minSecret = 4
 var shapes = []struct {
 	re   *regexp.Regexp
 	repl string
+	lits []string // text the expression cannot match without one of (a text without any is left alone unscanned)
 }{
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), "sk-" + Mask},
-	{regexp.MustCompile(`\b(Bearer|bearer|BEARER)(\s+)[A-Za-z0-9._~+/=-]{16,}`), "$1$2" + Mask},
+	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), "sk-" + Mask, []string{"sk-"}},
+	{regexp.MustCompile(`\b(Bearer|bearer|BEARER)(\s+)[A-Za-z0-9._~+/=-]{16,}`), "$1$2" + Mask, []string{"earer", "EARER"}},
 }
 
 type secret struct{ value, label string }
@@ -48,7 +49,8 @@ type secret struct{ value, label string }
 // A Redactor is immutable and safe for concurrent use.
 type Redactor struct {
 	secrets []secret
-	pieces  *pieces // every 8-byte window of the secrets and their base64 forms
+	pieces  *pieces  // every 8-byte window of the secrets and their base64 forms
+	forms   []string // the secrets and their base64 forms (Open)
 }
 
 // New returns a Redactor for the given secret values, each replaced by Mask.
@@ -86,6 +88,7 @@ next:
 		}
 	}
 	n.pieces = newPieces(n.secrets)
+	n.forms = formsOf(n.secrets)
 	return n
 }
 
@@ -131,7 +134,12 @@ func (r *Redactor) redact(s string, edges bool) string {
 		}
 	}
 	for _, sh := range shapes {
-		s = sh.re.ReplaceAllString(s, sh.repl)
+		for _, l := range sh.lits {
+			if strings.Contains(s, l) {
+				s = sh.re.ReplaceAllString(s, sh.repl)
+				break
+			}
+		}
 	}
 	return s
 }
@@ -143,13 +151,13 @@ func (r *Redactor) edges(s string) string {
 	for _, sec := range r.secrets {
 		v := sec.value
 		for n := min(len(v)-1, len(s)); n >= minEdge; n-- {
-			if strings.HasSuffix(s, v[:n]) {
+			if s[len(s)-1] == v[n-1] && strings.HasSuffix(s, v[:n]) { // the last byte first: most lengths fail there
 				s = s[:runeStart(s, len(s)-n)] + sec.label
 				break
 			}
 		}
 		for n := min(len(v)-1, len(s)); n >= minEdge; n-- {
-			if strings.HasPrefix(s, v[len(v)-n:]) {
+			if s[0] == v[len(v)-n] && strings.HasPrefix(s, v[len(v)-n:]) {
 				s = sec.label + s[runeEnd(s, n):]
 				break
 			}

@@ -44,6 +44,11 @@ const (
 	// (docs/budgets.md). Nobody failed: a period's budget resets when the
 	// period ends; a workflow's cap does not.
 	BudgetExceeded Class = "budget_exceeded"
+	// Limit is a step refused because it would take its workflow past a
+	// bound of the configuration (a child workflow past
+	// limits.max_tree_workflows): dead-lettered at once, naming the bound
+	// and its value, to be requeued once the bound is raised.
+	Limit Class = "limit"
 )
 
 // The worker's own classes: an attempt that ended for a reason of the

@@ -84,6 +84,9 @@ var rules = map[Class]Rule{
 	Handler:        {Retryable: true},
 	// see the comment above: a limit that resets, nobody's fault
 	BudgetExceeded: {},
+	// a bound of the configuration: no retry makes room under it, and no
+	// provider is at fault
+	Limit: {},
 	// the worker's own
 	Panic:        {Retryable: true},
 	LeaseExpired: {Retryable: true},

@@ -40,6 +40,10 @@ const (
 	// decision is taken wherever the person is, where there are no
 	// metrics and may be no webhook secret).
 	TypeDecided = TypeStep + ":decided"
+	// TypeCancelTree cancels the workflows under a canceled one (its
+	// children, theirs, …): a cancel enqueues it before it marks the
+	// workflow canceled, and returns; a worker walks the tree.
+	TypeCancelTree = TypeStep + ":cancel-tree"
 )
 
 // RunsStep reports whether a task of type typ runs a step's attempt (its
@@ -60,6 +64,11 @@ type Payload struct {
 	// rest for the steps the task hands on in its slot. 0: none (a task
 	// of an earlier version).
 	Slack int `json:"slack,omitempty"`
+	// Shape names the shape of the workflow's spec (all of it but its
+	// input): a worker that knows the shape begins the step without
+	// reading the spec first. Empty: not named (a task of an earlier
+	// version, or one enqueued without it).
+	Shape string `json:"shape,omitempty"`
 }
 
 // TaskID is the deterministic asynq task id of a step (in a workflow's
@@ -83,7 +92,7 @@ func DecodePayload(b []byte) (Payload, error) {
 }
 
 // canonicalPayload reads a payload in the exact form json.Marshal writes
-// a Payload (`{"wf":"…","step":"…"}`, then `,"gen":N` and `,"slack":N` if set, ids without
+// a Payload (`{"wf":"…","step":"…"}`, then `,"gen":N`, `,"slack":N` and `,"shape":"…"` if set, ids without
 // escapes) without encoding/json, whose reflection costs a step task more
 // than the rest of its decoding; anything else reports false and goes
 // the long way.
@@ -107,10 +116,19 @@ func canonicalPayload(b []byte) (Payload, bool) {
 	if rest, ok = cutInt(rest, `,"gen":`, &p.Gen); !ok {
 		return p, false
 	}
-	if rest, ok = cutInt(rest, `,"slack":`, &p.Slack); !ok || string(rest) != "}" {
+	if rest, ok = cutInt(rest, `,"slack":`, &p.Slack); !ok {
 		return p, false
 	}
-	p.Workflow, p.Step = string(wf), string(step)
+	var shape []byte
+	if r, found := bytes.CutPrefix(rest, []byte(`,"shape":"`)); found {
+		if shape, rest, ok = cutID(r); !ok || len(shape) == 0 {
+			return p, false
+		}
+	}
+	if string(rest) != "}" {
+		return p, false
+	}
+	p.Workflow, p.Step, p.Shape = string(wf), string(step), string(shape)
 	return p, p.Workflow != "" && p.Step != ""
 }
 

@@ -14,6 +14,8 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add([]byte(`{"wf":"a","step":"b","extra":[1,2,{"x":null}]}`))
 	f.Add([]byte(`{"wf":"wf_abc","step":"sql","gen":2,"slack":300}`))
 	f.Add([]byte(`{"wf":"wf_abc","step":"sql","slack":300}`))
+	f.Add([]byte(`{"wf":"wf_abc","step":"sql","gen":1,"slack":300,"shape":"abcdefghijklmnopqrstuvwx"}`))
+	f.Add([]byte(`{"wf":"wf_abc","step":"sql","shape":""}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := DecodePayload(b)
 		if err == nil && (p.Workflow == "" || p.Step == "") {
@@ -32,7 +34,7 @@ func FuzzDecodePayload(f *testing.F) {
 		// and every payload json.Marshal writes takes the fast path
 		if p.Workflow != "" && p.Step != "" && p.Gen >= 0 && p.Gen < 1e9 && p.Slack >= 0 && p.Slack < 1e9 {
 			enc, _ := json.Marshal(p)
-			if got, ok := canonicalPayload(enc); !ok && isPlainID(p.Workflow) && isPlainID(p.Step) || ok && got != p {
+			if got, ok := canonicalPayload(enc); !ok && isPlainID(p.Workflow) && isPlainID(p.Step) && isPlainID(p.Shape) || ok && got != p {
 				t.Fatalf("%s: fast path %+v %v", enc, got, ok)
 			}
 		}

@@ -253,7 +253,11 @@ func (c *Client) StoredSpecOf(ctx context.Context, name string, version int) (*s
 		Version int        `json:"version"`
 		Spec    *spec.Spec `json:"spec"`
 	}
-	if err := c.do(ctx, "GET", "/api/v1/specs/"+url.PathEscape(name)+"?version="+strconv.Itoa(version), nil, &out); err != nil {
+	path := "/api/v1/specs/" + url.PathEscape(name)
+	if version != 0 { // none: the latest
+		path += "?version=" + strconv.Itoa(version)
+	}
+	if err := c.do(ctx, "GET", path, nil, &out); err != nil {
 		return nil, 0, err
 	}
 	return out.Spec, out.Version, nil
@@ -268,8 +272,8 @@ func (c *Client) Signal(ctx context.Context, s producer.Signal) (*producer.Signa
 	}
 	s.IdempotencyKey = ""
 	body, err := json.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("signal %s: %w", s.Name, err)
+	if err != nil { // data that is not one JSON value
+		return nil, fmt.Errorf("signal %s: %w: data is not JSON: %v", s.Name, producer.ErrBadSignal, err)
 	}
 	var res producer.SignalResult
 	if err := c.doHeader(ctx, "POST", "/api/v1/signals", h, body, &res); err != nil {

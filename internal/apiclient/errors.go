@@ -28,6 +28,13 @@ const (
 	codeUnknownState        = "unknown_state"
 )
 
+// The API's codes for a signal's bounds: data over limits.max_signal_bytes
+// (413), a bound of limits: reached (429: limits.max_kept_signals).
+const (
+	codeSignalTooLarge = "signal_too_large"
+	codeOverLimit      = "over_limit"
+)
+
 // unreachableError is a dashboard that did not answer: the caller treats
 // it as Redis not answering (flow.ErrUnavailable: wait, and try again),
 // but for a change that may have been made before the answer was lost
@@ -131,6 +138,10 @@ func decodeError(method, path string, status int, data []byte) error {
 		return fmt.Errorf("%w: %v", producer.ErrNoSpec, err)
 	case e.Code == "bad_spec_name":
 		return &serverError{msg: msg, is: producer.ErrBadSpecName}
+	case e.Code == codeSignalTooLarge:
+		return &serverError{msg: msg, is: producer.ErrSignalTooLarge}
+	case e.Code == codeOverLimit:
+		return &serverError{msg: msg, is: producer.ErrOverLimit}
 	case e.Code == codeBadSignal:
 		return &serverError{msg: msg, is: producer.ErrBadSignal}
 	case e.Code == codeBadIdempotencyKey:

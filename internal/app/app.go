@@ -71,6 +71,10 @@ type App struct {
 	Health *router.Health
 	// Breakers are the breakers' shared states, as read (Monitor).
 	Breakers *store.Breakers
+	// CallBreakers are the breakers this worker's calls go through, shared
+	// with the other workers (Router): the providers' targets', and the MCP
+	// servers' (config.MCPBreaker).
+	CallBreakers *router.Breakers
 	// AsynqOpt is the Redis as asynq's connection options (AsynqMon).
 	AsynqOpt asynq.RedisConnOpt
 

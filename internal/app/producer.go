@@ -22,15 +22,16 @@ func Producer() Part {
 
 // ClientOptions are the producer client's options from a configuration.
 func ClientOptions(cfg config.Config) producer.ClientOptions {
-	o := producer.ClientOptions{Retention: cfg.Retention.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
-		Limits: spec.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems}}
+	o := producer.ClientOptions{Retention: cfg.Retention.D(), MaxOpenAge: cfg.Limits.MaxOpenAge.D(), MaxRetries: cfg.Resilience.Retry.MaxRetries,
+		Limits: spec.Limits{MaxSteps: cfg.Limits.MaxSteps, MaxSpecBytes: cfg.Limits.MaxSpecBytes, MaxTurns: cfg.Limits.MaxTurns, MaxMapItems: cfg.Limits.MaxMapItems,
+			MaxWait: cfg.Limits.MaxWait.D()}}
 	if len(cfg.Routes) > 0 {
 		o.Routes = cfg.RouteNames()
 	}
 	o.Webhooks = Webhooks(cfg)
 	o.EventLimit = cfg.Events.EventLimit()
 	o.SignalKeep = cfg.Signals.Keep.D()
-	o.MaxSignalBytes = cfg.Limits.MaxOutputBytes
+	o.MaxSignalBytes, o.MaxKeptSignals = cfg.Limits.MaxSignalBytes, cfg.Limits.MaxKeptSignals
 	o.Shards = cfg.Shards()
 	o.Durability = Durability(cfg)
 	return o

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/agentq/agentq/internal/config"
@@ -47,10 +48,19 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 		return err
 	}
 	keys := router.NewKeyPools(KeyStore{KeyState: store.NewKeyState(rdb, nil)}, nil, log)
+	// the providers' and the MCP servers' breakers (one rule set; a probe
+	// slot lapses after twice the longest provider timeout: an MCP call
+	// longer than that may find a second probe sent beside it)
 	breakers := router.NewBreakers(store.NewBreakers(rdb), cfg.Resilience.Breaker.Config(2*maxProviderTimeout(cfg)), nil, o.Random, log)
+	a.CallBreakers = breakers
 	names := make([]string, 0, len(providers))
 	for n := range providers {
 		names = append(names, n)
+	}
+	// the MCP servers' breakers are shared beside the providers'
+	breakerNames := slices.Clip(names)
+	for _, s := range cfg.MCPServerNames() {
+		breakerNames = append(breakerNames, config.MCPBreaker(s))
 	}
 	bg := a.backgroundContext(ctx)
 	pokeKeys, pokeBreakers := make(chan struct{}, 1), make(chan struct{}, 1)
@@ -73,7 +83,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	if err := keys.Refresh(ctx, names); err != nil {
 		return err
 	}
-	if err := breakers.Refresh(ctx, names); err != nil {
+	if err := breakers.Refresh(ctx, breakerNames); err != nil {
 		return err
 	}
 	if a.Health, err = router.NewHealth(HealthStore{HealthStats: store.NewHealthStats(rdb)}, healthConfig(cfg), nil, log); err != nil {
@@ -83,7 +93,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 	// a change to keys or breakers is published (the pokes): the refresh
 	// every few seconds is the safety net for a message lost to a reconnect
 	a.background(bg, func(ctx context.Context) { keys.Run(ctx, names, stateRefresh, pokeKeys) })
-	a.background(bg, func(ctx context.Context) { breakers.Run(ctx, names, stateRefresh, pokeBreakers) })
+	a.background(bg, func(ctx context.Context) { breakers.Run(ctx, breakerNames, stateRefresh, pokeBreakers) })
 	a.Metrics = metrics.New(a.inspector(), func() []metrics.TargetState {
 		var out []metrics.TargetState
 		for _, t := range a.Router.Targets() {
@@ -92,6 +102,7 @@ func (a *App) buildRouter(ctx context.Context, o RouterOptions) error {
 		return out
 	})
 	a.Metrics.SetPrices(Prices(cfg))
+	a.Metrics.WatchKeptSignals(store.New(rdb, cfg.Retention.D(), nil).KeptSignalCount)
 	obs := observers{a.Metrics}
 	if o.Observer != nil {
 		obs = append(obs, o.Observer)

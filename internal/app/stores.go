@@ -24,6 +24,7 @@ func Monitor() Part {
 		}
 		a.Health = h
 		a.Metrics = metrics.New(a.inspector(), nil)
+		a.Metrics.WatchKeptSignals(store.New(a.Redis, a.Config.Retention.D(), nil).KeptSignalCount)
 		return nil
 	}}
 }

@@ -112,7 +112,7 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 			s.count(ep, key, outcome, in)
 			text = bad
 		} else {
-			s.applyFault(d, w, r, f, dec.phase, key, id, model, text, in, stream)
+			s.applyFault(d, w, r, f, dec, key, id, model, text, in, stream)
 			return
 		}
 	} else {
@@ -137,14 +137,27 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 		d.answer(w, id, model, text, in, out)
 		return
 	}
-	chunk, end := d.stream(w, id, model, in)
-	for _, c := range chunks(text) {
-		chunk(c)
+	if end := s.sendChunks(d, w, r, dec, id, model, chunks(text), in); end != nil {
+		end(out)
 	}
-	end(out)
 }
 
-func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, f *Fault, phase, key, id, model, text string, in int, stream bool) {
+// sendChunks starts a stream and sends cs, dec.chunkEvery apart; it
+// returns what ends the stream, nil if the client left midway.
+func (s *Server) sendChunks(d *dialect, w http.ResponseWriter, r *http.Request, dec decision, id, model string, cs []string, in int) func(int) {
+	chunk, end := d.stream(w, id, model, in)
+	for i, c := range cs {
+		if i > 0 && !wait(r, dec.chunkEvery) {
+			return nil
+		}
+		chunk(c)
+		s.countChunk(d.name)
+	}
+	return end
+}
+
+func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, f *Fault, dec decision, key, id, model, text string, in int, stream bool) {
+	phase := dec.phase
 	if s.hostile(d, w, r, f, key, id, model, in, stream) {
 		return
 	}
@@ -190,11 +203,8 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 			outcome = "refused"
 		}
 		s.count(ep, key, outcome, in)
-		if stream && f.Kind == KindReset {
-			chunk, _ := d.stream(w, id, model, in)
-			for _, c := range firstChunks(text, cmp.Or(f.Chunks, 2)) {
-				chunk(c)
-			}
+		if stream && f.Kind == KindReset && s.sendChunks(d, w, r, dec, id, model, firstChunks(text, cmp.Or(f.Chunks, 2)), in) == nil {
+			return
 		}
 		abort(w)
 	case KindHang:
@@ -210,11 +220,9 @@ func (s *Server) applyFault(d *dialect, w http.ResponseWriter, r *http.Request, 
 			writeJSON(w, http.StatusOK, d.errorBody(529, typ, f.Code, msg))
 			return
 		}
-		chunk, _ := d.stream(w, id, model, in)
-		for _, c := range firstChunks(text, cmp.Or(f.Chunks, 2)) {
-			chunk(c)
+		if s.sendChunks(d, w, r, dec, id, model, firstChunks(text, cmp.Or(f.Chunks, 2)), in) != nil {
+			d.streamError(w, typ, msg)
 		}
-		d.streamError(w, typ, msg)
 	}
 }
 

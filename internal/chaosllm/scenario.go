@@ -69,6 +69,9 @@ type Phase struct {
 	// Latency is added before answering: "200ms", or {min: 50ms, max: 2s}
 	// drawn uniformly.
 	Latency Latency `yaml:"latency" json:"latency"`
+	// ChunkEvery paces a streamed answer: the wait before each text chunk
+	// after the first, as a model writing slowly sends them (0: at once).
+	ChunkEvery Duration `yaml:"chunk_every" json:"chunk_every"`
 	// Fault hits every 1/rate-th request, deterministically.
 	Fault *Fault `yaml:"fault" json:"fault"`
 	// Faults are drawn at random (seeded), each with its own rate; at most
@@ -223,6 +226,9 @@ func (p Phase) validate(where string) error {
 	}
 	if p.Requests < 0 {
 		return fmt.Errorf("%s.requests: cannot be negative", where)
+	}
+	if p.ChunkEvery > Duration(time.Minute) {
+		return fmt.Errorf("%s.chunk_every: %v is over a minute", where, time.Duration(p.ChunkEvery))
 	}
 	faults := p.Faults
 	if p.Fault != nil {

@@ -31,6 +31,7 @@ type Server struct {
 	seq      int
 	inflight map[string]int // endpoint -> requests being answered now
 	peak     map[string]int // endpoint -> most at once since the last reset
+	chunks   map[string]int // endpoint -> streamed text chunks sent (flushed)
 	// toolTurns count tool conversations per endpoint and turn
 	toolTurns map[toolTurnKey]*ToolTurn
 }
@@ -61,7 +62,7 @@ func New(sc Scenario, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{},
+	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}, chunks: map[string]int{},
 		toolTurns: map[toolTurnKey]*ToolTurn{}}
 	s.setScenario(sc)
 	s.mux = http.NewServeMux()
@@ -118,9 +119,10 @@ func KeyID(key string) string {
 
 // decision is what one request gets.
 type decision struct {
-	phase   string
-	latency time.Duration
-	fault   *Fault
+	phase      string
+	latency    time.Duration
+	chunkEvery time.Duration // the pause before each streamed chunk after the first
+	fault      *Fault
 }
 
 // advance moves a timeline past the phases that have ended by now.
@@ -163,7 +165,7 @@ func (s *Server) decide(endpoint, key string) decision {
 		return decision{}
 	}
 	t.phaseReqs++
-	d := decision{phase: p.Name, latency: time.Duration(p.Latency.Min)}
+	d := decision{phase: p.Name, latency: time.Duration(p.Latency.Min), chunkEvery: time.Duration(p.ChunkEvery)}
 	if p.Latency.Max > p.Latency.Min {
 		d.latency += time.Duration(s.rng.Int64N(int64(p.Latency.Max - p.Latency.Min)))
 	}
@@ -236,6 +238,7 @@ func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	s.stats, s.tokens = map[statKey]int{}, map[statKey]int{}
 	s.peak = map[string]int{}
+	s.chunks = map[string]int{}
 	s.toolTurns = map[toolTurnKey]*ToolTurn{}
 	s.restartLocked()
 	s.mu.Unlock()

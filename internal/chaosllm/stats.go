@@ -25,6 +25,10 @@ type Stats struct {
 	// "model:<model>", each model asked for) was answering at
 	// once (limit drills read it).
 	PeakInFlight map[string]int `json:"peak_in_flight"`
+	// StreamChunks is the text chunks each endpoint's streamed answers
+	// have sent, each counted once it is flushed to the client (a test
+	// reads what a client saw before a stream's last chunk left).
+	StreamChunks map[string]int `json:"stream_chunks"`
 	// ToolTurns count tool conversations turn by turn, per endpoint, in
 	// order of endpoint and turn.
 	ToolTurns []ToolTurn `json:"tool_turns"`
@@ -115,6 +119,13 @@ func (s *Server) leave(ep string) {
 	s.mu.Unlock()
 }
 
+// countChunk counts a streamed text chunk sent on endpoint ep.
+func (s *Server) countChunk(ep string) {
+	s.mu.Lock()
+	s.chunks[ep]++
+	s.mu.Unlock()
+}
+
 // StatsLine counts calls to one endpoint with one key that ended one way.
 type StatsLine struct {
 	Endpoint string `json:"endpoint"`
@@ -129,7 +140,7 @@ type StatsLine struct {
 func (s *Server) Snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Calls: []StatsLine{}, Phases: map[string]string{}, PeakInFlight: map[string]int{}, ToolTurns: []ToolTurn{}}
+	st := Stats{Calls: []StatsLine{}, Phases: map[string]string{}, PeakInFlight: map[string]int{}, StreamChunks: map[string]int{}, ToolTurns: []ToolTurn{}}
 	for _, t := range s.toolTurns {
 		st.ToolTurns = append(st.ToolTurns, *t)
 	}
@@ -142,6 +153,9 @@ func (s *Server) Snapshot() Stats {
 	})
 	for ep, n := range s.peak {
 		st.PeakInFlight[ep] = n
+	}
+	for ep, n := range s.chunks {
+		st.StreamChunks[ep] = n
 	}
 	for i, t := range s.lines {
 		name := t.Name

@@ -6,10 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/flow"
-	"github.com/agentq/agentq/internal/producer"
-	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq"
 )
 
 // approveCmd is `enqueue approve ID STEP [--reject] [--comment TEXT]`: a
@@ -34,9 +31,9 @@ waiting (decided already, not reached yet, or its workflow ended) is refused
 	cmd.Flags().BoolVar(&reject, "reject", false, "reject instead of approving")
 	cmd.Flags().StringVar(&comment, "comment", "", "why: kept with the decision, read by the step's dependents")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return withClient(cmd, c, func(cl *client.Client) error {
-			state, err := cl.Decide(cmd.Context(), args[0], args[1], !reject, comment, "cli")
-			if errors.Is(err, flow.ErrNotWaiting) {
+		return withClient(cmd, c, func(cl *agentq.Client) error {
+			state, err := cl.Decide(cmd.Context(), args[0], args[1], agentq.Decision{Approve: !reject, Comment: comment, By: "cli"})
+			if errors.Is(err, agentq.ErrNotWaiting) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err != nil {
@@ -73,9 +70,9 @@ their ids). A workflow still running is refused (exit 2).`,
 		if from == "" {
 			return usageErr("rerun: --from STEP is required")
 		}
-		return withClient(cmd, c, func(cl *client.Client) error {
+		return withClient(cmd, c, func(cl *agentq.Client) error {
 			gen, err := cl.Rerun(cmd.Context(), args[0], from)
-			if errors.Is(err, producer.ErrNotFinished) || errors.Is(err, spec.ErrInvalidSpec) {
+			if errors.Is(err, agentq.ErrNotFinished) || errors.Is(err, agentq.ErrInvalidSpec) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err != nil {

@@ -13,11 +13,11 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/dashboard"
 	"github.com/agentq/agentq/internal/poll"
-	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/store"
@@ -154,7 +154,7 @@ func TestQueuePauseHoldsStepsUntilResume(t *testing.T) {
 		return time.Since(start) > 1500*time.Millisecond, "watching the paused queue"
 	})
 	r = run(t, cli.Enqueue, server, "queue", "list", "--json")
-	var qs []producer.QueueInfo
+	var qs []agentq.QueueInfo
 	if r.code != 0 || json.Unmarshal([]byte(r.out), &qs) != nil {
 		t.Fatalf("queue list --json: exit %d, %q %q", r.code, r.out, r.err)
 	}
@@ -179,7 +179,7 @@ func TestQueuePauseHoldsStepsUntilResume(t *testing.T) {
 	}
 }
 
-func findQueue(qs []producer.QueueInfo, name string) *producer.QueueInfo {
+func findQueue(qs []agentq.QueueInfo, name string) *agentq.QueueInfo {
 	for i := range qs {
 		if qs[i].Name == name {
 			return &qs[i]
@@ -211,7 +211,7 @@ func TestSchedulesRunOnTheWorkers(t *testing.T) {
 			args = append(args, "--config", cfg)
 		}
 		r := run(t, cli.Enqueue, v, args...)
-		var ss []producer.ScheduleInfo
+		var ss []agentq.ScheduleInfo
 		if r.code != 0 || json.Unmarshal([]byte(r.out), &ss) != nil || len(ss) != 1 {
 			t.Fatalf("schedule list: exit %d, %q %q", r.code, r.out, r.err)
 		}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 )
 
 func dlqCmd(c *common) *cobra.Command {
@@ -35,14 +34,14 @@ discard it and the workflow fails.`,
 		Use: "list", Short: "List dead letters, newest first", Args: cobra.NoArgs,
 		Example: "  enqueue dlq list\n  enqueue dlq list --class rate_limited --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
-				dls, err := cl.DeadLetters(cmd.Context(), class)
+			return withClient(cmd, c, func(cl *agentq.Client) error {
+				dls, err := cl.DeadLettersOfClass(cmd.Context(), class)
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if dls == nil {
-						dls = []producer.DeadLetter{}
+						dls = []agentq.ParkedStep{}
 					}
 					return printJSON(cmd.OutOrStdout(), dls)
 				}
@@ -63,8 +62,8 @@ discard it and the workflow fails.`,
 		Use: "show TASK", Short: "Show a dead letter: why it failed, the step's last recorded error, and its rendered prompt", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq show wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
-				d, err := cl.DeadLetterDetail(cmd.Context(), args[0])
+			return withClient(cmd, c, func(cl *agentq.Client) error {
+				d, err := cl.DeadLetterTaskDetail(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -108,13 +107,13 @@ discard it and the workflow fails.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
 				if all {
 					n, err := cl.RequeueAll(cmd.Context(), reClass)
 					fmt.Fprintf(cmd.OutOrStdout(), "requeued %d dead letter(s)\n", n)
 					return err
 				}
-				if err := cl.Requeue(cmd.Context(), args[0]); err != nil {
+				if err := cl.RequeueTask(cmd.Context(), args[0]); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "requeued %s\n", args[0])
@@ -129,8 +128,8 @@ discard it and the workflow fails.`,
 		Use: "discard TASK", Short: "Delete a dead letter for good; its blocked workflow fails", Args: cobra.ExactArgs(1),
 		Example: "  enqueue dlq discard wf_abc123:summary",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
-				if err := cl.Discard(cmd.Context(), args[0]); err != nil {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
+				if err := cl.DiscardTask(cmd.Context(), args[0]); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "discarded %s\n", args[0])

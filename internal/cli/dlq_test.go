@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/poll"
-	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/tasks"
@@ -32,7 +32,7 @@ func TestDeadLetterReviewRequeueAndDiscard(t *testing.T) {
 	}
 	task := tasks.TaskID(ids[0], "greet")
 
-	var dls []producer.DeadLetter
+	var dls []agentq.ParkedStep
 	poll.Until(t, 5*time.Second, func() (bool, string) {
 		r := run(t, cli.Enqueue, vars, "dlq", "list", "--config", cfg, "--json")
 		if err := json.Unmarshal([]byte(r.out), &dls); err != nil {

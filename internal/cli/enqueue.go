@@ -12,8 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/tracing"
@@ -86,7 +85,9 @@ id, a step no live worker serves, a missing workflow or dead letter, a
 token the dashboard refused, an idempotency key used with another spec or
 input, an unknown queue); 3 cannot reach Redis (or the dashboard); 4
 --wait-timeout passed while the workflow still runs; 5 no live worker at
-all (--no-check submits anyway).`,
+all (--no-check submits anyway); 6 written but not confirmed by the
+replicas redis.durability asks for; 7 refused at a bound of limits: (a
+signal no step waits for past limits.max_kept_signals): try again later.`,
 		Example: `  enqueue examples/hello.yaml --wait
   enqueue report.yaml --input question="Which region grew fastest?" --json
   enqueue status wf_abc123
@@ -104,7 +105,7 @@ all (--no-check submits anyway).`,
 	}
 	c := addCommon(cmd, &env, "redis.addr", "redis.url", "redis.username", "redis.password", "redis.db", "retention")
 	cmd.PersistentFlags().String("server", "", "talk to a dashboard's HTTP API at this URL instead of Redis (env AGENTQ_SERVER; changes need AGENTQ_DASHBOARD_TOKEN)")
-	cmd.Flags().StringArrayVar(&inputs, "input", nil, "set input key=value (repeatable; overrides the spec's input); a key no template reads is an error")
+	cmd.Flags().StringArrayVar(&inputs, "input", nil, "set input key=value (repeatable; overrides the spec's input); a key no template of the spec reads (prompts, with:, for_each, concurrency.key, wait_for.match, messages) is an error")
 	cmd.Flags().BoolVar(&unused, "allow-unused-input", false, "with --input, only warn about keys no template of the spec reads")
 	cmd.Flags().StringVar(&queue, "queue", "", "queue for steps that do not name one (overrides defaults.queue)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the workflow ends, then print it")
@@ -122,7 +123,7 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		if cmd.Flags().Changed("idempotency-key") {
-			if err := producer.CheckIdempotencyKey(idemKey); err != nil {
+			if err := agentq.CheckIdempotencyKey(idemKey); err != nil {
 				return usageErr("--idempotency-key: %v", err)
 			}
 		}
@@ -135,7 +136,11 @@ all (--no-check submits anyway).`,
 		if args[0] != "-" {
 			schemaDir = filepath.Dir(args[0]) // output.schema paths are relative to the spec file
 		}
-		wspec, err := client.ParseSpec(cfg, source, data, schemaDir)
+		acfg, err := sdkConfig(cfg)
+		if err != nil {
+			return err
+		}
+		wspec, err := acfg.ParseSpec(source, data, schemaDir)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
@@ -164,15 +169,15 @@ all (--no-check submits anyway).`,
 			return err
 		}
 		defer stop(context.WithoutCancel(cmd.Context()))
-		var opts []producer.SubmitOption
+		var opts []agentq.SubmitOption
 		if noCheck {
-			opts = append(opts, producer.WithoutWorkerCheck())
+			opts = append(opts, agentq.WithoutWorkerCheck())
 		}
 		if idemKey != "" {
-			opts = append(opts, producer.WithIdempotencyKey(idemKey))
+			opts = append(opts, agentq.WithIdempotencyKey(idemKey))
 		}
 		sub, err := cl.SubmitWorkflow(cmd.Context(), wspec, opts...)
-		if errors.Is(err, producer.ErrIdempotencyConflict) {
+		if errors.Is(err, agentq.ErrIdempotencyConflict) {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		if err != nil {
@@ -225,19 +230,19 @@ all (--no-check submits anyway).`,
 		}
 		return endState(wf)
 	}
-	cmd.AddCommand(statusCmd(c), followCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), signalCmd(c), specCmd(c), rerunCmd(c))
+	cmd.AddCommand(statusCmd(c), followCmd(c), resultCmd(c), cancelCmd(c), listCmd(c), dlqCmd(c), keysCmd(c), queueCmd(c), scheduleCmd(c), approveCmd(c), signalCmd(c), specCmd(c), rerunCmd(c), mcpCmd(c))
 	return cmd
 }
 
 // submittedJSON is what enqueue --json prints: the workflow, and whether
 // its idempotency key named one submitted before.
 type submittedJSON struct {
-	*producer.Workflow
+	*agentq.Workflow
 	Existing bool `json:"existing"`
 }
 
 // endState is the exit of a command that waited for wf.
-func endState(wf *producer.Workflow) error {
+func endState(wf *agentq.Workflow) error {
 	if wf.State != record.StateCompleted {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("workflow %s is %s", wf.ID, wf.State)}
 	}
@@ -265,14 +270,14 @@ func readSpec(arg string, stdin io.Reader, limit int) ([]byte, string, error) {
 }
 
 func notFound(err error, id string) error {
-	if errors.Is(err, producer.ErrNotFound) {
+	if errors.Is(err, agentq.ErrNotFound) {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("workflow %s not found (wrong id, or expired after its retention)", id)}
 	}
 	return err
 }
 
 // printResult prints the final steps' outputs, or every step's with all.
-func printResult(ctx context.Context, w io.Writer, cl *client.Client, id string, all bool) error {
+func printResult(ctx context.Context, w io.Writer, cl *agentq.Client, id string, all bool) error {
 	r, err := cl.Result(ctx, id)
 	if err != nil {
 		return notFound(err, id)
@@ -298,22 +303,30 @@ func printResult(ctx context.Context, w io.Writer, cl *client.Client, id string,
 
 // printInstances prints a map step's instance outputs in item order, read
 // a page at a time (a wide map is never held whole).
-func printInstances(ctx context.Context, w io.Writer, cl *client.Client, id, step string, n int) error {
-	for off := 0; off < n; off += producer.MaxInstancesPage {
-		p, err := cl.Instances(ctx, id, step, off, producer.MaxInstancesPage)
-		if err != nil {
-			return fmt.Errorf("workflow %s step %s: instances from %d: %w", id, step, off, err)
-		}
-		for _, s := range p.Instances {
+func printInstances(ctx context.Context, w io.Writer, cl *agentq.Client, id, step string, n int) error {
+	return eachInstancePage(ctx, cl, id, step, n, func(page []agentq.StepRecord) {
+		for _, s := range page {
 			out := s.Output
 			if s.State != record.StepDone {
 				out = "(" + s.State + ")"
 			}
 			fmt.Fprintf(w, "[%s] %s\n", strings.TrimSuffix(strings.TrimPrefix(s.ID, step+"["), "]"), out)
 		}
+	})
+}
+
+// eachInstancePage hands fn the instances of map step step of workflow id
+// that started (n of them) in item order, a page at a time.
+func eachInstancePage(ctx context.Context, cl *agentq.Client, id, step string, n int, fn func([]agentq.StepRecord)) error {
+	for off := 0; off < n; off += agentq.MaxInstancesPage {
+		p, err := cl.Instances(ctx, id, step, off, agentq.MaxInstancesPage)
+		if err != nil {
+			return fmt.Errorf("workflow %s step %s: instances from %d: %w", id, step, off, err)
+		}
 		if len(p.Instances) == 0 {
 			break
 		}
+		fn(p.Instances)
 	}
 	return nil
 }

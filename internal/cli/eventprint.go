@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -26,12 +25,7 @@ func (p *eventPrinter) endLine() {
 
 func (p *eventPrinter) print(e record.Event) error {
 	if p.json {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.w, "%s\n", b)
-		return err
+		return printJSONLine(p.w, e)
 	}
 	if e.Type == record.EventDelta {
 		if p.text != e.Step {

@@ -16,14 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/apiclient"
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/client"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/problem"
-	"github.com/agentq/agentq/internal/producer"
-	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/internal/spec"
 )
 
 // Exit codes, the same for every command (the README's table).
@@ -35,6 +32,7 @@ const (
 	ExitStillRunning = 4 // --wait gave up (--wait-timeout) while the workflow still runs
 	ExitNoWorkers    = 5 // no live worker serves the spec (--no-check submits anyway)
 	ExitNotConfirmed = 6 // written to the Redis primary, not confirmed by the replicas redis.durability asks for
+	ExitOverLimit    = 7 // refused: a bound of limits: is reached (limits.max_kept_signals); nothing was written, try again later
 )
 
 // ExitError carries an exit code.
@@ -73,14 +71,19 @@ func Code(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, producer.ErrNotConfirmed):
+	case errors.Is(err, agentq.ErrNotConfirmed):
 		return ExitNotConfirmed
-	case errors.Is(err, client.ErrRedisUnreachable), errors.Is(err, apiclient.ErrUnreachable), flow.Unavailable(err):
+	case errors.Is(err, agentq.ErrOverLimit):
+		return ExitOverLimit
+	case errors.Is(err, agentq.ErrUnreachable),
+		// the worker and the dashboard commands, which reach Redis
+		// without agentq.Client
+		errors.Is(err, client.ErrRedisUnreachable), flow.Unavailable(err):
 		return ExitUnreachable
-	case errors.Is(err, producer.ErrNoWorkers):
+	case errors.Is(err, agentq.ErrNoWorkers):
 		return ExitNoWorkers
-	case errors.Is(err, spec.ErrInvalidSpec), errors.Is(err, producer.ErrNotFound), errors.Is(err, producer.ErrNoDeadLetter),
-		errors.Is(err, producer.ErrUnknownClass), errors.Is(err, producer.ErrUnknownState), errors.Is(err, apiclient.ErrUnauthorized), errors.Is(err, record.ErrUnknownKey):
+	case errors.Is(err, agentq.ErrInvalidSpec), errors.Is(err, agentq.ErrNotFound), errors.Is(err, agentq.ErrNoDeadLetter),
+		errors.Is(err, agentq.ErrUnknownClass), errors.Is(err, agentq.ErrUnknownState), errors.Is(err, agentq.ErrUnauthorized), errors.Is(err, agentq.ErrUnknownKey):
 		return ExitUsage
 	}
 	var fe *config.FieldError

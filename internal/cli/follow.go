@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
 )
@@ -42,7 +41,7 @@ past --reconnect it exits 3. --json prints one JSON event a line.`,
 			if reconnect < 0 {
 				return usageErr("--reconnect: %s is negative (0: do not reconnect)", reconnect)
 			}
-			return withClient(cmd, c, func(cl *client.Client) error {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
 				if after != "" && !record.ValidEventID(after) {
 					return usageErr("--after: %q is not an event id (ms-seq)", after)
 				}
@@ -71,7 +70,7 @@ var errEndedEarly = errors.New("the event stream ended before workflow.ended")
 // (or the dashboard) does not answer it reconnects, for at most reconnect
 // in one stretch, resuming after the last event it printed, and says so
 // on errW.
-func follow(ctx context.Context, w, errW io.Writer, cl *client.Client, id, after string, asJSON bool, reconnect time.Duration) error {
+func follow(ctx context.Context, w, errW io.Writer, cl *agentq.Client, id, after string, asJSON bool, reconnect time.Duration) error {
 	f := &follower{cl: cl, id: id, p: &eventPrinter{w: w, json: asJSON}, errW: errW, o: outage{limit: max(reconnect, 0)}, gen: -1, last: after}
 	for {
 		printed := f.printed
@@ -97,7 +96,7 @@ func follow(ctx context.Context, w, errW io.Writer, cl *client.Client, id, after
 
 // follower is one follow's place in a workflow's event log.
 type follower struct {
-	cl   *client.Client
+	cl   *agentq.Client
 	id   string
 	p    *eventPrinter
 	errW io.Writer
@@ -118,7 +117,7 @@ type follower struct {
 // read prints the events after f.last until the workflow is over, and
 // returns its record then; otherwise why it stopped: a read that was not
 // answered, errEndedEarly, or another error.
-func (f *follower) read(ctx context.Context) (*producer.Workflow, error) {
+func (f *follower) read(ctx context.Context) (*agentq.Workflow, error) {
 	if f.dead != nil {
 		if wf, err := f.blockedOn(ctx, *f.dead); err != nil || wf != nil {
 			return wf, err
@@ -189,7 +188,7 @@ func (f *follower) note(e record.Event) {
 // in the run being read, the step is still dead, and it is not optional
 // (an optional step or map instance that is dead blocks nothing). A
 // workflow that ended, or goes on, is read on: through workflow.ended.
-func (f *follower) blockedOn(ctx context.Context, e record.Event) (*producer.Workflow, error) {
+func (f *follower) blockedOn(ctx context.Context, e record.Event) (*agentq.Workflow, error) {
 	wf, err := f.cl.Status(ctx, f.id)
 	if err != nil {
 		return nil, err
@@ -220,7 +219,7 @@ func (f *follower) blockedOn(ctx context.Context, e record.Event) (*producer.Wor
 
 // end prints the state the workflow is over in, unless its
 // workflow.ended said it, and returns the exit --wait would.
-func (f *follower) end(wf *producer.Workflow) error {
+func (f *follower) end(wf *agentq.Workflow) error {
 	f.p.endLine()
 	if !f.p.json && f.lastType != record.EventEnded {
 		fmt.Fprintf(f.p.w, "workflow %s is %s\n", f.id, wf.State)

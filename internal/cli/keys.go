@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq"
 )
 
 func keysCmd(c *common) *cobra.Command {
@@ -28,14 +27,14 @@ if it holds keys): no API key is needed here.`,
 		Use: "list", Short: "Every key the live workers use, and its state", Args: cobra.NoArgs,
 		Example: "  enqueue keys list\n  enqueue keys list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(k *client.Client) error {
+			return withClient(cmd, c, func(k *agentq.Client) error {
 				keys, err := k.Keys(cmd.Context())
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if keys == nil {
-						keys = []record.KeyInfo{}
+						keys = []agentq.KeyInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), keys)
 				}
@@ -48,7 +47,7 @@ if it holds keys): no API key is needed here.`,
 				for _, k := range keys {
 					state := k.State
 					switch {
-					case k.State == record.KeyDisabled:
+					case k.State == agentq.KeyDisabled:
 						state = "disabled: " + oneLine(k.Disabled, 120)
 					case k.CoolUntil != nil:
 						state = "cooling until " + k.CoolUntil.UTC().Format(time.RFC3339)
@@ -75,8 +74,14 @@ if it holds keys): no API key is needed here.`,
 			if len(args) == 1 {
 				ref = args[0]
 			}
-			return withClient(cmd, c, func(k *client.Client) error {
-				res, err := k.EnableKeys(cmd.Context(), ref, all)
+			return withClient(cmd, c, func(k *agentq.Client) error {
+				var res agentq.KeyChanges
+				var err error
+				if all {
+					res.Enabled, err = k.EnableAllKeys(cmd.Context())
+				} else {
+					res, err = k.EnableKeyChanges(cmd.Context(), ref)
+				}
 				if err != nil {
 					return err
 				}

@@ -19,9 +19,9 @@ import (
 func TestNotConfirmedExitsSixNamingTheKey(t *testing.T) {
 	primary, replicas := redistest.Replicated(t, 1)
 	e := testenv.Start(t, testenv.Options{RedisAddr: primary.Addr(), NoWorker: true,
-		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(200 * time.Millisecond)}})
+		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(time.Second)}}) // a second: an in-sync replica on a loaded machine
 	vars, _ := envFor(t, e)
-	cfg := writeFile(t, "agentq.yaml", testenv.ConfigYAML+"redis:\n  durability: { replicas: 1, timeout: 200ms }\n")
+	cfg := writeFile(t, "agentq.yaml", testenv.ConfigYAML+"redis:\n  durability: { replicas: 1, timeout: 1s }\n")
 	spec := writeFile(t, "hello.yaml", hello)
 
 	r := run(t, cli.Enqueue, vars, spec, "--config", cfg, "--input", "who=Ada", "--no-check", "--json")

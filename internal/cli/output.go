@@ -1,37 +1,33 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/internal/flow"
 )
-
-// printJSON writes v as one indented JSON document.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 // printWorkflow writes a workflow for people: a header, one line a step,
 // and each step's error if it has one.
-func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
+func printWorkflow(w io.Writer, wf *agentq.Workflow, cl *agentq.Client) {
 	took := ""
 	if wf.FinishedAt != nil {
 		took = " in " + wf.FinishedAt.Sub(wf.CreatedAt).Round(10*time.Millisecond).String()
 	}
-	u := producer.Usage(wf)
+	var prompt, completion int
+	for _, s := range wf.Steps {
+		prompt += s.Usage.PromptTokens
+		completion += s.Usage.CompletionTokens
+	}
 	cost := ""
 	if c, ok := cl.Cost(wf); ok && (cl.Priced() || c > 0) {
-		cost = fmt.Sprintf(", cost %.4f%s", c, client.CostByProvider(wf))
+		cost = fmt.Sprintf(", cost %.4f%s", c, costByProvider(wf))
 	}
-	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, u.PromptTokens, u.CompletionTokens, cost)
+	fmt.Fprintf(w, "workflow %s (%s): %s%s · tokens %d/%d%s\n", wf.ID, wf.Name, wf.State, took, prompt, completion, cost)
 	if wf.Parent != nil {
 		fmt.Fprintf(w, "  a child of workflow %s, step %s\n", wf.Parent.Workflow, wf.Parent.Step)
 	}
@@ -73,14 +69,16 @@ func printWorkflow(w io.Writer, wf *producer.Workflow, cl *client.Client) {
 		switch {
 		case s.State == "throttled":
 			fmt.Fprintf(w, "  %s %s\n", s.ID, oneLine(s.Output, 300))
-		case s.State == "waiting" && s.WaitsFor == "child":
-			fmt.Fprintf(w, "  %s %s (enqueue status %s)\n", s.ID, oneLine(s.Output, 300), s.Child)
-		case s.State == "waiting" && s.WaitsFor == "signal":
-			fmt.Fprintf(w, "  %s %s (enqueue signal)\n", s.ID, oneLine(s.Output, 300))
 		case s.State == "waiting":
-			fmt.Fprintf(w, "  %s waits for a decision: %s (enqueue approve %s %s [--reject])\n", s.ID, oneLine(s.Output, 300), wf.ID, s.ID)
+			fmt.Fprintf(w, "  %s waits %s\n", s.ID, waitText(wf, s, 300))
 		}
 	}
+}
+
+// costByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost
+// by who answered, for status; empty when one paid all.
+func costByProvider(wf *agentq.Workflow) string {
+	return flow.CostByProviderText(agentq.CostByProvider(wf))
 }
 
 func oneLine(s string, n int) string {

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/sdkconfig"
 )
 
 // serverURL is --server, else AGENTQ_SERVER; empty: talk to Redis.
@@ -16,20 +19,34 @@ func (c *common) serverURL(cmd *cobra.Command) string {
 	return v
 }
 
-// openProducer opens the producer client every face uses, over the
-// dashboard's API (--server) or over Redis.
-func (c *common) openProducer(cmd *cobra.Command, cfg config.Config) (*client.Client, error) {
-	if u := c.serverURL(cmd); u != "" {
-		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
-		return client.Remote(cfg, u, token), nil
+// sdkConfig is cfg as the SDK's Config.
+func sdkConfig(cfg config.Config) (agentq.Config, error) {
+	if sdkconfig.Of != nil {
+		if acfg, ok := sdkconfig.Of(cfg).(agentq.Config); ok {
+			return acfg, nil
+		}
 	}
-	c.sayWhichRedis(cmd, cfg)
-	return client.Open(cmd.Context(), cfg)
+	return agentq.Config{}, errors.New("the SDK's configuration is not set up (package agentq not loaded)")
 }
 
-// withClient loads the configuration, opens the producer client, runs f,
+// openProducer opens the SDK's client (agentq.Client, what any program
+// uses), over the dashboard's API (--server) or over Redis.
+func (c *common) openProducer(cmd *cobra.Command, cfg config.Config) (*agentq.Client, error) {
+	acfg, err := sdkConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if u := c.serverURL(cmd); u != "" {
+		token, _ := c.env.lookup("AGENTQ_DASHBOARD_TOKEN")
+		return agentq.NewServerClientWithConfig(acfg, u, token), nil
+	}
+	c.sayWhichRedis(cmd, cfg)
+	return agentq.NewClient(cmd.Context(), acfg)
+}
+
+// withClient loads the configuration, opens the SDK's client, runs f,
 // closes.
-func withClient(cmd *cobra.Command, c *common, f func(*client.Client) error) error {
+func withClient(cmd *cobra.Command, c *common, f func(*agentq.Client) error) error {
 	cfg, err := c.load(cmd)
 	if err != nil {
 		return err

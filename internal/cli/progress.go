@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
+	"github.com/agentq/agentq/internal/spec"
 )
 
 // progress shows a waiting workflow: a bar redrawn in place on a terminal,
@@ -33,7 +34,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func (p *progress) update(wf *producer.Workflow) {
+func (p *progress) update(wf *agentq.Workflow) {
 	if wf.Steps == nil && wf.Counts != nil {
 		p.counts(wf) // a wide workflow: its counters, not its steps
 		return
@@ -68,12 +69,10 @@ func (p *progress) update(wf *producer.Workflow) {
 		switch {
 		case s.State == "throttled":
 			line += ": " + oneLine(s.Output, 200)
-		case s.State == "waiting" && s.WaitsFor == "child":
-			line += ": " + oneLine(s.Output, 200)
-		case s.State == "waiting" && s.WaitsFor == "signal":
-			line += ": " + oneLine(s.Output, 200) + " (enqueue signal)"
 		case s.State == "waiting":
-			line += fmt.Sprintf(" for a decision (enqueue approve %s %s [--reject]): %s", wf.ID, s.ID, oneLine(s.Output, 160))
+			if w := waitText(wf, s, 160); w != "" {
+				line += " " + w
+			}
 		}
 		if s.Error != "" && s.State != "done" {
 			line += ": " + oneLine(s.Error, 160)
@@ -82,10 +81,10 @@ func (p *progress) update(wf *producer.Workflow) {
 	}
 }
 
-func (p *progress) bar(wf *producer.Workflow) {
+func (p *progress) bar(wf *agentq.Workflow) {
 	const width = 24
 	done, failed := 0, 0
-	var running, waiting, signals []string
+	var running, decisions, signals, children, waiting []string
 	for _, s := range wf.Steps {
 		switch s.State {
 		case "done":
@@ -95,9 +94,14 @@ func (p *progress) bar(wf *producer.Workflow) {
 		case "running":
 			running = append(running, s.ID)
 		case "waiting":
-			if s.WaitsFor == "signal" {
+			switch s.WaitsFor {
+			case spec.WaitApproval:
+				decisions = append(decisions, s.ID)
+			case spec.WaitSignal:
 				signals = append(signals, s.ID)
-			} else {
+			case spec.WaitChild:
+				children = append(children, s.ID)
+			default:
 				waiting = append(waiting, s.ID)
 			}
 		}
@@ -111,11 +115,17 @@ func (p *progress) bar(wf *producer.Workflow) {
 	if len(running) > 0 {
 		line += " · running " + oneLine(strings.Join(running, ", "), 40)
 	}
-	if len(waiting) > 0 {
-		line += " · waiting for a decision on " + oneLine(strings.Join(waiting, ", "), 40) + " (enqueue approve)"
+	if len(decisions) > 0 {
+		line += " · waiting for a decision on " + oneLine(strings.Join(decisions, ", "), 40) + " (enqueue approve)"
 	}
 	if len(signals) > 0 {
 		line += " · waiting for a signal on " + oneLine(strings.Join(signals, ", "), 40) + " (enqueue signal)"
+	}
+	if len(children) > 0 {
+		line += " · waiting for a child workflow on " + oneLine(strings.Join(children, ", "), 40) + " (enqueue status)"
+	}
+	if len(waiting) > 0 {
+		line += " · waiting on " + oneLine(strings.Join(waiting, ", "), 40)
 	}
 	line += " · " + elapsed(p.start)
 	fmt.Fprintf(p.w, "%-100s", line)
@@ -124,7 +134,7 @@ func (p *progress) bar(wf *producer.Workflow) {
 
 // counts shows a wide workflow by its counters: a line per change (per
 // tenth of its steps off a terminal), redrawn in place on one.
-func (p *progress) counts(wf *producer.Workflow) {
+func (p *progress) counts(wf *agentq.Workflow) {
 	c := wf.Counts
 	line := fmt.Sprintf("%s: %d/%d steps settled", wf.State, c.Settled, c.Steps)
 	if c.Dead > 0 {

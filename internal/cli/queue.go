@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 )
 
 // queueCmd is `enqueue queue list|pause|resume`: asynq's queues, through
@@ -31,14 +30,14 @@ listed, paused and resumed together.`,
 		Use: "list", Short: "Every queue: paused or not, its steps by state, the live workers that serve it", Args: cobra.NoArgs,
 		Example: "  enqueue queue list\n  enqueue queue list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
 				qs, err := cl.Queues(cmd.Context())
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if qs == nil {
-						qs = []producer.QueueInfo{}
+						qs = []agentq.QueueInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), qs)
 				}
@@ -59,14 +58,14 @@ listed, paused and resumed together.`,
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
-	change := func(use, short, done, already string, f func(*client.Client, *cobra.Command, string) (producer.QueueChange, error)) *cobra.Command {
+	change := func(use, short, done, already string, f func(*agentq.Client, *cobra.Command, string) (agentq.QueueChange, error)) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
 			Example: "  enqueue queue " + use + " default",
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return withClient(cmd, c, func(cl *client.Client) error {
+				return withClient(cmd, c, func(cl *agentq.Client) error {
 					ch, err := f(cl, cmd, args[0])
-					if errors.Is(err, producer.ErrUnknownQueue) {
+					if errors.Is(err, agentq.ErrUnknownQueue) {
 						return &ExitError{Code: ExitUsage, Err: err}
 					}
 					if err != nil {
@@ -84,11 +83,11 @@ listed, paused and resumed together.`,
 	}
 	pause := change("pause", "Stop workers taking the queue's steps (running ones finish; submits are still accepted)",
 		"paused (its steps wait until 'enqueue queue resume %[1]s')", "was paused already",
-		func(cl *client.Client, cmd *cobra.Command, name string) (producer.QueueChange, error) {
+		func(cl *agentq.Client, cmd *cobra.Command, name string) (agentq.QueueChange, error) {
 			return cl.PauseQueue(cmd.Context(), name)
 		})
 	resume := change("resume", "Let workers take a paused queue's steps again", "resumed", "was not paused",
-		func(cl *client.Client, cmd *cobra.Command, name string) (producer.QueueChange, error) {
+		func(cl *agentq.Client, cmd *cobra.Command, name string) (agentq.QueueChange, error) {
 			return cl.ResumeQueue(cmd.Context(), name)
 		})
 	cmd.AddCommand(list, pause, resume)

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 )
 
 // scheduleCmd is `enqueue schedule list`: the periodic workflows the
@@ -31,14 +30,14 @@ last minute). See docs/schedules.md.`,
 		Use: "list", Short: "Each schedule: its cron, the worker holding it, its last and next slots", Args: cobra.NoArgs,
 		Example: "  enqueue schedule list\n  enqueue schedule list --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
 				ss, err := cl.Schedules(cmd.Context())
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if ss == nil {
-						ss = []producer.ScheduleInfo{}
+						ss = []agentq.ScheduleInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), ss)
 				}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 )
 
 // signalCmd is `enqueue signal NAME --match V --data JSON`: a signal to
@@ -34,6 +34,11 @@ time, is a no-op that prints the first send's id (exit 0; "duplicate": true
 with --json). Only a first send cut short (its sender died or failed
 mid-send) is finished by the next send of the key, with its id and data.
 
+The data is at most limits.max_signal_bytes (64 KiB by default; past it,
+exit 2). A signal no step waits for while limits.max_kept_signals are kept
+(10,000 by default) is refused with exit 7: nothing is sent (an
+--idempotency-key is free to send again); send it again later.
+
 It prints the steps it completed, or that it was kept.`,
 		Example: `  enqueue signal payment.succeeded --match order-42 --data '{"amount": 1999}'
   enqueue signal ci.finished --match "$GIT_SHA" --data-file result.json --idempotency-key "ci-$RUN_ID"`,
@@ -55,12 +60,19 @@ It prints the steps it completed, or that it was kept.`,
 				return usageErr("signal: --data-file: %v", err)
 			}
 		}
+		if err := checkJSON(raw); err != nil {
+			from := "--data"
+			if dataFile != "" {
+				from = "--data-file"
+			}
+			return usageErr("signal: %s: data is not JSON: %v", from, err)
+		}
 		if cmd.Flags().Changed("idempotency-key") && key == "" {
 			return usageErr("signal: --idempotency-key is empty")
 		}
-		return withClient(cmd, c, func(cl *client.Client) error {
-			res, err := cl.Signal(cmd.Context(), producer.Signal{Name: args[0], Match: match, Data: json.RawMessage(raw), IdempotencyKey: key})
-			if errors.Is(err, producer.ErrBadSignal) || errors.Is(err, producer.ErrBadIdempotencyKey) {
+		return withClient(cmd, c, func(cl *agentq.Client) error {
+			res, err := cl.SendSignal(cmd.Context(), agentq.Signal{Name: args[0], Match: match, Data: json.RawMessage(raw), IdempotencyKey: key})
+			if errors.Is(err, agentq.ErrBadSignal) || errors.Is(err, agentq.ErrBadIdempotencyKey) {
 				return usageErr("signal: %v", err)
 			}
 			if err != nil {
@@ -91,8 +103,19 @@ It prints the steps it completed, or that it was kept.`,
 	return cmd
 }
 
+// checkJSON refuses data that is not one JSON value (anything after it
+// but white space included); empty data is null. The send checks it too,
+// but over --server it must be JSON to be sent at all.
+func checkJSON(raw []byte) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	return json.Compact(&b, raw)
+}
+
 // maxDataRead bounds what --data-file reads: past it, the data is refused
-// as too long whatever the limit (limits.max_output_bytes, checked by the
+// as too long whatever the limit (limits.max_signal_bytes, checked by the
 // send), without reading a file of any size into memory.
 const maxDataRead = 64 << 20
 

@@ -8,8 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 )
 
 // specCmd is `enqueue spec put|list|show`: specs stored by name, versioned.
@@ -48,17 +47,24 @@ is written). It prints the name and the version.`,
 			if args[1] != "-" {
 				schemaDir = filepath.Dir(args[1])
 			}
-			wspec, err := client.ParseSpec(cfg, source, data, schemaDir)
+			acfg, err := sdkConfig(cfg)
+			if err != nil {
+				return err
+			}
+			wspec, err := acfg.ParseSpec(source, data, schemaDir)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			return withClient(cmd, c, func(cl *client.Client) error {
-				st, err := cl.PutSpec(cmd.Context(), args[0], wspec)
-				if errors.Is(err, producer.ErrBadSpecName) {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
+				st, err := cl.StoreSpec(cmd.Context(), args[0], wspec)
+				if errors.Is(err, agentq.ErrBadSpecName) {
 					return usageErr("spec put: %v", err)
 				}
 				if err != nil {
 					return err
+				}
+				for _, m := range st.Missing {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s names child spec %q, not stored yet: a submit of %s is refused until it is (enqueue spec put %s FILE)\n", st.Name, m, st.Name, m)
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), st)
@@ -78,14 +84,14 @@ is written). It prints the name and the version.`,
 		Example: `  enqueue spec list --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
+			return withClient(cmd, c, func(cl *agentq.Client) error {
 				sts, err := cl.StoredSpecs(cmd.Context())
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if sts == nil {
-						sts = []producer.StoredSpec{}
+						sts = []agentq.StoredSpec{}
 					}
 					return printJSON(cmd.OutOrStdout(), sts)
 				}
@@ -102,9 +108,12 @@ is written). It prints the name and the version.`,
 		Example: `  enqueue spec show research --version 2`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, c, func(cl *client.Client) error {
-				wspec, v, err := cl.StoredSpecOf(cmd.Context(), args[0], version)
-				if errors.Is(err, producer.ErrNoSpec) || errors.Is(err, producer.ErrBadSpecName) {
+			if cmd.Flags().Changed("version") && version < 1 {
+				return usageErr("spec show: --version %d is not a version (versions start at 1; leave --version out for the latest)", version)
+			}
+			return withClient(cmd, c, func(cl *agentq.Client) error {
+				wspec, v, err := cl.StoredSpec(cmd.Context(), args[0], version)
+				if errors.Is(err, agentq.ErrNoSpec) || errors.Is(err, agentq.ErrBadSpecName) {
 					return usageErr("spec show: %v", err)
 				}
 				if err != nil {
@@ -122,7 +131,7 @@ is written). It prints the name and the version.`,
 			})
 		},
 	}
-	show.Flags().IntVar(&version, "version", 0, "the version to show (0: the latest)")
+	show.Flags().IntVar(&version, "version", 0, "the version to show, 1 or more (left out: the latest)")
 	for _, sub := range []*cobra.Command{put, list, show} {
 		sub.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	}

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentq/agentq"
 	"github.com/agentq/agentq/internal/problem"
-	"github.com/agentq/agentq/internal/producer"
 	"github.com/agentq/agentq/internal/spec"
 )
 
@@ -14,7 +14,7 @@ import (
 // source (found by a dashboard, --server) is put on spec's file and line.
 func submitErr(source string, wspec *spec.Spec, err error) error {
 	switch {
-	case errors.Is(err, producer.ErrNoWorkers):
+	case errors.Is(err, agentq.ErrNoWorkers):
 		return &ExitError{Code: ExitNoWorkers, Err: fmt.Errorf("submit %s: %w; --no-check submits anyway (the workflow waits for a worker)", source, err)}
 	case errors.Is(err, spec.ErrInvalidSpec):
 		var out []error

@@ -14,8 +14,8 @@ import (
 // characters that reorder what is shown (spec.IsHidingRune). Text comes
 // from workflow names, step outputs, errors and providers: nothing of it
 // may recolour the terminal, set its title or disguise a line. JSON stays
-// JSON: encoding/json escapes control characters itself, and an escaped
-// bidi character (\u202e) is the same string.
+// JSON: the CLI's JSON writers (jsonout.go) escape every control and bidi
+// character as \uXXXX before it gets here, so nothing is left to escape.
 type termSafe struct{ w io.Writer }
 
 func (t termSafe) Write(p []byte) (int, error) {

@@ -7,10 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/agentq/agentq/internal/apiclient"
-	"github.com/agentq/agentq/internal/client"
-	"github.com/agentq/agentq/internal/flow"
-	"github.com/agentq/agentq/internal/producer"
+	"github.com/agentq/agentq"
 )
 
 // waitPoll is how often --wait reads the workflow.
@@ -20,7 +17,7 @@ const waitPoll = 200 * time.Millisecond
 // dashboard) did not answer: it says nothing about the workflow, which
 // goes on on the workers.
 func unanswered(err error) bool {
-	return flow.Unavailable(err) || errors.Is(err, apiclient.ErrUnreachable)
+	return errors.Is(err, agentq.ErrUnreachable)
 }
 
 // outage is one stretch of Redis (or the dashboard) not answering, which
@@ -57,22 +54,22 @@ func (o *outage) pause(ctx context.Context) error {
 	}
 }
 
-// waitThroughOutages waits for workflow id like client.Wait, and keeps
+// waitThroughOutages waits for workflow id like agentq.Client.Wait, and keeps
 // waiting while Redis (or, with --server, the dashboard) does not answer,
 // for at most limit in one stretch: a restart or a failover of Redis says
 // nothing about the workflow, which goes on on the workers. It says so on
 // w once per outage. Past limit it returns the last error, which exits 3.
-func waitThroughOutages(ctx context.Context, cl *client.Client, id string, limit time.Duration, onChange func(*producer.Workflow), w io.Writer) (*producer.Workflow, error) {
+func waitThroughOutages(ctx context.Context, cl *agentq.Client, id string, limit time.Duration, onChange func(*agentq.Workflow), w io.Writer) (*agentq.Workflow, error) {
 	o := outage{limit: limit}
 	// each Wait reports its first read: an answer ends the outage
-	answered := func(wf *producer.Workflow) {
+	answered := func(wf *agentq.Workflow) {
 		o.answered()
 		if onChange != nil {
 			onChange(wf)
 		}
 	}
 	for {
-		wf, err := cl.Wait(ctx, id, waitPoll, answered)
+		wf, err := cl.WaitNotify(ctx, id, waitPoll, answered)
 		if err == nil || !unanswered(err) || ctx.Err() != nil {
 			return wf, err
 		}

@@ -1,10 +1,6 @@
 package client
 
 import (
-	"fmt"
-	"sort"
-	"strings"
-
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/producer"
@@ -20,18 +16,5 @@ func (c *Client) Priced() bool { return len(c.cfg.Prices) > 0 }
 // CostByProvider is " (oa 0.0100, an 0.0023)": a workflow's priced cost by
 // who answered, for status and the workflow page; empty when one paid all.
 func CostByProvider(wf *producer.Workflow) string {
-	by := flow.CostByProvider(wf)
-	if len(by) < 2 {
-		return ""
-	}
-	names := make([]string, 0, len(by))
-	for p := range by {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, p := range names {
-		parts[i] = fmt.Sprintf("%s %.4f", p, by[p])
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return flow.CostByProviderText(flow.CostByProvider(wf))
 }

@@ -35,7 +35,7 @@ func Over(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log
 		return nil, err
 	}
 	return &Client{driver: redisDriver{Client: a.Client, fleet: store.NewFleet(rdb, nil), ads: app.AdKeys(cfg)}, cfg: cfg, close: a.Close,
-		mon: &monitor{breakers: a.Breakers, health: a.Health, metrics: a.Metrics.Handler()}}, nil
+		mon: &monitor{breakers: a.Breakers, health: a.Health, metrics: a.Metrics.Handler(), gauges: a.Metrics}}, nil
 }
 
 // redisDriver is the producer client (internal/producer) with the keys the live

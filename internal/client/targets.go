@@ -5,7 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/store"
 )
@@ -15,6 +19,7 @@ type monitor struct {
 	breakers *store.Breakers
 	health   *router.Health
 	metrics  http.Handler
+	gauges   *metrics.Metrics
 }
 
 // Metrics serves the queues' Prometheus gauges as the workers' Redis
@@ -65,5 +70,45 @@ func (c *Client) Targets(ctx context.Context) ([]Target, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Provider+out[i].Model < out[j].Provider+out[j].Model })
+	return out, nil
+}
+
+// MCPServer is one configured MCP server as the workers share its state:
+// its transport ("stdio" or "http": never its command, URL or headers,
+// which may hold secrets) and its breaker, with the time an open one lets
+// a probe through.
+type MCPServer struct {
+	Name, Transport, Breaker string
+	OpenUntil                *time.Time
+}
+
+// MCPServers lists the configured MCP servers, sorted by name, with their
+// breakers as the workers share them.
+func (c *Client) MCPServers(ctx context.Context) ([]MCPServer, error) {
+	if c.mon == nil {
+		return nil, ErrNoMonitor
+	}
+	names := c.cfg.MCPServerNames()
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = config.MCPBreaker(n)
+	}
+	brk, err := c.mon.breakers.Load(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MCPServer, len(names))
+	for i, n := range names {
+		b := brk[keys[i]][""]
+		s := MCPServer{Name: n, Transport: "http", Breaker: b.State.String()}
+		if c.cfg.MCPServers[n].Stdio() {
+			s.Transport = "stdio"
+		}
+		if b.State != breaker.Closed && !b.OpenUntil.IsZero() {
+			u := b.OpenUntil.UTC()
+			s.OpenUntil = &u
+		}
+		out[i] = s
+	}
 	return out, nil
 }

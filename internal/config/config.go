@@ -50,6 +50,11 @@ type Config struct {
 	Events Events `yaml:"events"`
 	// Signals configures signals (docs/signals.md).
 	Signals Signals `yaml:"signals"`
+	// Dashboard bounds the dashboard's event streams.
+	Dashboard Dashboard `yaml:"dashboard"`
+	// MCPServers are the MCP servers prompt steps may take tools from, by
+	// name (mcp.go, docs/mcp.md); empty: none.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 }
 
 // Signals configures what a signal no step waited for becomes.
@@ -286,6 +291,39 @@ type Limits struct {
 	// MaxMapItems caps a map step's max_items (for_each): the most
 	// instances one map may have. Default 10,000, at most 100,000.
 	MaxMapItems int `yaml:"max_map_items"`
+	// MaxWait caps every wait's timeout (wait_for, approval, a workflow's
+	// deadline): a spec asking for more, or for 0s, is refused at submit.
+	// 0: the default, 7 days; else at least 1s.
+	MaxWait Duration `yaml:"max_wait"`
+	// MaxOpenAge is the oldest a workflow may be while open (running,
+	// waiting, blocked): it then ends timed_out, with its event and
+	// webhook. Retention counts from a workflow's end, so an open one is
+	// never expired. 0: the default, 30 days; else at least max_wait.
+	MaxOpenAge Duration `yaml:"max_open_age"`
+	// MaxTreeWorkflows caps the workflows under one root (the root, its
+	// children, theirs): a child past it is not created and its step is
+	// dead-lettered (class limit). 0: the default, 10,000; at most
+	// 1,000,000.
+	MaxTreeWorkflows int `yaml:"max_tree_workflows"`
+	// MaxKeptSignals caps the signals kept at once (no step waited on
+	// them), across every name: a send past it is refused as over a
+	// limit (HTTP 429, CLI exit 7). 0: the default, 10,000; at most
+	// 1,000,000.
+	MaxKeptSignals int `yaml:"max_kept_signals"`
+	// MaxSignalBytes caps one signal's data (HTTP 413, CLI exit 2). 0:
+	// the default, 64 KiB; at most max_output_bytes.
+	MaxSignalBytes int `yaml:"max_signal_bytes"`
+}
+
+// Dashboard bounds what one dashboard process serves.
+type Dashboard struct {
+	// MaxStreams caps the event streams (SSE followers) served at once:
+	// past it a new one is answered 503 with Retry-After. 0: the default,
+	// 10,000.
+	MaxStreams int `yaml:"max_streams"`
+	// MaxStreamsPerClient caps the streams served at once to one client
+	// address: past it 429. 0: the default, 100; at most max_streams.
+	MaxStreamsPerClient int `yaml:"max_streams_per_client"`
 }
 
 // Default is the configuration before any file, variable or flag.
@@ -307,9 +345,12 @@ func Default() Config {
 			PollInterval: Duration(time.Second), RetryPollInterval: Duration(2 * time.Second),
 			KeyLease: Duration(30 * time.Second)},
 		Limits: Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxOutputBytes: defaults.MaxOutputBytes,
-			MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems},
-		Events:  Events{Limit: defaults.EventLimit},
-		Signals: Signals{Keep: Duration(defaults.SignalKeep)},
+			MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems,
+			MaxWait: Duration(defaults.MaxWait), MaxOpenAge: Duration(defaults.MaxOpenAge), MaxTreeWorkflows: defaults.MaxTreeWorkflows,
+			MaxKeptSignals: defaults.MaxKeptSignals, MaxSignalBytes: defaults.MaxSignalBytes},
+		Dashboard: Dashboard{MaxStreams: defaults.MaxStreams, MaxStreamsPerClient: defaults.MaxStreamsPerClient},
+		Events:    Events{Limit: defaults.EventLimit},
+		Signals:   Signals{Keep: Duration(defaults.SignalKeep)},
 	}
 }
 

@@ -90,6 +90,7 @@ func Load(in Input) (Config, error) {
 		return Config{}, errors.Join(errs...)
 	}
 	c.fillDefaults()
+	c.fillMCPDefaults()
 	err := c.validate()
 	if in.WithoutProviderKeys {
 		err = withoutKeyProblems(err)
@@ -128,6 +129,7 @@ func parse(source string, data []byte, in Input) (Config, error) {
 	}
 	if in.WithoutProviderKeys {
 		dropProviderKeys(&root)
+		dropMCPSecrets(&root)
 	}
 	errs = append(errs, expand(source, &root, in.LookupEnv)...)
 	if len(errs) > 0 {
@@ -322,6 +324,27 @@ func (c *Config) applyDefaults() {
 	}
 	if l.MaxTurns == 0 {
 		l.MaxTurns = dl.MaxTurns
+	}
+	if l.MaxWait == 0 {
+		l.MaxWait = dl.MaxWait
+	}
+	if l.MaxOpenAge == 0 {
+		l.MaxOpenAge = dl.MaxOpenAge
+	}
+	if l.MaxTreeWorkflows == 0 {
+		l.MaxTreeWorkflows = dl.MaxTreeWorkflows
+	}
+	if l.MaxKeptSignals == 0 {
+		l.MaxKeptSignals = dl.MaxKeptSignals
+	}
+	if l.MaxSignalBytes == 0 {
+		l.MaxSignalBytes = min(dl.MaxSignalBytes, l.MaxOutputBytes)
+	}
+	if c.Dashboard.MaxStreams == 0 {
+		c.Dashboard.MaxStreams = d.Dashboard.MaxStreams
+	}
+	if c.Dashboard.MaxStreamsPerClient == 0 {
+		c.Dashboard.MaxStreamsPerClient = min(d.Dashboard.MaxStreamsPerClient, c.Dashboard.MaxStreams)
 	}
 	if c.Events.Limit == 0 {
 		c.Events.Limit = d.Events.Limit

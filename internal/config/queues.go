@@ -1,11 +1,16 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/internal/hookcheck"
 	"github.com/agentq/agentq/internal/shard"
-	"github.com/agentq/agentq/internal/webhook"
 )
 
 // Queue declares one queue, for workers and producers alike (queues: at
@@ -26,6 +31,76 @@ type Queue struct {
 	// while any of their tasks remain (queues are listed by what Redis
 	// holds).
 	Shards int `yaml:"shards"`
+}
+
+// UnmarshalYAML reads a queue's mapping, its numbers whole numbers as
+// YAML writes them: the decoder would take shards: 1.5 as 1, a count the
+// file does not say. A key that is not a queue's field is reported as the
+// decoder reports one (its line, "unknown field").
+func (q *Queue) UnmarshalYAML(n *yaml.Node) error {
+	type plain Queue
+	if n.Kind != yaml.MappingNode {
+		return n.Decode((*plain)(q)) // the decoder's own error for a queue that is not a mapping
+	}
+	var problems []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var into *int
+		switch k.Value {
+		case "weight":
+			into = &q.Weight
+		case "shards":
+			into = &q.Shards
+		default:
+			problems = append(problems, fmt.Sprintf("line %d: field %s not found in type config.Queue", k.Line, k.Value))
+			continue
+		}
+		if tag := v.ShortTag(); v.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!null") {
+			problems = append(problems, fmt.Sprintf("line %d: queue %s: %s, not a whole number", v.Line, k.Value, shownScalar(v)))
+			continue
+		}
+		if err := v.Decode(into); err != nil {
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				problems = append(problems, te.Errors...)
+				continue
+			}
+			return err
+		}
+	}
+	if len(problems) > 0 {
+		return &yaml.TypeError{Errors: problems}
+	}
+	return nil
+}
+
+// shownScalar says what a value is, for a problem: "1.5 is a
+// floating-point number", "\"2\" is a string", "is a list".
+func shownScalar(n *yaml.Node) string {
+	switch {
+	case n.Kind != yaml.ScalarNode:
+		return "is " + yamlKind(n)
+	case n.ShortTag() == "!!str":
+		return strconv.Quote(n.Value) + " is a string"
+	}
+	return n.Value + " is " + yamlKind(n)
+}
+
+// yamlKind says what a YAML value is.
+func yamlKind(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.ShortTag() == "!!float":
+		return "a floating-point number"
+	case n.ShortTag() == "!!bool":
+		return "a boolean"
+	case n.ShortTag() == "!!str":
+		return "a string"
+	}
+	return "a " + strings.TrimPrefix(n.ShortTag(), "!!")
 }
 
 // Shards are the shard counts of the declared queues that have more
@@ -87,8 +162,8 @@ func (c *Config) validateQueues(bad func(field, format string, a ...any)) {
 		switch {
 		case q.Shards < 0 || q.Shards > shard.Max:
 			bad("queues."+name+".shards", "%d is not between 0 and %d (0: 1)", q.Shards, shard.Max)
-		case q.Shards > 1 && name == webhook.Queue:
-			bad("queues."+name+".shards", "the webhooks queue is not sharded (its deliveries go to %q)", webhook.Queue)
+		case q.Shards > 1 && name == hookcheck.Queue:
+			bad("queues."+name+".shards", "the webhooks queue is not sharded (its deliveries go to %q)", hookcheck.Queue)
 		}
 	}
 	if len(c.Worker.Queues) == 0 && !c.badQueueNames() { // else the declared queues' names were bad, and said so

@@ -4,8 +4,8 @@ import "net/url"
 
 // Secrets returns every secret value the configuration holds (provider
 // keys, Redis and Sentinel passwords, a password inside the Redis URL, the
-// webhook signing secret), for a redactor that keeps them out of logs,
-// Redis and pages.
+// webhook signing secret, the MCP servers' env and headers), for a
+// redactor that keeps them out of logs, Redis and pages.
 func (c Config) Secrets() []string {
 	var out []string
 	add := func(s Secret) {
@@ -28,5 +28,5 @@ func (c Config) Secrets() []string {
 			add(Secret(pw))
 		}
 	}
-	return out
+	return append(out, c.mcpSecrets()...)
 }

@@ -217,8 +217,30 @@ func (c *Config) validate() error {
 	if c.Limits.MaxMapItems < 1 || c.Limits.MaxMapItems > 100000 {
 		bad("limits.max_map_items", "%d is not between 1 and 100,000", c.Limits.MaxMapItems)
 	}
+	if w := c.Limits.MaxWait.D(); w < time.Second {
+		bad("limits.max_wait", "%s is under 1s", w)
+	}
+	if a := c.Limits.MaxOpenAge.D(); a < c.Limits.MaxWait.D() {
+		bad("limits.max_open_age", "%s is under limits.max_wait (%s): a wait could outlive its workflow", a, c.Limits.MaxWait.D())
+	}
+	if n := c.Limits.MaxTreeWorkflows; n < 1 || n > 1000000 {
+		bad("limits.max_tree_workflows", "%d is not between 1 and 1,000,000", n)
+	}
+	if n := c.Limits.MaxKeptSignals; n < 1 || n > 1000000 {
+		bad("limits.max_kept_signals", "%d is not between 1 and 1,000,000", n)
+	}
+	if n := c.Limits.MaxSignalBytes; n < 1 || n > c.Limits.MaxOutputBytes {
+		bad("limits.max_signal_bytes", "%d is not between 1 and limits.max_output_bytes (%d)", n, c.Limits.MaxOutputBytes)
+	}
+	if n := c.Dashboard.MaxStreams; n < 1 {
+		bad("dashboard.max_streams", "%d is under 1", n)
+	}
+	if n := c.Dashboard.MaxStreamsPerClient; n < 1 || n > c.Dashboard.MaxStreams {
+		bad("dashboard.max_streams_per_client", "%d is not between 1 and dashboard.max_streams (%d)", n, c.Dashboard.MaxStreams)
+	}
 	errs = append(errs, c.Webhooks.validate()...)
 	errs = append(errs, c.validateSchedules()...)
 	errs = append(errs, c.validateBudgets()...)
+	errs = append(errs, c.validateMCPServers()...)
 	return errors.Join(errs...)
 }

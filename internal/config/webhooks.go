@@ -3,7 +3,7 @@ package config
 import (
 	"fmt"
 
-	"github.com/agentq/agentq/internal/webhook"
+	"github.com/agentq/agentq/internal/hookcheck"
 )
 
 // Webhooks signs and sends workflow notifications (docs/webhooks.md). The
@@ -35,25 +35,25 @@ func (w Webhooks) validate() []error {
 		errs = append(errs, &FieldError{Field: "webhooks." + field, Msg: fmt.Sprintf(format, a...)})
 	}
 	if w.Secret != "" {
-		if _, err := webhook.ParseSecret(w.Secret.Reveal()); err != nil {
+		if _, err := hookcheck.ParseSecret(w.Secret.Reveal()); err != nil {
 			bad("secret", "%v", err)
 		}
 	}
 	for i, a := range w.Allow {
-		if err := webhook.CheckAllow(a); err != nil {
+		if err := hookcheck.CheckAllow(a); err != nil {
 			bad(fmt.Sprintf("allow[%d]", i), "%v", err)
 		}
 	}
 	if w.URL != "" {
-		if err := webhook.CheckURL(w.URL); err != nil {
+		if err := hookcheck.CheckURL(w.URL); err != nil {
 			bad("url", "%v", err)
 		}
 		if w.Secret == "" {
 			bad("secret", "is empty (webhooks.url needs a secret to sign with)")
 		}
 	}
-	if i, ev := webhook.CheckEvents(w.Events); i >= 0 {
-		bad(fmt.Sprintf("events[%d]", i), "unknown event %q (want %s)", ev, webhook.EventsHelp())
+	if i, ev := hookcheck.CheckEvents(w.Events); i >= 0 {
+		bad(fmt.Sprintf("events[%d]", i), "unknown event %q (want %s)", ev, hookcheck.EventsHelp())
 	}
 	return errs
 }

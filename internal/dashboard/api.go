@@ -108,7 +108,7 @@ func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/specs", s.apiSpecs)
 	mux.HandleFunc("POST /api/v1/specs/{name}", s.mutatingWithin(int64(s.o.Config.Limits.MaxSpecBytes)+1, false, s.apiPutSpec))
 	mux.HandleFunc("GET /api/v1/specs/{name}", s.apiSpec)
-	mux.HandleFunc("POST /api/v1/signals", s.mutatingWithin(int64(s.o.Config.Limits.MaxOutputBytes)+64<<10, false, s.apiSignal))
+	mux.HandleFunc("POST /api/v1/signals", s.mutatingWithin(int64(s.o.Config.Limits.MaxSignalBytes)+64<<10, false, s.apiSignal))
 	mux.HandleFunc("GET /api/v1/dlq", func(w http.ResponseWriter, r *http.Request) {
 		dls, err := s.client.DeadLetters(r.Context(), r.URL.Query().Get("class"))
 		if err != nil {

@@ -51,13 +51,15 @@ func (s *Server) apiSpecs(w http.ResponseWriter, r *http.Request) {
 }
 
 // apiSpec is GET /api/v1/specs/{name}?version=N: a stored spec's version
-// (none or 0: the latest).
+// N (1 or more; without version: the latest). A version that is not a
+// whole number of 1 or more is a 400.
 func (s *Server) apiSpec(w http.ResponseWriter, r *http.Request) {
-	v := 0
-	if q := r.URL.Query().Get("version"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "version: " + strconv.Quote(q) + " is not a version number"})
+	v := 0 // the latest
+	if q := r.URL.Query(); q.Has("version") {
+		n, err := strconv.Atoi(q.Get("version"))
+		if err != nil || n < 1 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "version: " + strconv.Quote(q.Get("version")) +
+				" is not a version (versions start at 1; leave version out for the latest)", "code": "bad_version"})
 			return
 		}
 		v = n

@@ -26,7 +26,9 @@ func TestBrowserFollowsARunningWorkflow(t *testing.T) {
 	ctx := newBrowser(t, 120*time.Second)
 	release := make(chan struct{})
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Timelines: []chaosllm.Timeline{{Endpoint: "openai", Phases: []chaosllm.Phase{
-		{Requests: 1}, {Requests: 1, Fault: &chaosllm.Fault{Status: 503}}, {}}}}},
+		{Requests: 1}, {Requests: 1, Fault: &chaosllm.Fault{Status: 503}}, {}}}},
+		// a's answer holds a right-to-left override: shown as its escape
+		Answers: []chaosllm.Answer{{Match: "first", Text: "invoice \u202Efdp.exe done"}}},
 		// the gate holds the workflow running until the page is open
 		Steps: map[string]engine.StepFunc{"gate": func(ctx context.Context, s *engine.CodeStep) (any, error) {
 			select {
@@ -93,6 +95,9 @@ steps:
 	streamed := eval(`document.getElementById("stream-a").textContent`)
 	if out == "" || streamed != out {
 		t.Fatalf("a's streamed text %q, its output on the page %q", streamed, out)
+	}
+	if !strings.Contains(streamed, `\u202e`) || strings.ContainsRune(streamed, '\u202E') {
+		t.Fatalf("a's streamed text %q: want its U+202E shown as \\u202e, not raw", streamed)
 	}
 	if calls := count(`#calls-b tr.call`); calls < 3 { // two calls and the failure between them
 		t.Fatalf("b's call inspector has %d entries", calls)

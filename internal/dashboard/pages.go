@@ -25,7 +25,7 @@ func (s *Server) workflowsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "workflows", "Workflows", map[string]any{"Workflows": wfs, "State": state, "States": states})
+	s.page(w, r, "workflows", "Workflows", map[string]any{"Workflows": wfs, "State": state, "States": states})
 }
 
 func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +63,7 @@ func (s *Server) workflowPage(w http.ResponseWriter, r *http.Request) {
 		ids[i] = st.ID
 	}
 	stepIDs, _ := json.Marshal(ids)
-	s.render(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
+	s.page(w, r, "workflow", "Workflow "+wf.ID, map[string]any{"Workflow": wf, "Deps": deps, "Ended": ended, "Cost": cost, "Levels": levels, "Maps": maps,
 		"Rerunnable": ended || wf.State == record.StateBlocked, "StepIDs": string(stepIDs)})
 }
 
@@ -82,7 +82,7 @@ func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "dlq", "Dead letters", map[string]any{"DeadLetters": dls})
+	s.page(w, r, "dlq", "Dead letters", map[string]any{"DeadLetters": dls})
 }
 
 func (s *Server) deadLetterPage(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +91,7 @@ func (s *Server) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "deadletter", "Dead letter "+d.TaskID, map[string]any{"Detail": d})
+	s.page(w, r, "deadletter", "Dead letter "+d.TaskID, map[string]any{"Detail": d})
 }
 
 func (s *Server) dlqForm(w http.ResponseWriter, r *http.Request) {
@@ -139,13 +139,18 @@ func (s *Server) providersPage(w http.ResponseWriter, r *http.Request) {
 		}
 		keys = append(keys, keyView{k.Fingerprint, state})
 	}
+	mcpServers, err := s.client.MCPServers(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
 	classes := map[string]int{}
 	if dls, err := s.client.DeadLetters(r.Context(), ""); err == nil {
 		for _, d := range dls {
 			classes[d.Class]++
 		}
 	}
-	s.render(w, r, "providers", "Providers", map[string]any{"Targets": targets, "Keys": keys, "Classes": classes})
+	s.page(w, r, "providers", "Providers", map[string]any{"Targets": targets, "Keys": keys, "MCPServers": mcpServers, "Classes": classes})
 }
 
 // graphLevels lays a workflow's steps out for the step graph: each column

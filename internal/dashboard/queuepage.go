@@ -20,7 +20,7 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "queues", "Queues and schedules", map[string]any{"Queues": qs, "Schedules": ss})
+	s.page(w, r, "queues", "Queues and schedules", map[string]any{"Queues": qs, "Schedules": ss})
 }
 
 // queueForm is the queues page's pause or resume button.

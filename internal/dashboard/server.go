@@ -64,6 +64,9 @@ type Options struct {
 	// KeepAlive is how often an idle event stream sends a comment, so
 	// that proxies and load balancers keep it open; 0: 15s.
 	KeepAlive time.Duration
+	// StreamWriteTimeout bounds each write to an event stream: a client
+	// that stops reading is dropped then; 0: 10s.
+	StreamWriteTimeout time.Duration
 }
 
 // Server is the dashboard's http.Handler.
@@ -80,6 +83,9 @@ type Server struct {
 	// streams ends with StopStreams: the event streams' handlers watch it
 	streams     context.Context
 	stopStreams context.CancelFunc
+	feed        *producer.Feed // what the event streams read (apievents.go)
+	hub         *hub           // their shared readers (streamhub.go)
+	caps        *streamCaps    // their bounds (streamcaps.go)
 }
 
 // pageCSP is the Content-Security-Policy of the dashboard's own pages.
@@ -115,6 +121,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s := &Server{o: o, client: client,
 		pages: map[string]*template.Template{}, hosts: hosts, signins: newSignInLimiter(o.Now)}
 	s.streams, s.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
+	if s.feed = client.Feed(); s.feed == nil {
+		return nil, errors.New("dashboard: its client reads no event logs")
+	}
+	s.hub, s.caps = newHub(ctx, s.feed, o.Logger), newStreamCaps(o.Config.Dashboard)
+	client.WatchStreams(s.caps.Open)
 	if o.Token != "" {
 		m := hmac.New(sha256.New, []byte(o.Token))
 		m.Write([]byte("agentq dashboard session"))
@@ -178,6 +189,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	mux.HandleFunc("POST /logout", s.logout)
 	s.api(mux)
 	s.webhooksAPI(mux)
+	mux.Handle("POST /mcp", s.mcpHandler()) // agentq as an MCP server (mcp.go)
 	mux.Handle("/asynq/", s.guardAsynqmon(s.mon))
 	s.mux = mux
 	built = true
@@ -187,6 +199,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 // Close releases asynqmon's Redis connection and what the client built.
 func (s *Server) Close() error {
 	s.StopStreams()
+	s.hub.close()
 	return errors.Join(s.mon.Close(), s.client.Close())
 }
 
@@ -203,7 +216,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/asynq/") {
 		h.Set("Content-Security-Policy", pageCSP)
 	}
-	if s.guard(w, r) {
+	if s.guard(w, r) && checkPathID(w, r) {
 		s.mux.ServeHTTP(w, r)
 	}
 }

@@ -33,6 +33,6 @@ func (s *Server) webhooksAPI(mux *http.ServeMux) {
 			s.fail(w, err)
 			return
 		}
-		s.render(w, r, "webhooks", "Webhook deliveries", map[string]any{"Deliveries": ds, "Max": maxWebhooksListed})
+		s.page(w, r, "webhooks", "Webhook deliveries", map[string]any{"Deliveries": ds, "Max": maxWebhooksListed})
 	})
 }

@@ -21,6 +21,30 @@ const (
 	MaxOutputBytes = 1 << 20 // one step's stored output
 	MaxTurns       = 20      // the cap on a step's max_turns (model–tool turns)
 	MaxMapItems    = 10000   // the cap on a map step's max_items
+	// MaxTreeWorkflows caps the workflows under one root: the root, its
+	// children, theirs.
+	MaxTreeWorkflows = 10000
+	// MaxKeptSignals caps the signals kept (no step waited) across every
+	// name and match.
+	MaxKeptSignals = 10000
+	// MaxSignalBytes caps one signal's data.
+	MaxSignalBytes = 64 << 10
+)
+
+// Waits and open workflows (limits:): a wait's timeout (wait_for,
+// approval, deadline) is at most MaxWait; a workflow still open
+// MaxOpenAge after its submit ends timed_out. Retention counts from a
+// workflow's end.
+const (
+	MaxWait    = 7 * 24 * time.Hour
+	MaxOpenAge = 30 * 24 * time.Hour
+)
+
+// Event streams one dashboard process serves (dashboard:): at most
+// MaxStreams at once, MaxStreamsPerClient of them to one client address.
+const (
+	MaxStreams          = 10000
+	MaxStreamsPerClient = 100
 )
 
 // EventLimit bounds each workflow's event log (events.limit): about

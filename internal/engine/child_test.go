@@ -151,6 +151,7 @@ func fiveChildrenOnce(t *testing.T, e *testenv.Env, id string) {
 // Canceling the parent cancels its five children; a parent's deadline
 // ends its children timed_out (theirs is their parent's).
 func TestCancelAndDeadlineReachTheChildren(t *testing.T) {
+	t.Parallel()
 	reported := make(chan []any, 1)
 	e := childEnv(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}}}, reported)
 	id := e.Submit(t, e.Spec(fmt.Sprintf(researchSpec, "")))
@@ -180,6 +181,7 @@ func TestCancelAndDeadlineReachTheChildren(t *testing.T) {
 // parent step with the child's reason; a rerun of the parent from that
 // step starts a new child, and the old one stays, linked.
 func TestAChildsFailureIsItsStepsAndARerunStartsANewOne(t *testing.T) {
+	t.Parallel()
 	reported := make(chan []any, 1)
 	e := childEnv(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}}, reported)

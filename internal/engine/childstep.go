@@ -1,15 +1,18 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/spec"
@@ -26,7 +29,10 @@ import (
 // task with the step's payload): completed, the child's output is the
 // step's; failed, canceled or timed out, the step is dead-lettered with
 // the child's reason. The child's deadline is its parent's, if that comes
-// first; a cancel of the parent cancels its children (producer.Cancel).
+// first; a cancel of the parent cancels its children (producer.Cancel
+// queues a tree cancel, treecancel.go). Every child is first reserved in
+// its root's tree (store.ReserveChild): a tree holds at most
+// limits.max_tree_workflows workflows, and one whose root ended none more.
 
 // childRun runs a child workflow step's task, and its child's end.
 type childRun struct{}
@@ -56,7 +62,7 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	depth, err := h.childDepth(sctx, p.Workflow)
+	depth, root, err := h.childPlace(sctx, p.Workflow)
 	if err != nil {
 		return err
 	}
@@ -88,6 +94,13 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if err := spec.CheckKeys(ctx, &child); err != nil {
 		return h.deadLetter(ctx, run, retry.BadRequest, fmt.Errorf("child workflow %s: %w", st.Workflow.Spec, err))
 	}
+	// reserved in its tree first, by its id (a redelivery finds its
+	// reservation), so that no crash lets the tree pass its bound
+	if err := h.reserveChild(sctx, run, root, id); errors.Is(err, errTreeEnded) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	// parked first: the child's end finds the step waiting, however soon
 	// it comes
 	var state string
@@ -103,13 +116,13 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if err := h.st.SetChild(sctx, p.Workflow, p.Step, id); err != nil {
 		return err // retried: parking and linking again change nothing
 	}
-	if err := h.createChild(sctx, run, id, &child, depth+1); err != nil {
+	if err := h.createChild(sctx, run, id, &child, depth+1, root); err != nil {
 		return err // retried: the child is created once
 	}
 	if w, err := h.st.Summary(sctx, p.Workflow); err == nil && record.Terminal(w.State) {
 		// the parent ended (a cancel) while its child was being created,
 		// after the cancel looked for children: the child goes too
-		_, _ = h.st.Cancel(sctx, id, ids(&child))
+		_, _ = h.cancelWorkflow(sctx, id, "")
 	}
 	if h.o.AfterChild != nil {
 		h.o.AfterChild(p.Workflow, p.Step, id)
@@ -123,7 +136,7 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 // with its parent's deadline if that comes first, and enqueues its roots;
 // a child that exists already is left as it is (its roots enqueued again
 // change nothing: their task ids).
-func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec *spec.Spec, depth int) error {
+func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec *spec.Spec, depth int, root string) error {
 	data, err := json.Marshal(wspec)
 	if err != nil {
 		return err
@@ -136,7 +149,7 @@ func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec
 		deadline = *run.deadline
 	}
 	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids(wspec), DeadlineAt: deadline, Ready: wspec.Roots(),
-		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: flow.TaskQueue(run.p.Workflow, run.r), Depth: depth}}
+		Parent: &store.ParentLink{Workflow: run.p.Workflow, Step: run.p.Step, Gen: run.p.Gen, Attempt: run.attempt, Queue: flow.TaskQueue(run.p.Workflow, run.r), Depth: depth, Root: root}}
 	if h.st.EnqueuesTasks() && deadline.IsZero() {
 		for _, root := range wspec.Roots() {
 			st, _ := wspec.Step(root)
@@ -166,6 +179,9 @@ func (h *Handler) resumeChild(ctx context.Context, run stepRun, id string, cspec
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
 	}
 	if record.Terminal(state) {
+		// the workflow ended (a cancel) after it created its child, and
+		// before this task saw it: the child goes too
+		_, _ = h.cancelWorkflow(ctx, id, "")
 		return nil
 	}
 	if err := h.st.SetChild(ctx, p.Workflow, p.Step, id); err != nil {
@@ -183,15 +199,45 @@ func enqueueRoots(ctx context.Context, h *Handler, id string, wspec *spec.Spec) 
 	return nil
 }
 
-// childDepth is how deep workflow wf is among child workflows (0: not a
-// child).
-func (h *Handler) childDepth(ctx context.Context, wf string) (int, error) {
+// childPlace is how deep workflow wf is among child workflows (0: not a
+// child) and the root of its tree (wf itself when it is not a child).
+func (h *Handler) childPlace(ctx context.Context, wf string) (int, string, error) {
 	l, err := h.st.ParentOf(ctx, wf)
 	if err != nil || l == nil {
-		return 0, err
+		return 0, wf, err
 	}
-	return l.Depth, nil
+	if l.Root != "" {
+		return l.Depth, l.Root, nil
+	}
+	root, err := h.st.RootOf(ctx, wf, flow.MaxChildDepth) // a child of an earlier version
+	return l.Depth, root, err
 }
+
+// reserveChild reserves child id in the tree of root
+// (limits.max_tree_workflows; store.ReserveChild). A tree full
+// dead-letters the step (class limit; a requeue after the bound is raised
+// starts the child); a tree whose root ended starts nothing more: the
+// workflow that would have started the child is canceled with it.
+func (h *Handler) reserveChild(ctx context.Context, run stepRun, root, id string) error {
+	bound := cmp.Or(h.o.MaxTreeWorkflows, defaults.MaxTreeWorkflows)
+	_, err := h.st.ReserveChild(ctx, root, run.p.Workflow, id, bound)
+	var full *store.TreeFullError
+	switch {
+	case errors.As(err, &full):
+		return h.deadLetter(ctx, run, retry.Limit, fmt.Errorf("workflow.spec: child workflow %s of %s not started: its tree (root %s) has %d workflows, the most limits.max_tree_workflows (%d) allows",
+			id, run.st.Workflow.Spec, root, full.Workflows, bound))
+	case errors.Is(err, store.ErrTreeEnded):
+		run.log.Info("child workflow not started: its tree's root ended", "child", id, "root", root)
+		if _, err := h.cancelWorkflow(ctx, run.p.Workflow, deliveryOf(ctx).taskID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return errTreeEnded
+	}
+	return err
+}
+
+// errTreeEnded ends startChild without a child: its tree's root ended.
+var errTreeEnded = errors.New("tree ended")
 
 func ids(wspec *spec.Spec) []string {
 	out := make([]string, len(wspec.Steps))
@@ -241,11 +287,38 @@ func (h *Handler) childEnded(ctx context.Context, run stepRun) error {
 	if len(out) > h.o.MaxOutputBytes {
 		return h.childFailed(ctx, run, fmt.Sprintf("%s: child workflow %s's output is %d bytes, over limits.max_output_bytes (%d)", retry.OutputTooLarge, id, len(out), h.o.MaxOutputBytes))
 	}
-	err = h.settle(ctx, run, store.Outcome{Done: true, Decided: true, Output: out, Target: "child", Attempt: run.attempt}, retry.OK)
+	usage, costMicros, spend := childSpend(child)
+	err = h.settle(ctx, run, store.Outcome{Done: true, Decided: true, Output: out, Target: "child", Attempt: run.attempt,
+		Usage: usage, CostMicros: costMicros, Spend: spend}, retry.OK)
 	if errors.Is(err, store.ErrAlreadySettled) {
 		return nil
 	}
 	return err
+}
+
+// childSpend is what a completed child workflow used and spent, its own
+// children's included (each rolled up into its child step when it
+// ended): its steps' tokens, their cost in micros, and its spend by the
+// provider that answered. Its child workflow step carries them, so the
+// parent's usage and cost (and its cost by provider) include the child's.
+func childSpend(child *store.Workflow) (store.Usage, int64, map[string]int64) {
+	var u store.Usage
+	var micros int64
+	for _, s := range child.Steps {
+		u.PromptTokens += s.Usage.PromptTokens
+		u.CompletionTokens += s.Usage.CompletionTokens
+		micros += int64(math.Round(s.CostUSD * 1e6))
+	}
+	var spend map[string]int64
+	for p, c := range flow.CostByProvider(child) {
+		if m := int64(math.Round(c * 1e6)); m > 0 {
+			if spend == nil {
+				spend = map[string]int64{}
+			}
+			spend[p] += m
+		}
+	}
+	return u, micros, spend
 }
 
 // childFailed dead-letters a child workflow step (if it still waits) with

@@ -27,6 +27,7 @@ func TestRunsOnARedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node Redis Cluster")
 	}
+	t.Parallel()
 	e := testenv.Start(t, testenv.Options{Cluster: true, Scenario: chaosllm.Scenario{Timelines: []chaosllm.Timeline{
 		{Key: testenv.Keys[0], Phases: []chaosllm.Phase{{Requests: 1, Fault: &chaosllm.Fault{Status: 429, RetryAfter: chaosllm.Duration(30 * time.Second)}}, {}}},
 		{Endpoint: "anthropic", Phases: []chaosllm.Phase{{Fault: &chaosllm.Fault{Status: 503}}}},

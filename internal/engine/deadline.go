@@ -44,27 +44,41 @@ func (h *Handler) deadline(ctx context.Context, t *asynq.Task) error {
 		return &StepError{Class: retry.Busy, RetryAfter: time.Until(*st.DeadlineAt) + 100*time.Millisecond,
 			Err: errors.New("the workflow's deadline has not passed yet")}
 	}
-	return h.timeOut(ctx, p.Workflow, wspec)
+	return h.timeOut(ctx, p.Workflow, wspec, "")
 }
 
-// timeOut ends a workflow whose deadline passed: timed_out, its
+// timeOut ends a workflow whose deadline passed (tooOld empty), or that
+// is open past limits.max_open_age (tooOld says so): timed_out, its
 // unfinished steps canceled and their tasks stopped (the calling task's
 // own included: it returns once this does).
-func (h *Handler) timeOut(ctx context.Context, wf string, wspec *spec.Spec) error {
+func (h *Handler) timeOut(ctx context.Context, wf string, wspec *spec.Spec, tooOld string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	ids := make([]string, len(wspec.Steps))
 	for i, st := range wspec.Steps {
 		ids[i] = st.ID
 	}
-	state, ended, err := h.st.TimeOut(ctx, wf, ids)
+	var (
+		state string
+		ended bool
+		err   error
+	)
+	if tooOld == "" {
+		state, ended, err = h.st.TimeOut(ctx, wf, ids)
+	} else {
+		state, ended, err = h.st.TimeOutOpen(ctx, wf, ids, tooOld)
+	}
 	if err != nil || state != store.StateTimedOut {
 		return err
 	}
 	self := deliveryOf(ctx).taskID
 	insp := asynq.NewInspectorFromRedisClient(h.o.Redis)
 	errs := flow.StopTasks(insp, flow.TasksOf(ctx, h.st, wf, wspec), self)
-	h.o.Logger.Warn("workflow timed out: its deadline passed", "wf", wf)
+	if tooOld == "" {
+		h.o.Logger.Warn("workflow timed out: its deadline passed", "wf", wf)
+	} else {
+		h.o.Logger.Warn("workflow timed out: "+tooOld, "wf", wf)
+	}
 	if ended { // counted once, by the caller that ended it
 		h.o.Events(StepEvent{Workflow: wf, State: store.StateTimedOut, WorkflowState: store.StateTimedOut})
 	}

@@ -19,9 +19,9 @@ import (
 )
 
 // The Cluster failover drill, with redis.durability asking one replica to
-// confirm. A Redis Cluster of two primaries, each with a replica: the
-// first primary holds the default queue's slot alone, the second every
-// workflow's. Workflows (chords and chains) are submitted before and
+// confirm. A Redis Cluster of three primaries, each with a replica: the
+// first primary holds the default queue's slot alone, the other two
+// every workflow's. Workflows (the Sentinel drill's mix) are submitted before and
 // through the failover; mid-run the queue's primary is SIGKILLed and its
 // replica promoted (CLUSTER FAILOVER TAKEOVER, as an operator or a
 // managed cluster does), and the dead primary's process is started again
@@ -37,11 +37,15 @@ func TestClusterFailoverDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a four-node Redis Cluster")
 	}
+	t.Parallel()
 	n := drillWorkflows(t)
 	ctx := t.Context()
-	nodes := queueClusterNodes(t, "default")
-	queuePrimary, queueReplica := nodes[0], nodes[2]
-	addrs := []string{nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr(), nodes[3].Addr()}
+	nodes := queueClusterNodes(t, "default", 3)
+	queuePrimary, queueReplica := nodes[0], nodes[3]
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.Addr())
+	}
 
 	e := testenv.Start(t, testenv.Options{NoWorker: true, RedisAddr: addrs[1], Steps: drillSteps,
 		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(time.Second)},
@@ -109,16 +113,17 @@ func TestClusterFailoverDrill(t *testing.T) {
 		n, steps, d.retried, resumed.Round(time.Millisecond), answers)
 }
 
-// queueClusterNodes starts a Redis Cluster of two primaries, each with a
-// replica: the first primary holds queue's slot alone, the second every
-// other slot (every workflow's). It returns its nodes (the primaries,
-// then their replicas, in the same order) once both replicas are in sync;
-// a test kills, restarts or freezes them.
-func queueClusterNodes(t *testing.T, queue string) []*redistest.Server {
+// queueClusterNodes starts a Redis Cluster of primaries primaries (two
+// or more), each with a replica: the first primary holds queue's slot
+// alone, the others every other slot (every workflow's), split between
+// them. It returns its nodes (the primaries, then their replicas, in the
+// same order) once every replica is in sync; a test kills, restarts or
+// freezes them.
+func queueClusterNodes(t *testing.T, queue string, primaries int) []*redistest.Server {
 	t.Helper()
 	ctx := t.Context()
-	nodes := make([]*redistest.Server, 4)
-	clients := make([]*redis.Client, 4)
+	nodes := make([]*redistest.Server, 2*primaries)
+	clients := make([]*redis.Client, len(nodes))
 	for i := range nodes {
 		nodes[i] = redistest.NewServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0")
@@ -140,40 +145,74 @@ func queueClusterNodes(t *testing.T, queue string) []*redistest.Server {
 		t.Fatal(err)
 	}
 	do(0, "CLUSTER", "ADDSLOTS", slot)
-	if slot > 0 {
-		do(1, "CLUSTER", "ADDSLOTSRANGE", 0, slot-1)
+	// the other slots, in order, in primaries-1 runs of about equal size
+	var others []int64
+	for s := range int64(16384) {
+		if s != slot {
+			others = append(others, s)
+		}
 	}
-	if slot < 16383 {
-		do(1, "CLUSTER", "ADDSLOTSRANGE", slot+1, 16383)
+	per := (len(others) + primaries - 2) / (primaries - 1)
+	owner := map[int64]int{slot: 0}
+	for p := 1; p < primaries; p++ {
+		run := others[min((p-1)*per, len(others)):min(p*per, len(others))]
+		for len(run) > 0 { // contiguous ranges (queue's slot splits one)
+			end := 0
+			for end+1 < len(run) && run[end+1] == run[end]+1 {
+				end++
+			}
+			do(p, "CLUSTER", "ADDSLOTSRANGE", run[0], run[end])
+			for _, s := range run[:end+1] {
+				owner[s] = p
+			}
+			run = run[end+1:]
+		}
 	}
 	for i := 1; i < len(nodes); i++ {
 		do(0, "CLUSTER", "MEET", "127.0.0.1", nodes[i].Port)
 	}
+	known := fmt.Sprintf("cluster_known_nodes:%d", len(nodes))
 	poll.Until(t, 15*time.Second, func() (bool, string) {
 		for i := range nodes {
 			info := do(i, "CLUSTER", "INFO")
-			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:4") {
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, known) {
 				return false, fmt.Sprintf("node %s: %q", nodes[i].Addr(), info)
 			}
 		}
 		return true, ""
 	})
-	do(2, "CLUSTER", "REPLICATE", do(0, "CLUSTER", "MYID"))
-	do(3, "CLUSTER", "REPLICATE", do(1, "CLUSTER", "MYID"))
-	for i, key := range map[int]string{0: qKey + ":sync", 1: "agentq:sync"} {
-		if s, _ := clients[i].ClusterKeySlot(ctx, key).Result(); (s == slot) != (i == 0) {
-			t.Fatalf("key %s is not in node %d's slots", key, i)
+	for p := range primaries {
+		do(primaries+p, "CLUSTER", "REPLICATE", do(p, "CLUSTER", "MYID"))
+	}
+	if s, _ := clients[0].ClusterKeySlot(ctx, "agentq:sync").Result(); owner[s] == 0 {
+		t.Fatalf("agentq's keys share the queue's slot %d", slot)
+	}
+	// each replica in sync: a write of one of its primary's slots, and WAIT 1
+	for p := range primaries {
+		key := qKey + ":sync"
+		for i := 0; owner[mustSlot(t, clients[0], key)] != p; i++ {
+			key = fmt.Sprintf("agentq:sync:%d", i)
 		}
 		poll.Until(t, 15*time.Second, func() (bool, string) {
-			conn := clients[i].Conn()
+			conn := clients[p].Conn()
 			defer conn.Close()
 			err := conn.Set(ctx, key, "1", time.Minute).Err()
 			var got int64
 			if err == nil {
 				got, err = conn.Wait(ctx, 1, 200*time.Millisecond).Result()
 			}
-			return err == nil && got == 1, fmt.Sprintf("primary %s's replica: %d in sync (%v)", nodes[i].Addr(), got, err)
+			return err == nil && got == 1, fmt.Sprintf("primary %s's replica: %d in sync (%v)", nodes[p].Addr(), got, err)
 		})
 	}
 	return nodes
+}
+
+// mustSlot is key's cluster slot.
+func mustSlot(t *testing.T, c *redis.Client, key string) int64 {
+	t.Helper()
+	s, err := c.ClusterKeySlot(t.Context(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
@@ -59,10 +60,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 	if durability == nil {
 		stepsDone = countStepsDone(t, e)
 	}
-	d := &drill{e: e, ids: make([]string, n)}
-	for _, k := range drillKinds {
-		d.specs = append(d.specs, e.Spec(k.spec))
-	}
+	d := newDrill(t, e, n)
 	ctx := t.Context()
 
 	// the first half in sync; then the link stalls and the rest are
@@ -86,7 +84,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 	})
 	// the lag lasts until every submit of the second half had its first
 	// answer: told done (in the lag) or "not confirmed" (retried)
-	waitFor(t, 60*time.Second, "every submit of the second half answered once", func() bool {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		answered := d.retried - retried0
@@ -95,7 +93,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 				answered++
 			}
 		}
-		return answered >= n-n/2
+		return answered >= n-n/2, "every submit of the second half answered once"
 	})
 	if got := masterPort(t, lagging.Addr()); got != fmt.Sprint(link.Port) {
 		t.Fatalf("the lagging replica replicates from port %s, not through the link (%d): the lag is not real", got, link.Port)
@@ -129,19 +127,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 	if promoted != lagging.Addr() {
 		t.Fatalf("the sentinels promoted %s, not the lagging replica %s", promoted, lagging.Addr())
 	}
-	// every sentinel names the new primary before the old one comes back
-	// (empty): one still naming the old would make the new its replica
-	waitFor(t, 30*time.Second, "every sentinel naming "+promoted, func() bool {
-		for _, a := range sn.Addrs {
-			c := redis.NewSentinelClient(&redis.Options{Addr: a})
-			m, err := c.GetMasterAddrByName(t.Context(), sn.MasterName).Result()
-			c.Close()
-			if err != nil || len(m) != 2 || net.JoinHostPort(m[0], m[1]) != promoted {
-				return false
-			}
-		}
-		return true
-	})
+	everySentinelNames(t, sn, promoted)
 	other.Thaw()
 	thawed = true
 	replicaOf(t, other.Addr(), promoted)
@@ -181,7 +167,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 	for i, id := range d.ids {
 		if id != "" {
 			e.Wait(t, id, 120*time.Second, store.StateCompleted)
-			steps += drillKinds[i%len(drillKinds)].calls
+			steps += d.calls(i)
 		}
 	}
 	answers := e.Chaos.Snapshot().Count("openai", "", "ok")
@@ -214,7 +200,7 @@ func (d *drill) tally(t *testing.T) lagTally {
 	for i, id := range d.ids {
 		if id != "" {
 			open[i] = id
-			l.due += drillKinds[i%len(drillKinds)].calls
+			l.due += d.calls(i)
 		}
 	}
 	moved := time.Now()
@@ -228,7 +214,7 @@ func (d *drill) tally(t *testing.T) lagTally {
 				continue // Redis away: look again
 			case wf.State == store.StateCompleted:
 				l.completed++
-				l.steps += drillKinds[i%len(drillKinds)].calls
+				l.steps += d.calls(i)
 			case wf.State == store.StateFailed || wf.State == store.StateCanceled:
 				t.Logf("workflow %s %s", id, wf.State)
 			default:
@@ -250,10 +236,14 @@ func (d *drill) tally(t *testing.T) lagTally {
 }
 
 // callsOf is how many provider calls the drill's step makes: two for the
-// code step's durable calls, one for any other.
+// code step's durable calls, none for a child or a signal wait, one for
+// any other.
 func callsOf(step string) int {
-	if step == "ask" {
+	switch step {
+	case "ask":
 		return 2
+	case "kid", "paid":
+		return 0
 	}
 	return 1
 }
@@ -290,18 +280,6 @@ func countStepsDone(t *testing.T, e *testenv.Env) func() map[string]int {
 	}
 }
 
-// waitFor polls ok until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within %s", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint: polling with a deadline
-	}
-}
-
 // masterPort is the port the replica at addr replicates from (its INFO).
 func masterPort(t *testing.T, addr string) string {
 	t.Helper()
@@ -317,6 +295,24 @@ func masterPort(t *testing.T, addr string) string {
 		}
 	}
 	return ""
+}
+
+// everySentinelNames waits until every sentinel names primary, as a
+// returning node must before it follows it: a sentinel still naming the
+// old primary, finding it a replica, would fail it over again.
+func everySentinelNames(t *testing.T, sn *redistest.Sentinels, primary string) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		for _, a := range sn.Addrs {
+			c := redis.NewSentinelClient(&redis.Options{Addr: a})
+			m, err := c.GetMasterAddrByName(t.Context(), sn.MasterName).Result()
+			c.Close()
+			if err != nil || len(m) != 2 || net.JoinHostPort(m[0], m[1]) != primary {
+				return false, "every sentinel naming " + primary
+			}
+		}
+		return true, ""
+	})
 }
 
 // replicaOf points the server at addr at primary, as the sentinels do to

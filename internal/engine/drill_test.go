@@ -20,9 +20,10 @@ import (
 )
 
 // The failover drill's workflows: a chord (three members and a fan-in),
-// a chain of three steps, a map and its reduce, and a code step making
-// two durable calls before a prompt step; their prompts made unique by
-// the input.
+// a chain of three steps, a map and its reduce, a code step making two
+// durable calls before a prompt step, a child workflow (of the stored
+// spec drillsub) before a prompt step, and a signal wait before a prompt
+// step; their prompts made unique by the input.
 const (
 	drillChord = `name: chord
 steps:
@@ -47,7 +48,20 @@ steps:
   - { id: ask, run: ask_twice, with: { n: "{{ .Input.n }}" } }
   - { id: sum, route: solo, prompt: "sum {{ .Input.n }}", depends_on: [ask] }
 `
-	drillMapItems = 10
+	drillSub = `name: drillsub
+steps:
+  - { id: s, route: solo, prompt: "child {{ .Input.n }}" }
+`
+	drillChild = `name: parent
+steps:
+  - { id: kid, workflow: { spec: drillsub, input: { n: "{{ .Input.n }}" } } }
+  - { id: after, route: solo, prompt: "after child {{ .Input.n }}", depends_on: [kid] }
+`
+	drillSignal = `name: waits
+steps:
+  - { id: paid, wait_for: { signal: drill.paid, match: "{{ .Input.n }}", timeout: 10m } }
+  - { id: ship, route: solo, prompt: "ship {{ .Input.n }}", depends_on: [paid] }
+`
 )
 
 // drillSteps are the code steps of the drill's workflows: ask_twice makes
@@ -72,35 +86,49 @@ var drillSteps = map[string]engine.StepFunc{"ask_twice": func(ctx context.Contex
 }}
 
 // drillKinds are the drill's workflows, in turn, with the provider calls
-// each makes when nothing is paid for twice.
+// each makes when nothing is paid for twice (a map: plus one per item).
 var drillKinds = []struct {
-	spec  string
-	calls int
-}{{drillChord, 4}, {drillChain, 3}, {drillMap, drillMapItems + 1}, {drillCode, 3}}
+	spec   string
+	calls  int
+	mapped bool // one call more per map item
+	signal bool // waits for the signal drill.paid, match its n
+}{{drillChord, 4, false, false}, {drillChain, 3, false, false}, {drillMap, 1, true, false},
+	{drillCode, 3, false, false}, {drillChild, 2, false, false}, {drillSignal, 1, false, true}}
 
 // drillWorkflows is how many workflows the drill submits: a short run in
 // make test, AGENTQ_DRILL_WORKFLOWS (make drill: 300) for the full one.
-func drillWorkflows(t *testing.T) int {
-	if v := os.Getenv("AGENTQ_DRILL_WORKFLOWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 {
-			t.Fatalf("AGENTQ_DRILL_WORKFLOWS=%q: want a number of at least 2", v)
-		}
-		return n
+func drillWorkflows(t *testing.T) int { return drillEnv(t, "AGENTQ_DRILL_WORKFLOWS", 30) }
+
+// drillMapItems is how many items each of the drill's maps has: 10 in
+// make test, AGENTQ_DRILL_MAP_ITEMS (make drill: 100) for the full drill.
+func drillMapItems(t *testing.T) int { return drillEnv(t, "AGENTQ_DRILL_MAP_ITEMS", 10) }
+
+// drillEnv is the number in the environment variable name, or def.
+func drillEnv(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
 	}
-	return 30
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 {
+		t.Fatalf("%s=%q: want a number of at least 2", name, v)
+	}
+	return n
 }
 
 // The Sentinel failover drill, with redis.durability asking both replicas
 // to confirm. Three sentinels watch a primary and two replicas; workflows
-// (chords, chains, maps, code steps with durable calls) are submitted before and through the failover. One
+// (chords, chains, maps, code steps with durable calls, child workflows,
+// signal waits) are submitted before and through the failover. One
 // replica is frozen (it lags: it takes none of the stream) and the primary
 // is SIGKILLed mid-run, so the sentinels promote the other replica; the
 // lagging one is let go again once they have, and the dead primary's
-// process is started again (as an orchestrator would), so that two
-// replicas can confirm again: until then, steps wait. Every submit that was not
-// told "done" is retried with its idempotency key until it is, as a
-// producer following the docs does. Then:
+// process is started again as a replica of the new primary (as the
+// common charts' start scripts do: they ask the sentinels for the
+// primary), so that two replicas can confirm again: until then, steps
+// wait. Every submit (and signal) that was not told "done" is retried
+// with its idempotency key until it is, as a producer following the docs
+// does. Then:
 //   - every workflow whose submit succeeded completes: none lost;
 //   - the provider answered exactly once per step: no fan-in ran twice, no
 //     confirmed answer was paid for twice;
@@ -132,9 +160,14 @@ func TestSentinelFailoverDrill(t *testing.T) {
 	lagging.Thaw()
 	thawed = true
 	// the dead primary's process comes back, as an orchestrator restarts
-	// it: the sentinels make it a replica of the new primary, so two
-	// replicas can confirm again
+	// it, following the primary every sentinel names, so two replicas
+	// can confirm again (left to the sentinels, its conversion takes them
+	// 8s and more: docs/durability.md)
+	everySentinelNames(t, sn, promoted)
+	named := time.Since(promotedAt)
 	sn.Primary.Start()
+	replicaOf(t, oldPrimary, promoted)
+	t.Logf("every sentinel named %s %s after its promotion; the old primary follows it", promoted, named.Round(time.Millisecond))
 	t.Logf("primary %s killed; %s promoted after %s", oldPrimary, promoted, promotedAt.Sub(killedAt).Round(time.Millisecond))
 
 	resumed := firstStepDone(t, e, promotedAt)
@@ -151,6 +184,7 @@ func TestSentinelFailoverDrill(t *testing.T) {
 // docs does.
 type drill struct {
 	e       *testenv.Env
+	items   int          // each map's items
 	specs   []*spec.Spec // drillKinds' specs
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -162,10 +196,7 @@ type drill struct {
 // before it returns, the rest one by one from then on, through the
 // failover the test brings about.
 func startDrill(t *testing.T, e *testenv.Env, n int) *drill {
-	d := &drill{e: e, ids: make([]string, n)}
-	for _, k := range drillKinds {
-		d.specs = append(d.specs, e.Spec(k.spec))
-	}
+	d := newDrill(t, e, n)
 	ctx := t.Context()
 	for i := range n / 2 {
 		d.wg.Go(func() { d.submit(ctx, t, i) })
@@ -180,10 +211,33 @@ func startDrill(t *testing.T, e *testenv.Env, n int) *drill {
 	return d
 }
 
-// submit submits workflow i until it is told done (60s at most).
+// newDrill is a drill of n workflows on e, with the child's spec stored.
+func newDrill(t *testing.T, e *testenv.Env, n int) *drill {
+	d := &drill{e: e, items: drillMapItems(t), ids: make([]string, n)}
+	for _, k := range drillKinds {
+		d.specs = append(d.specs, e.Spec(k.spec))
+	}
+	if _, err := e.Client.PutSpec(t.Context(), "drillsub", e.Spec(drillSub)); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// calls is how many provider calls workflow i makes when nothing is paid
+// for twice.
+func (d *drill) calls(i int) int {
+	k := drillKinds[i%len(drillKinds)]
+	if k.mapped {
+		return k.calls + d.items
+	}
+	return k.calls
+}
+
+// submit submits workflow i until it is told done (60s at most), then,
+// for a signal wait, sends its signal until it is told done.
 func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 	ws := *d.specs[i%len(d.specs)]
-	items := make([]any, drillMapItems)
+	items := make([]any, d.items)
 	for j := range items {
 		items[j] = j
 	}
@@ -196,6 +250,9 @@ func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 			d.mu.Lock()
 			d.ids[i] = sub.ID
 			d.mu.Unlock()
+			if drillKinds[i%len(drillKinds)].signal {
+				d.signal(ctx, t, i)
+			}
 			return
 		}
 		var se *producer.SubmitError
@@ -217,6 +274,31 @@ func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 	}
 }
 
+// signal sends workflow i's signal (drill.paid, match i) with an
+// idempotency key of its own, again on any error but a bad signal, until
+// it is told done (60s at most): it is delivered, or kept for the step
+// that begins waiting on it, once.
+func (d *drill) signal(ctx context.Context, t *testing.T, i int) {
+	s := producer.Signal{Name: "drill.paid", Match: strconv.Itoa(i), Data: []byte(`{"n":` + strconv.Itoa(i) + `}`),
+		IdempotencyKey: "drill-paid-" + strconv.Itoa(i)}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := d.e.Client.Signal(ctx, s)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, producer.ErrBadSignal) || time.Now().After(deadline) {
+			t.Errorf("signal %d: %v", i, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // finish waits for the submits and then for every workflow submitted to
 // complete, and fails the test unless the provider answered once per
 // call a step makes. It returns the calls and the answers.
@@ -228,7 +310,7 @@ func (d *drill) finish(t *testing.T) (steps, answers int) {
 			continue // its submit failed for good: reported
 		}
 		d.e.Wait(t, id, 120*time.Second, store.StateCompleted)
-		steps += drillKinds[i%len(drillKinds)].calls
+		steps += d.calls(i)
 	}
 	answers = d.e.Chaos.Snapshot().Count("openai", "", "ok")
 	if answers != steps {

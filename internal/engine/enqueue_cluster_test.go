@@ -35,11 +35,12 @@ func TestOnAClusterTheTasksAWriteMakesReadyAreConfirmedOnTheirQueuesPrimary(t *t
 	if testing.Short() {
 		t.Skip("starts a four-node Redis Cluster")
 	}
+	t.Parallel()
 	ctx := t.Context()
-	nodes := queueClusterNodes(t, "default")
+	nodes := queueClusterNodes(t, "default", 2)
 	addrs, queueReplica := []string{nodes[0].Addr(), nodes[1].Addr()}, nodes[2]
 	e := testenv.Start(t, testenv.Options{NoWorker: true,
-		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(300 * time.Millisecond)}})
+		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(time.Second)}})
 	cfg := e.Config
 	cfg.Redis.Addr, cfg.Redis.DB, cfg.Redis.Cluster = addrs[0], 0, addrs
 	rdb, err := app.Redis(ctx, cfg.Redis)

@@ -33,6 +33,7 @@ type stepLog struct {
 	pending []store.Event
 	timer   *time.Timer
 	closed  bool // the outcome was logged: what comes later is dropped
+	streams bool // a stream has begun in this attempt
 }
 
 // passengerWait is the longest an event waits for its step's outcome.
@@ -86,6 +87,16 @@ func (l *stepLog) log(evs ...store.Event) {
 		evs[i].Step, evs[i].Attempt = l.step, l.attempt
 	}
 	l.write(append(l.take(), evs...))
+}
+
+// firstStream reports whether no stream has begun in this attempt yet,
+// and notes that one has.
+func (l *stepLog) firstStream() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := !l.streams
+	l.streams = true
+	return first
 }
 
 // take returns what is pending and forgets it.

@@ -36,10 +36,14 @@ type Caller interface {
 // builds them): Retention, MaxOutputBytes and MaxMapItems are taken as
 // given, never filled in here; NewHandler refuses them unset.
 type HandlerOptions struct {
-	// Redis holds the workflows; records written are kept for Retention
-	// (retention: at least a minute).
+	// Redis holds the workflows; an ended workflow's records are kept for
+	// Retention from its end (retention: at least a minute).
 	Redis     redis.UniversalClient
 	Retention time.Duration
+	// MaxOpenAge is the oldest a workflow gets open (limits.max_open_age):
+	// the reconciler ends an older one timed_out; its records are kept that
+	// long and Retention more. 0: the built-in default.
+	MaxOpenAge time.Duration
 	// Client enqueues dependents the store does not enqueue itself
 	// (store.Task); it must write to the same Redis as Redis, where the
 	// store enqueues the others.
@@ -57,6 +61,10 @@ type HandlerOptions struct {
 	// MaxMapItems caps one map step's items on this worker, whatever the
 	// submitting producer's cap (limits.max_map_items).
 	MaxMapItems int
+	// MaxTreeWorkflows caps the workflows under one root, the root
+	// included (limits.max_tree_workflows): a child past it is not created
+	// and its step is dead-lettered (class limit). 0: the default.
+	MaxTreeWorkflows int
 	// Events, when set, hears each settled step (metrics, demo output).
 	Events func(StepEvent)
 	// BeforeEnqueue, when set, is called after a step settled and before
@@ -73,6 +81,9 @@ type HandlerOptions struct {
 	// Tools are the tools this worker runs for prompt steps, by the name
 	// a spec's tools: gives.
 	Tools map[string]Tool
+	// MCP are the MCP servers whose tools prompt steps may offer
+	// (tools: [mcp:NAME]); nil: none.
+	MCP MCPServers
 	// Prices, by target ("provider/model"), price each step's answer when
 	// it is recorded (its cost_usd; a map's sums its instances'); nil:
 	// costs unknown.
@@ -118,6 +129,8 @@ type Handler struct {
 	held heldSlots
 	// handoffs, when set, runs the steps a settle makes ready (handoff.go)
 	handoffs *Handoffs
+	// mcpSchemas are the MCP tools' schemas, compiled (mcpoffer.go)
+	mcpSchemas mcpSchemas
 }
 
 // NewHandler returns a Handler.
@@ -144,6 +157,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	st := store.New(o.Redis, o.Retention, nil)
+	st.SetMaxOpenAge(o.MaxOpenAge)
 	st.SetLog(store.LogOptions{Limit: o.EventLimit, Worker: o.Worker})
 	st.SetDurability(o.Durability)
 	return &Handler{o: o, st: st, specs: newSpecCache(4096), answers: newAnswerCache(answerCacheEntries, answerCacheBytes),
@@ -159,6 +173,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		return h.approvalTimeout(ctx, t)
 	case tasks.TypeDecided:
 		return h.decided(ctx, t)
+	case tasks.TypeCancelTree:
+		return h.cancelTree(ctx, t)
 	}
 	p, err := tasks.DecodePayload(t.Payload())
 	if err != nil {
@@ -166,7 +182,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
 	log := stepLogger(h.o.Logger, p.Workflow, p.Step)
-	wspec, err := h.specs.get(ctx, h.st, p.Workflow)
+	wspec, shaped, err := h.specs.forTask(ctx, h.st, t.Type(), p) // shaped: the input is read with the begin
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)
 	}
@@ -197,9 +213,13 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		h.end(ctx, slot, err)
 	}()
 	var a *store.Attempt
+	begin := h.st.Begin
+	if shaped {
+		begin = h.st.BeginReadingSpec
+	}
 	bctx, bcancel := context.WithTimeout(ctx, settleTimeout)
 	err = untilStored(bctx, func() (err error) { // the same owner may take its own lease again
-		a, err = h.st.Begin(bctx, p.Workflow, p.Step, taskID, p.Gen, r.Timeout+settleTimeout, spec.InputsOf(st, inst))
+		a, err = begin(bctx, p.Workflow, p.Step, taskID, p.Gen, r.Timeout+settleTimeout, spec.InputsOf(st, inst))
 		return err
 	})
 	bcancel()
@@ -227,13 +247,19 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if err != nil {
 		return err
 	}
+	if shaped {
+		if wspec, err = h.specs.complete(p.Workflow, wspec, a.Spec); err != nil {
+			log.Error("step task dead-lettered", "err", err)
+			return err
+		}
+	}
 	if a.WorkflowState == store.StateCanceled || a.WorkflowState == store.StateTimedOut || a.WorkflowState == store.StateFailed {
 		log.Info("step skipped: workflow " + a.WorkflowState)
 		return nil
 	}
 	if pastDeadline(a.DeadlineAt) {
 		log.Info("step not started: the workflow's deadline passed")
-		return h.timeOut(ctx, p.Workflow, wspec)
+		return h.timeOut(ctx, p.Workflow, wspec, "")
 	}
 	ctx = withBudget(ctx, p.Workflow, wspec)
 	if a.DeadlineAt != nil { // the attempt ends at the workflow's deadline, if that comes first
@@ -254,7 +280,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		waitTimeout: t.Type() == tasks.TypeSignalTimeout, childEnded: t.Type() == tasks.TypeChildEnded}
 	err = h.process(h.withStepLog(ctx, run), run, a)
 	if err != nil && endsWithDeadline(ctx, a.DeadlineAt) {
-		return h.timeOut(ctx, p.Workflow, wspec) // not retried: the workflow is over
+		return h.timeOut(ctx, p.Workflow, wspec, "") // not retried: the workflow is over
 	}
 	if err != nil && classOf(err) == retry.Canceled && h.workflowStopped(ctx, p.Workflow) {
 		log.Info("step stopped: its workflow was canceled or timed out")

@@ -35,7 +35,10 @@ import (
 // nor is one whose queue has tasks that waited before it (they go first,
 // in asynq's queue weights' order); one step per slot is handed on (the
 // others a settle made ready wait for asynq); only a step this worker
-// serves is. A hand-off must fit in the slot's time: asynq gives a step's
+// serves is. (A slot whose step's release of a concurrency key woke a
+// waiting step then takes its queue's oldest tasks, whichever they are,
+// as asynq's poll would: keyslotwake.go.) A hand-off must fit in the
+// slot's time: asynq gives a step's
 // task its timeout plus flow.HandoffSlack (its payload's slack), Serve
 // holds each step to its own timeout, and a successor is taken only while
 // its timeout still fits before asynq's deadline for the slot.
@@ -99,6 +102,10 @@ type slot struct {
 	until time.Time // asynq's deadline for the task that holds the slot
 	open  bool
 	next  *claimed
+	// drain is the queue whose oldest tasks the slot takes once its run
+	// and hand-off are done: a concurrency key's release woke a waiting
+	// step there (keyslot.go); "" for none
+	drain string
 }
 
 // claimed is a handed-on step's task with its step's timeout.
@@ -109,14 +116,15 @@ type claimed struct {
 
 type slotKey struct{}
 
-// close ends the run that holds s and returns the step it handed on.
-func (s *slot) close() *claimed {
+// close ends the run that holds s and returns the step it handed on and
+// the queue it drains.
+func (s *slot) close() (*claimed, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.open = false
-	n := s.next
-	s.next = nil
-	return n
+	n, q := s.next, s.drain
+	s.next, s.drain = nil, ""
+	return n, q
 }
 
 var (
@@ -162,14 +170,21 @@ func (ho *Handoffs) Serve(next asynq.Handler) asynq.Handler {
 		until, ok := ctx.Deadline()
 		s := &slot{until: until, open: ok && !ho.o.Off}
 		err := ho.runOwn(ctx, next, t, s)
-		for c := s.close(); c != nil; c = s.close() {
+		for {
+			c, drain := s.close()
+			if c == nil && drain != "" && ctx.Err() == nil && !ho.isStopping() {
+				c = ho.takeNext(ctx, drain, until)
+			}
+			if c == nil {
+				break
+			}
 			if ctx.Err() != nil || !ho.begin() {
 				// asynq gave up on the slot (its deadline, a cancel, a
 				// shutdown), or the worker stops: the step waits for asynq
 				ho.requeue(ctx, c.t)
 				break
 			}
-			s = &slot{until: until, open: true}
+			s = &slot{until: until, open: true, drain: drain}
 			ho.run(c, s)
 		}
 		return err
@@ -187,7 +202,7 @@ func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Tas
 	ctx, cancel := context.WithDeadline(ctx, until.Add(-time.Duration(p.Slack)*time.Second))
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- process(ctx, next, t) }() // a panic is an error, as asynq makes it
+	goPooled(func() { done <- process(ctx, next, t) }) // a panic is an error, as asynq makes it
 	select {
 	case err := <-done:
 		ho.logPanic(t, err)
@@ -201,7 +216,7 @@ func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Tas
 // giveUp closes the slot of a run given up on (its late settle hands
 // nothing on) and puts back on its queue a step it handed on already.
 func (ho *Handoffs) giveUp(ctx context.Context, s *slot) {
-	if c := s.close(); c != nil {
+	if c, _ := s.close(); c != nil {
 		ho.requeue(ctx, c.t)
 	}
 }

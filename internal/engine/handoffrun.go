@@ -51,7 +51,7 @@ func (ho *Handoffs) run(c *claimed, s *slot) {
 	rctx = withDelivery(context.WithValue(rctx, slotKey{}, s), delivery{taskID: t.ID, retried: t.Retried, maxRetry: t.Retry, handoff: true})
 	task := asynq.NewTask(t.Type, t.Payload)
 	done := make(chan error, 1)
-	go func() { done <- process(rctx, ho.o.Run, task) }()
+	goPooled(func() { done <- process(rctx, ho.o.Run, task) })
 	var err error
 	select {
 	case err = <-done:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +25,9 @@ import (
 // over the limit is marked throttled and its task ends (no worker slot
 // held, nothing polled); a release hands the slot to the key's oldest
 // waiter and enqueues that step's task again (a new task id), which finds
-// the slot its own. A retried attempt keeps its slot through its backoff.
+// the slot its own; the releasing task's worker slot then runs it, without
+// waiting for asynq's poll (keyslotwake.go). A retried attempt keeps its
+// slot through its backoff.
 // store/keyslots.go has the Redis side.
 
 // DefaultKeyLease is how long a concurrency key's slot is held without a
@@ -144,7 +147,11 @@ func (h *Handler) end(ctx context.Context, slot *keySlot, err error) {
 		h.o.Logger.Warn("could not release a concurrency slot (it frees when its lease lapses)", "key", slot.holder.Key, "err", store.Excerpt(rerr.Error()))
 		return
 	}
-	h.enqueueGrants(sctx, grants)
+	for _, q := range h.enqueueGrants(sctx, grants) {
+		if h.handoffs != nil { // the freed worker slot runs the woken step (keyslotwake.go)
+			h.handoffs.wake(ctx, q)
+		}
+	}
 }
 
 // retryWait is about how long asynq waits before the retry of an attempt
@@ -157,11 +164,11 @@ func (h *Handler) retryWait(retried int, err error) time.Duration {
 	return h.o.Retry.RetryDelay(retried, err, nil)
 }
 
-// enqueueGrants enqueues the tasks of the steps grants handed slots to. A
-// grant whose workflow is gone is released (and its slot handed on); one
-// whose task could not be enqueued is enqueued by the sweep once its
-// lease lapses.
-func (h *Handler) enqueueGrants(ctx context.Context, grants []store.Grant) {
+// enqueueGrants enqueues the tasks of the steps grants handed slots to,
+// and returns the queues it enqueued them on. A grant whose workflow is
+// gone is released (and its slot handed on); one whose task could not be
+// enqueued is enqueued by the sweep once its lease lapses.
+func (h *Handler) enqueueGrants(ctx context.Context, grants []store.Grant) (queues []string) {
 	for len(grants) > 0 {
 		g := grants[0]
 		grants = grants[1:]
@@ -179,8 +186,13 @@ func (h *Handler) enqueueGrants(ctx context.Context, grants []store.Grant) {
 		if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 			h.o.Logger.Warn("could not enqueue a step that was handed a concurrency slot (the sweep enqueues it when the grant lapses)",
 				"key", g.Key, "task", g.TaskID, "err", store.Excerpt(err.Error()))
+			continue
+		}
+		if !slices.Contains(queues, g.Queue) {
+			queues = append(queues, g.Queue)
 		}
 	}
+	return queues
 }
 
 // errEnded is grantTask's answer for a step whose workflow ended (or was

@@ -14,7 +14,18 @@ import (
 // workflow and event), so a settle delivered twice notifies once; a Redis
 // that is restarting is waited for within the settle's time.
 func (h *Handler) notifyEnded(ctx context.Context, wf string, wspec *spec.Spec, state string) {
-	if err := untilStored(ctx, func() error { return flow.TellParent(ctx, h.o.Client, h.st, wf, state) }); err != nil {
+	h.notifyEndedOf(ctx, wf, wspec, state, nil)
+}
+
+// notifyEndedOf is notifyEnded after a settle: when it ended the
+// workflow it read its parent link (res.ParentRead), told without
+// reading it again.
+func (h *Handler) notifyEndedOf(ctx context.Context, wf string, wspec *spec.Spec, state string, res *store.Settled) {
+	tell := func() error { return flow.TellParent(ctx, h.o.Client, h.st, wf, state) }
+	if res != nil && res.ParentRead {
+		tell = func() error { return flow.TellParentOf(ctx, h.o.Client, h.st, wf, state, res.Parent) }
+	}
+	if err := untilStored(ctx, tell); err != nil {
 		h.o.Logger.Error("a child workflow's end was not told to its parent step: it waits until its own deadline, a cancel or a rerun",
 			"wf", wf, "state", state, "err", store.Excerpt(err.Error()))
 	}

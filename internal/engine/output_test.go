@@ -229,6 +229,7 @@ func bigJSON(n int) string {
 // the route moves on to its next target, and with no target left the
 // step is dead-lettered naming the limit.
 func TestAnAnswerOverTheOutputLimitIsNeverCut(t *testing.T) {
+	t.Parallel()
 	big := bigJSON(1_400_000)
 	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Answers: []chaosllm.Answer{
 		{Match: "cities", Endpoint: "openai", Text: big}}}})

@@ -52,6 +52,8 @@ type ReconcileCounts struct {
 	Lookups   int  // asynq task lookups
 	Settled   int  // steps settled dead
 	Requeued  int  // steps enqueued again
+	TooOld    int  // workflows open past limits.max_open_age, ended timed_out
+	Dropped   int  // index entries of expired workflows dropped
 }
 
 // Reconciler settles steps that asynq ended without a word to agentq: its
@@ -68,6 +70,9 @@ type ReconcileCounts struct {
 type Reconciler struct {
 	h *Handler
 	o ReconcilerOptions
+	// sweep is where the next page of the workflow index's sweep starts
+	// (store.SweepIndex); the leader's own, from the oldest after a handover
+	sweep int64
 }
 
 // Reconciler returns the handler's reconciler.
@@ -127,6 +132,9 @@ func (r *Reconciler) Pass(ctx context.Context) (ReconcileCounts, error) {
 		return c, err
 	}
 	c.Led = true
+	if err := r.sweepIndex(ctx, &c); err != nil {
+		r.h.o.Logger.Warn("reconciler could not sweep the workflow index", "err", store.Excerpt(err.Error()))
+	}
 	now := r.o.Now()
 	ids, err := st.DueWorkflows(ctx, now.Add(-r.o.Grace), r.o.Workflows)
 	if err != nil {
@@ -152,6 +160,49 @@ func (r *Reconciler) Pass(ctx context.Context) (ReconcileCounts, error) {
 		}
 	}
 	return c, nil
+}
+
+// sweepPage and sweepPages bound one pass's sweep of the workflow index:
+// pages of sweepPage entries until it reaches the entries younger than
+// the retention, at most sweepPages of them (each three round trips), so
+// that a fleet submitting far more than a page a pass stays swept.
+const (
+	sweepPage  = 1000
+	sweepPages = 50
+)
+
+// sweepIndex sweeps the workflow index (store.SweepIndex): entries of
+// expired workflows dropped, workflows open past limits.max_open_age
+// ended timed_out, with their event and webhook.
+func (r *Reconciler) sweepIndex(ctx context.Context, c *ReconcileCounts) error {
+	why := fmt.Sprintf("open longer than limits.max_open_age (%s)", r.h.st.MaxOpenAge())
+	var errs []error
+	for range sweepPages {
+		sw, err := r.h.st.SweepIndex(ctx, r.sweep, sweepPage)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		r.sweep = sw.Next
+		c.Dropped += sw.Dropped
+		for _, wf := range sw.TooOld {
+			wspec, err := r.h.specs.get(ctx, r.h.st, wf)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err == nil {
+				err = r.h.timeOut(ctx, wf, wspec, why)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("workflow %s: %w", flow.BoundID(wf), err))
+				continue
+			}
+			c.TooOld++
+		}
+		if sw.Next == 0 {
+			break // caught up: the next pass starts from the oldest
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // visit looks at one workflow's steps and reports whether it may still

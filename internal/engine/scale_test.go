@@ -39,6 +39,7 @@ func workerChild() {
 		os.Exit(2)
 	}
 	cfg.Worker.Concurrency, _ = strconv.Atoi(os.Getenv(workerEnv + "_CONCURRENCY"))
+	cfg.MCPServers = childMCPServers()
 	if os.Getenv(workerEnv+"_CLUSTER") != "" {
 		cfg.Redis.Cluster = []string{db.Addr}
 	}

@@ -94,9 +94,10 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	p, wspec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
 	if pastDeadline(run.deadline) {
 		run.log.Info("outcome not recorded: the workflow's deadline passed while the step ran")
-		return h.timeOut(ctx, p.Workflow, wspec)
+		return h.timeOut(ctx, p.Workflow, wspec, "")
 	}
 	o.Gen = p.Gen // an outcome of an earlier run (the workflow was rerun since) is refused
+	o.NoDurableCalls = makesNoDurableCalls(st)
 	if run.inst != nil {
 		o.Map = st.ID // an instance counts toward its map; the map's dependents wait for it
 		if h.st.EnqueuesTasks() {
@@ -194,7 +195,7 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	}
 	h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: stepState, WorkflowState: state,
 		Target: o.Target, Degraded: o.Degraded, Attempt: attempt, Class: class, Err: serr, Reconciled: reconciled, HandedOff: deliveryOf(ctx).handoff})
-	h.notifyEnded(ctx, p.Workflow, wspec, state)
+	h.notifyEndedOf(ctx, p.Workflow, wspec, state, res)
 	return nil
 }
 
@@ -266,4 +267,17 @@ func inputCounts(s *spec.Spec) map[string][]string {
 		}
 	}
 	return out
+}
+
+// makesNoDurableCalls reports whether step st (or each instance of map
+// step st) makes no durable calls (a prompt step without tools: code
+// steps and tool conversations keep theirs), so its settle has no calls
+// key to keep.
+func makesNoDurableCalls(st *spec.Step) bool {
+	r := runnerOf(st)
+	if m, ok := r.(mapRun); ok {
+		r = m.each
+	}
+	_, ok := r.(promptRun)
+	return ok
 }

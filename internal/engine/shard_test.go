@@ -115,6 +115,7 @@ func TestAShardedQueueSpreadsOverTheClusterPrimaries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 10,000 steps on a three-node Redis Cluster")
 	}
+	t.Parallel()
 	noop := func(context.Context, *engine.CodeStep) (any, error) { return "ok", nil }
 	e := testenv.Start(t, testenv.Options{Cluster: true, NoWorker: true, Queues: map[string]config.Queue{"default": {Shards: 6}},
 		Steps: map[string]engine.StepFunc{"noop": noop}})
@@ -192,6 +193,7 @@ func TestAKilledWorkersStepsOnEveryShardAreRecovered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits about a minute for asynq to recover the killed worker's tasks")
 	}
+	t.Parallel()
 	const n = 60
 	e := testenv.Start(t, testenv.Options{Cluster: true, NoWorker: true, Queues: map[string]config.Queue{"default": {Shards: 6}},
 		Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Name: "hang", Requests: n, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})

@@ -159,6 +159,7 @@ func TestASignalsIdempotencyKeyMakesASecondSendANoOp(t *testing.T) {
 // signal then completes it. An optional step's timeout lets the workflow
 // go on without it.
 func TestASignalTimeoutDeadLetters(t *testing.T) {
+	t.Parallel()
 	shipped := make(chan map[string]any, 4)
 	e := signalEnv(t, shipped, testenv.Options{})
 	id := e.Submit(t, orderSpec(e, "1", "1s", false))
@@ -252,6 +253,7 @@ func TestASignalSkipsCanceledAndEarlierRuns(t *testing.T) {
 // 1,000 steps waiting for signals hold no worker slot: a worker of one
 // slot still runs other work, and one signal then completes them all.
 func TestAThousandSignalWaitsHoldNoSlots(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	shipped := make(chan map[string]any, n)
 	e := signalEnv(t, shipped, testenv.Options{NoWorker: true})
@@ -308,7 +310,7 @@ func TestBadSignalsAreRefused(t *testing.T) {
 		{producer.Signal{Name: "a b"}, `name "a b" is not a signal name`},
 		{producer.Signal{Name: "paid", Match: strings.Repeat("x", 1025)}, "match is 1025 bytes, over 1024"},
 		{producer.Signal{Name: "paid", Data: json.RawMessage(`{"a":`)}, "data is not JSON"},
-		{producer.Signal{Name: "paid", Data: json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)}, "over limits.max_output_bytes"},
+		{producer.Signal{Name: "paid", Data: json.RawMessage(`"` + strings.Repeat("x", 64<<10) + `"`)}, "data is 65538 bytes, over limits.max_signal_bytes (65536)"},
 		{producer.Signal{Name: "paid", IdempotencyKey: "a\nb"}, "control character"},
 	} {
 		if _, err := e.Client.Signal(t.Context(), c.s); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -358,6 +360,7 @@ func TestAKeptSignalIsClaimedUntilItsStepCompletes(t *testing.T) {
 // A requeued signal step that waits again makes its workflow waiting, not
 // blocked; a signal after the workflow's deadline completes nothing.
 func TestARequeuedWaitAndALateSignal(t *testing.T) {
+	t.Parallel()
 	shipped := make(chan map[string]any, 4)
 	e := signalEnv(t, shipped, testenv.Options{})
 	id := e.Submit(t, e.Spec(`name: order

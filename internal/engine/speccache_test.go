@@ -70,7 +70,7 @@ func TestSpecCacheSharesTheShapeNotTheInput(t *testing.T) {
 		t.Fatalf("%d shapes cached, want 2", len(c.shapes.m))
 	}
 	for i := 0; i < 20; i++ {
-		c.shapes.put([32]byte{byte(i)}, a, c.max)
+		c.shapes.put(fmt.Sprint(i), a, c.max)
 	}
 	if len(c.shapes.m) != c.max || len(c.shapes.order) != c.max {
 		t.Fatalf("cache holds %d (%d in order), bound %d", len(c.shapes.m), len(c.shapes.order), c.max)

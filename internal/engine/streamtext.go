@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -15,10 +16,12 @@ import (
 )
 
 // Streamed text goes to the event log coalesced: a step.delta is written
-// once deltaBytes of text wait, or deltaEvery after the last write, and
-// when the answer ends.
+// once deltaBytes of text wait, or deltaEvery after the last write (a
+// timer writes what waits when no more text comes to), and the last piece
+// rides with the step's outcome. A stream that answers within deltaEvery
+// costs the log no write of its own; a slow one one write a deltaEvery.
 const (
-	deltaEvery = 50 * time.Millisecond
+	deltaEvery = 100 * time.Millisecond
 	deltaBytes = 1 << 10
 )
 
@@ -31,31 +34,71 @@ type streamer interface {
 // written once deltaBytes wait or deltaEvery after the last write (the
 // stream's start, at first); the last piece rides with the step's outcome.
 type deltaLog struct {
-	l    *stepLog
-	buf  strings.Builder
-	last time.Time
+	l *stepLog
+
+	mu    sync.Mutex
+	buf   strings.Builder
+	last  time.Time   // the last write (the stream's start, at first)
+	timer *time.Timer // writes what waits deltaEvery after the last write
 }
 
-func newDeltaLog(l *stepLog) *deltaLog { return &deltaLog{l: l, last: time.Now()} }
+// newDeltaLog starts logging a stream's text. An attempt after the first
+// begins its first stream with a step.stream_reset (riding with its first
+// text): whatever an earlier attempt streamed is void, also when that
+// attempt could not say so (its worker was killed, or its answer failed
+// after it had streamed).
+func newDeltaLog(l *stepLog) *deltaLog {
+	if l != nil && l.attempt > 1 && l.firstStream() {
+		l.add(store.Event{Type: record.EventStreamReset})
+	}
+	return &deltaLog{l: l, last: time.Now()}
+}
 
 func (d *deltaLog) add(text string) {
 	if d.l == nil || text == "" {
 		return
 	}
+	d.mu.Lock()
 	d.buf.WriteString(text)
-	if d.buf.Len() >= deltaBytes || time.Since(d.last) >= deltaEvery {
-		d.push()
-		d.l.log()
+	wait := deltaEvery - time.Since(d.last)
+	due := d.buf.Len() >= deltaBytes || wait <= 0
+	if !due && d.timer == nil {
+		d.timer = time.AfterFunc(wait, d.flush)
+	}
+	d.mu.Unlock()
+	if due {
+		d.flush()
 	}
 }
 
-// push hands the text waiting to the step's log.
+// flush writes the text waiting now.
+func (d *deltaLog) flush() {
+	d.mu.Lock()
+	d.pushLocked()
+	d.mu.Unlock()
+	d.l.log()
+}
+
+// push hands the text waiting to the step's log, for its outcome to
+// carry, and stops the timer: the stream has ended.
 func (d *deltaLog) push() {
 	if d.l == nil {
 		return
 	}
-	d.l.addText(d.buf.String())
-	d.buf.Reset()
+	d.mu.Lock()
+	d.pushLocked()
+	d.mu.Unlock()
+}
+
+func (d *deltaLog) pushLocked() {
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if d.buf.Len() > 0 {
+		d.l.addText(d.buf.String())
+		d.buf.Reset()
+	}
 	d.last = time.Now()
 }
 
@@ -81,10 +124,12 @@ func (d *deltaLog) reset() {
 	if d.l == nil {
 		return
 	}
+	d.mu.Lock()
 	d.buf.Reset()
+	d.pushLocked()
 	d.l.add(store.Event{Type: record.EventStreamReset})
+	d.mu.Unlock()
 	d.l.log()
-	d.last = time.Now()
 }
 
 // streamChat asks route for req's answer as a stream, logging its text as
@@ -96,8 +141,7 @@ func streamChat(ctx context.Context, c Caller, route string, req llmclient.Reque
 	if !ok {
 		resp, err := c.Chat(ctx, route, req)
 		if err == nil {
-			d.add(resp.Text)
-			d.push()
+			d.l.addText(resp.Text) // with the outcome: nothing to show sooner
 			if onDelta != nil {
 				onDelta(resp.Text)
 			}
@@ -109,6 +153,7 @@ func streamChat(ctx context.Context, c Caller, route string, req llmclient.Reque
 		return nil, err
 	}
 	defer st.Close()
+	defer d.push() // what waits rides with the outcome; no write after it
 	streamed := false
 	for {
 		piece, err := st.Recv()
@@ -117,7 +162,6 @@ func streamChat(ctx context.Context, c Caller, route string, req llmclient.Reque
 			d.reset()
 			continue
 		case errors.Is(err, io.EOF):
-			d.push()
 			return st.Response(), nil
 		case err != nil:
 			if streamed {

@@ -26,6 +26,9 @@ type ToolCallRecord struct {
 	Arguments string `json:"arguments"`
 	Result    string `json:"result,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// MCP is the tool an MCP server ran, as a spec names it
+	// (mcp:SERVER/TOOL); Name is what the model called it.
+	MCP string `json:"mcp,omitempty"`
 }
 
 // recordFieldMax bounds each argument and result text a step keeps in its
@@ -37,7 +40,15 @@ const recordFieldMax = 16 << 10
 type toolResult struct {
 	Content string `json:"content"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Started, alone, is the mark of a side-effect call that attempt
+	// Started began (mcpsideeffects.go), its result not kept; Held, the
+	// attempt that dead-lettered the step for it. Never in a result.
+	Started int `json:"started,omitempty"`
+	Held    int `json:"held,omitempty"`
 }
+
+// unsettled reports whether r is a side-effect call's mark, not a result.
+func (r toolResult) unsettled() bool { return r.Started > 0 }
 
 // maxTurnsError ends a conversation whose model still calls tools at the
 // step's last turn.
@@ -63,6 +74,8 @@ type toolLoop struct {
 	maxTurns int
 	maxBytes int  // the longest result the model is given
 	stream   bool // stream each turn's text to the log (stream: true)
+	mcp      MCPServers
+	redact   func(string) string // the configuration's secrets out of MCP results and errors
 
 	mu      sync.Mutex
 	records []ToolCallRecord
@@ -173,6 +186,7 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 		run  bool
 	}
 	slots := make([]slot, len(calls))
+	var held []int // side-effect calls an earlier attempt began and never settled
 	for i, c := range calls {
 		// numbered here, in the calls' order, so that every attempt
 		// numbers them alike whatever order they finish in
@@ -180,8 +194,21 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 		if err != nil {
 			return nil, err
 		}
-		replayed := prev != nil && json.Unmarshal([]byte(prev.Value), &results[i]) == nil
+		var r toolResult
+		replayed := prev != nil && json.Unmarshal([]byte(prev.Value), &r) == nil
+		switch {
+		case replayed && r.unsettled() && r.Held == 0:
+			held = append(held, i)
+			results[i] = r
+		case replayed && r.unsettled(): // requeued after it was held: run again
+			replayed = false
+		case replayed:
+			results[i] = r
+		}
 		slots[i] = slot{seq: seq, hash: hash, run: !replayed}
+	}
+	if len(held) > 0 {
+		return nil, l.hold(ctx, turn, calls, held, slots[held[0]].seq, slots[held[0]].hash, results[held[0]].Started)
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
@@ -192,9 +219,12 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := l.execute(ctx, turn, c)
+			res, err := l.execute(ctx, turn, c, seq, hash)
 			if err != nil {
 				errs[i] = err
+				if res.IsError { // what ended the attempt, for the step's record and log
+					results[i] = res
+				}
 				return
 			}
 			if ctx.Err() != nil {
@@ -216,10 +246,23 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 		return nil, ctx.Err()
 	}
 	l.note(turn, calls, results)
-	stepLogOf(ctx).toolTurn(calls, results)
+	stepLogOf(ctx).toolTurn(l.refs(calls), results)
 	var fatal *fatalToolError
+	var unsettled *unsettledCall
 	for _, err := range errs {
 		if errors.As(err, &fatal) {
+			return nil, err
+		}
+	}
+	for i, err := range errs {
+		if errors.As(err, &unsettled) { // held: a requeue runs it again
+			mark, _ := json.Marshal(toolResult{Started: l.d.attempt, Held: l.d.attempt})
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			kerr := l.d.keep(kctx, slots[i].seq, slots[i].hash, mark)
+			cancel()
+			if kerr != nil {
+				l.log.Warn("side-effect call held, its hold not kept: a requeue holds it again", "err", kerr.Error())
+			}
 			return nil, err
 		}
 	}
@@ -232,10 +275,32 @@ func (l *toolLoop) callTools(ctx context.Context, turn int, calls []llmclient.To
 	return results, nil
 }
 
+// hold ends an attempt that found side-effect calls an earlier attempt
+// began and never settled (held lists them): the first is marked held,
+// and its step is dead-lettered for review.
+func (l *toolLoop) hold(ctx context.Context, turn int, calls []llmclient.ToolCall, held []int, seq int, hash string, began int) error {
+	first := calls[held[0]]
+	mark, _ := json.Marshal(toolResult{Started: began, Held: l.d.attempt})
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := l.d.keep(kctx, seq, hash, mark); err != nil {
+		l.log.Warn("side-effect call held, its hold not kept: a requeue holds it again", "err", err.Error())
+	}
+	ref := first.Name
+	if t := l.tools[first.Name]; t != nil && t.mcp != nil {
+		ref = t.mcp.ref()
+	}
+	l.note(turn, calls, nil)
+	return &unsettledCall{ref: ref, id: first.ID, turn: turn,
+		why: fmt.Sprintf("attempt %d began it and ended before its outcome was kept (its worker stopped or died during the call)", began)}
+}
+
 // execute runs one call: its tool, if the step offers one by that name
 // and the arguments match its schema. Whatever goes wrong is an error
-// result for the model, except a FatalToolError, which is returned.
-func (l *toolLoop) execute(ctx context.Context, turn int, c llmclient.ToolCall) (toolResult, error) {
+// result for the model, except a FatalToolError, which is returned, and
+// an MCP server's failure (mcpExecute). seq and hash are the call's
+// durable number and hash (a side-effect call's mark goes there).
+func (l *toolLoop) execute(ctx context.Context, turn int, c llmclient.ToolCall, seq int, hash string) (toolResult, error) {
 	failed := func(format string, a ...any) (toolResult, error) {
 		return toolResult{Content: fmt.Sprintf(format, a...), IsError: true}, nil
 	}
@@ -253,6 +318,9 @@ func (l *toolLoop) execute(ctx context.Context, turn int, c llmclient.ToolCall) 
 	}
 	if err := t.schema.Validate(v); err != nil {
 		return failed("the arguments of %s do not match its schema: %s", c.Name, spec.OneLine(spec.ValidationText(err)))
+	}
+	if t.mcp != nil {
+		return l.mcpExecute(ctx, turn, c, t.mcp, json.RawMessage(args), seq, hash)
 	}
 	out, err := callTool(ctx, t.fn, json.RawMessage(args))
 	var fatal *fatalToolError
@@ -294,9 +362,14 @@ func (l *toolLoop) note(turn int, calls []llmclient.ToolCall, results []toolResu
 	defer l.mu.Unlock()
 	for i, c := range calls {
 		r := ToolCallRecord{Turn: turn, ID: c.ID, Name: c.Name, Arguments: excerptText(c.Arguments)}
+		if t := l.tools[c.Name]; t != nil && t.mcp != nil {
+			r.MCP = t.mcp.ref()
+		}
 		switch {
-		case results == nil:
+		case results == nil && l.turns >= l.maxTurns:
 			r.Error = "not run: the step's max_turns was reached"
+		case results == nil || results[i].unsettled():
+			r.Error = "not run: a side-effect call's outcome is unknown"
 		case results[i].IsError:
 			r.Error = excerptText(results[i].Content)
 		default:

@@ -29,8 +29,8 @@ steps:
 	if !runsTools(st, reg) || !runsTools(st, nil) {
 		t.Error("a step naming a tool runs tools")
 	}
-	if name, ok := missingTool(st, nil); !ok || name != "fetch_figure" {
-		t.Errorf("missing %q %v", name, ok)
+	if err := missingTool(st, nil, nil); err == nil || err.Error() != `tool "fetch_figure" is not registered on this worker` {
+		t.Errorf("missing: %v", err)
 	}
 	req := toolsRequest(st, reg)
 	if len(req) != 2 || req[0].Description != "a figure" || req[0].Parameters["type"] != "object" || req[1].Description != "Weather now" {

@@ -64,6 +64,7 @@ type compiledTool struct {
 	params            map[string]any
 	schema            *jsonschema.Schema
 	fn                ToolFunc
+	mcp               *mcpBinding // an MCP server runs it (fn is nil)
 }
 
 func compileTool(name string, t Tool) (*compiledTool, error) {
@@ -151,14 +152,22 @@ func runsTools(st *spec.Step, reg map[string]*compiledTool) bool {
 	return false
 }
 
-// missingTool is the first tool the step names alone that reg lacks.
-func missingTool(st *spec.Step, reg map[string]*compiledTool) (string, bool) {
+// missingTool says which tool the step names alone this worker lacks: one
+// that reg lacks, or one of an MCP server mcp lacks (nil: none); nil when
+// it lacks none.
+func missingTool(st *spec.Step, reg map[string]*compiledTool, mcp MCPServers) error {
 	for _, t := range st.Tools {
+		if server, _, ok := spec.MCPRef(t.Name); ok {
+			if mcp == nil || !mcp.Has(server) {
+				return fmt.Errorf("MCP server %q is not configured on this worker (mcp_servers)", server)
+			}
+			continue
+		}
 		if spec.NamedTool(t) && reg[t.Name] == nil {
-			return t.Name, true
+			return fmt.Errorf("tool %q is not registered on this worker", t.Name)
 		}
 	}
-	return "", false
+	return nil
 }
 
 // toolsRequest is the tools the model is offered: a registered tool with

@@ -19,34 +19,37 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 	p, st, r := run.p, run.st, run.r
 	log := run.log
 	attempt := a.Step.Attempts
-	if name, ok := missingTool(st, h.tools); ok {
-		return h.toolsNotServed(ctx, run, a, fmt.Errorf("tool %q is not registered on this worker", name))
+	if err := missingTool(st, h.tools, h.o.MCP); err != nil {
+		return h.toolsNotServed(ctx, run, a, err)
 	}
 	calls, err := h.storedCalls(ctx, p, attempt)
 	if err != nil {
 		return err
 	}
-	d := &durable{wf: p.Workflow, step: p.Step, gen: p.Gen, attempt: attempt, st: h.st, log: log, stored: calls, prices: h.o.Prices}
-	offered := make(map[string]*compiledTool)
-	for _, t := range st.Tools {
-		if c := h.tools[t.Name]; c != nil {
-			offered[t.Name] = c
-		}
-	}
-	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: spec.MaxTurns(st), maxBytes: h.o.MaxOutputBytes, stream: st.Stream,
-		base: llmclient.Request{System: system, MaxTokens: st.MaxTokens, Temperature: st.Temperature,
-			Tools: toolsRequest(st, h.tools), Output: spec.OutputRequest(st), MaxOutputBytes: h.o.MaxOutputBytes}}
 	callCtx, cancel := withSettleMargin(ctx)
+	defer cancel()
+	// the tools the model is offered: an MCP server's are listed by it
+	tools, offered, err := h.offer(callCtx, st, log)
+	if err != nil {
+		cancel()
+		return h.failed(ctx, run, err, key.hash)
+	}
+	d := &durable{wf: p.Workflow, step: p.Step, gen: p.Gen, attempt: attempt, st: h.st, log: log, stored: calls, prices: h.o.Prices}
+	l := &toolLoop{d: d, router: h.o.Router, route: r.Route, log: log, tools: offered, maxTurns: spec.MaxTurns(st), maxBytes: h.o.MaxOutputBytes, stream: st.Stream,
+		mcp: h.o.MCP, redact: h.redact,
+		base: llmclient.Request{System: system, MaxTokens: st.MaxTokens, Temperature: st.Temperature,
+			Tools: tools, Output: spec.OutputRequest(st), MaxOutputBytes: h.o.MaxOutputBytes}}
 	resp, err := l.run(callCtx, prompt)
 	cancel()
 	log.Info("tool conversation", "turns", l.turns, "replayed", d.replayed, "made", d.made, "attempt", attempt)
 	var fatal *fatalToolError
 	var over *maxTurnsError
-	if errors.As(err, &fatal) || errors.As(err, &over) {
+	var unsettled *unsettledCall
+	if errors.As(err, &fatal) || errors.As(err, &over) || errors.As(err, &unsettled) {
 		log.Warn("tool conversation ends the step", "tool_calls", store.Excerpt(l.recordJSON()))
 	}
 	switch {
-	case errors.As(err, &fatal):
+	case errors.As(err, &fatal), errors.As(err, &unsettled):
 		return h.deadLetter(ctx, run, retry.Handler, err)
 	case errors.As(err, &over):
 		return h.deadLetter(ctx, run, retry.BadRequest, err)
@@ -81,8 +84,7 @@ func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Atte
 type toolLoopRun struct{}
 
 func (toolLoopRun) servedBy(h *Handler, st *spec.Step) bool {
-	_, missing := missingTool(st, h.tools)
-	return !missing
+	return missingTool(st, h.tools, h.o.MCP) == nil
 }
 
 func (toolLoopRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {

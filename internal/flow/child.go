@@ -52,8 +52,18 @@ func TellParent(ctx context.Context, c *asynq.Client, st *store.Store, wf, state
 		return nil
 	}
 	l, err := st.ParentOf(ctx, wf)
-	if err != nil || l == nil {
+	if err != nil {
 		return err
+	}
+	return TellParentOf(ctx, c, st, wf, state, l)
+}
+
+// TellParentOf is TellParent with wf's parent link read already (a
+// settle that ended wf reads it: store.Settled.Parent); nil: wf is not a
+// child.
+func TellParentOf(ctx context.Context, c *asynq.Client, st *store.Store, wf, state string, l *store.ParentLink) error {
+	if !record.Terminal(state) || l == nil {
+		return nil
 	}
 	payload, _ := json.Marshal(tasks.Payload{Workflow: l.Workflow, Step: l.Step, Gen: l.Gen})
 	t := asynq.NewTask(tasks.TypeChildEnded, payload, asynq.TaskID(ChildEndedTaskID(*l)), asynq.Queue(l.Queue),

@@ -1,6 +1,9 @@
 package flow
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentq/agentq/internal/record"
@@ -51,4 +54,19 @@ func CostByProvider(wf *record.Workflow) map[string]float64 {
 		by[p] += s.CostUSD
 	}
 	return by
+}
+
+// CostByProviderText is " (oa 0.0100, an 0.0023)": a cost by provider
+// (CostByProvider) as status and the workflow page show it, providers in
+// name order; empty when one paid all.
+func CostByProviderText(by map[string]float64) string {
+	if len(by) < 2 {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(by))
+	parts := make([]string, len(names))
+	for i, p := range names {
+		parts[i] = fmt.Sprintf("%s %.4f", p, by[p])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -28,6 +28,13 @@ func mapInstanceTasks(ctx context.Context, rec *store.Store, wf string, st *spec
 			if err == nil && page[n].State == store.StepDone {
 				continue // done: its task finished (a dead one may have been requeued from the dead-letter queue)
 			}
+			if err == nil && page[n].State == store.StepWaiting {
+				// parked (a child, a signal, a person): its task ended, or is
+				// ending, and starts nothing in an ended workflow (a child's
+				// spawn is refused in a canceled tree); a map of thousands of
+				// waiting children is canceled without a look at each task
+				continue
+			}
 			inst := record.InstanceID(st.ID, from+n)
 			own := StepTaskID(wf, inst, gen)
 			out = append(out, StepTask{Step: inst, Queue: queue, ID: own})

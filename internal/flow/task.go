@@ -58,7 +58,7 @@ func NewTask(wf, id string, gen int, s *spec.Spec, st *spec.Step, retention time
 // QueuedTask is NewTask's task as the store enqueues it itself
 // (store.Task): the one description of a step's task both use.
 func QueuedTask(wf, id string, gen int, s *spec.Spec, st *spec.Step, retention time.Duration) store.Task {
-	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: id, Gen: gen, Slack: int(HandoffSlack / time.Second)}) // strings and ints: cannot fail
+	payload, _ := json.Marshal(tasks.Payload{Workflow: wf, Step: id, Gen: gen, Slack: int(HandoffSlack / time.Second), Shape: spec.ShapeOf(s)}) // strings and ints: cannot fail
 	r := spec.Resolve(s, st)
 	return store.Task{ID: StepTaskID(wf, id, gen), Queue: TaskQueue(wf, r), Type: tasks.TypeStep, Payload: payload,
 		MaxRetry: r.MaxRetries, Timeout: r.Timeout + HandoffSlack, Retention: retention}

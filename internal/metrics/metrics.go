@@ -47,6 +47,9 @@ type Metrics struct {
 	scheduleRuns *prometheus.CounterVec
 	prices       map[string]router.Price // by "provider/model"; set before calls are made (SetPrices)
 	keys         *keyCollector
+	streams      *scrapeGauge // agentq_dashboard_event_streams
+	kept         *scrapeGauge // agentq_signals_kept
+	mcp          *mcpMetrics  // the MCP servers' calls (mcp.go)
 }
 
 // SetPrices makes Call count what each answered call cost
@@ -103,6 +106,9 @@ func New(inspector *asynq.Inspector, targets func() []TargetState) *Metrics {
 	}
 	m.keys = &keyCollector{}
 	m.reg.MustRegister(m.keys)
+	m.streams, m.kept = newStreamsGauge(), newKeptSignalsGauge()
+	m.reg.MustRegister(m.streams, m.kept)
+	m.mcp = newMCPMetrics(m.reg)
 	if inspector != nil {
 		m.reg.MustRegister(asynqmetrics.NewQueueMetricsCollector(inspector))
 	}

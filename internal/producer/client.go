@@ -39,9 +39,12 @@ var ErrNotFound = record.ErrNotFound
 // ClientOptions configures a Client from the configuration (app builds
 // them): Retention and Limits are taken as given, never filled in here.
 type ClientOptions struct {
-	// Retention is how long records and finished tasks are kept
-	// (retention): at least a minute.
+	// Retention is how long an ended workflow's records and finished
+	// tasks are kept (retention): at least a minute.
 	Retention time.Duration
+	// MaxOpenAge is limits.max_open_age: an open workflow's records are
+	// kept that long and Retention more. 0: the built-in default.
+	MaxOpenAge time.Duration
 	// Routes, when not nil, are the routes a spec may name.
 	Routes []string
 	// Limits are what specs are checked against (limits): a parse
@@ -69,9 +72,14 @@ type ClientOptions struct {
 	// SignalKeep is how long a signal no step waited for is kept
 	// (signals.keep); 0: defaults.SignalKeep.
 	SignalKeep time.Duration
-	// MaxSignalBytes bounds a signal's data (limits.max_output_bytes: it
-	// is the output of the steps it completes); 0: the default.
+	// MaxSignalBytes bounds a signal's data (limits.max_signal_bytes, at
+	// most limits.max_output_bytes: it is the output of the steps it
+	// completes); 0: the default, 64 KiB.
 	MaxSignalBytes int
+	// MaxKeptSignals bounds the signals kept at once, across every name
+	// and match (limits.max_kept_signals): a send no step waits for is
+	// refused past it (ErrOverLimit). 0: the default, 10,000.
+	MaxKeptSignals int
 	// Shards are the shard counts of the sharded queues (queues: NAME:
 	// shards:); a submitted workflow keeps them for all its steps and
 	// children. nil: no queue is sharded.
@@ -107,6 +115,7 @@ func NewClient(rdb redis.UniversalClient, o ClientOptions) *Client {
 	}
 	c := &Client{o: o, rdb: rdb, store: store.New(rdb, o.Retention, o.Now),
 		asynq: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb), fleet: store.NewFleet(rdb, o.Now)}
+	c.store.SetMaxOpenAge(o.MaxOpenAge)
 	c.store.SetLog(store.LogOptions{Limit: o.EventLimit})
 	c.store.SetDurability(o.Durability)
 	if o.Routes != nil {

@@ -242,35 +242,52 @@ func (c *Client) RequeueAll(ctx context.Context, class string) (int, error) {
 }
 
 // Discard deletes a dead letter for good. Its workflow, blocked on it,
-// becomes failed; an optional step's workflow has already gone on.
+// becomes failed; an optional step's workflow has already gone on. The
+// dead letter is deleted last, once the workflow is failed, its end told
+// and the cancel of its children queued: a discard cut short anywhere
+// leaves the dead letter, and discarding it again finishes the rest.
 func (c *Client) Discard(ctx context.Context, taskID string) error {
 	info, err := c.findArchived(taskID)
 	if err != nil {
 		return err
 	}
+	if err := c.failFor(ctx, info); err != nil {
+		return err
+	}
 	if err := c.insp.DeleteTask(info.Queue, info.ID); err != nil {
 		return fmt.Errorf("discard %s: %w", taskID, err)
 	}
-	var p tasks.Payload
-	if json.Unmarshal(info.Payload, &p) == nil && p.Workflow != "" {
-		state, err := c.store.Fail(ctx, p.Workflow)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if state != record.StateFailed {
-			return nil // not blocked (an optional step's dead letter): it goes on
-		}
-		if wspec, err := c.spec(ctx, p.Workflow); err == nil {
-			if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, p.Workflow, wspec, record.StateFailed); err != nil {
-				return err
-			}
-		}
-		if err := flow.TellParent(ctx, c.asynq, c.store, p.Workflow, record.StateFailed); err != nil {
-			return err
-		}
-		return c.cancelChildren(ctx, p.Workflow, 0) // a failed workflow's children have no one to tell
-	}
 	return nil
+}
+
+// failFor fails the workflow blocked on a dead letter being discarded:
+// its end told (webhook, parent) and its children's cancel queued (a
+// failed workflow's children have no one to tell). A workflow not blocked
+// (an optional step's dead letter), or gone, is left alone.
+func (c *Client) failFor(ctx context.Context, info *asynq.TaskInfo) error {
+	var p tasks.Payload
+	if json.Unmarshal(info.Payload, &p) != nil || p.Workflow == "" {
+		return nil
+	}
+	state, err := c.store.Fail(ctx, p.Workflow)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if state != record.StateFailed {
+		return nil // not blocked (an optional step's dead letter): it goes on
+	}
+	if wspec, err := c.spec(ctx, p.Workflow); err == nil {
+		if err := flow.NotifyEnd(ctx, c.asynq, c.store, c.o.Webhooks, p.Workflow, wspec, record.StateFailed); err != nil {
+			return err
+		}
+	}
+	if err := flow.TellParent(ctx, c.asynq, c.store, p.Workflow, record.StateFailed); err != nil {
+		return err
+	}
+	return c.cancelChildren(ctx, p.Workflow, 0)
 }
 
 // markWaitEnd marks the step of a wait's end task (a signal step's

@@ -32,7 +32,7 @@ func durableClient(t *testing.T, addr string) *producer.Client {
 	t.Cleanup(func() { rdb.Close() })
 	return producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits(),
 		Routes: []string{"default"}, SkipWorkerCheck: true,
-		Durability: store.Durability{Replicas: 1, Timeout: 300 * time.Millisecond}})
+		Durability: store.Durability{Replicas: 1, Timeout: time.Second}}) // an in-sync replica confirms well within it on a loaded machine
 }
 
 // A submit the replica did not confirm is told so, with the key it was

@@ -7,8 +7,11 @@ import (
 	"iter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/store"
 )
 
 // Event is one entry of a workflow's event log.
@@ -115,4 +118,93 @@ func (c *Client) eventsErr(id string, err error) error {
 		return err
 	}
 	return fmt.Errorf("events of workflow %s: %w", id, err)
+}
+
+// Feed reads workflows' event logs for a process that follows many at
+// once (the dashboard): instead of each follower polling its log, one
+// reader a workflow subscribes to the workflow's channel (Channel), where
+// every append is announced, reads the new entries once (Page, from the
+// last event it read) and shares them; a follower reads its history
+// itself (Since). Every method is one or two Redis commands.
+type Feed struct{ c *Client }
+
+// Feed is the client's Feed.
+func (c *Client) Feed() *Feed { return &Feed{c: c} }
+
+// Channel is the Pub/Sub channel on which every append to workflow id's
+// log is announced (the message: the new entry's id, an event id).
+func (f *Feed) Channel(id string) string { return store.EventsChannel(id) }
+
+// Subscribe opens a Pub/Sub connection on the client's Redis, to be
+// subscribed to Channels (it connects on first use); close it when done.
+func (f *Feed) Subscribe(ctx context.Context) *redis.PubSub { return f.c.rdb.Subscribe(ctx) }
+
+// Page is the events of up to a page of workflow id's log entries after
+// the event id after ("": from the start), oldest first; full says the
+// page was full (more may follow at once).
+func (f *Feed) Page(ctx context.Context, id, after string) (evs []Event, full bool, err error) {
+	evs, full, err = f.c.store.EventsPage(ctx, id, after, eventPage)
+	if err != nil {
+		return nil, false, f.c.eventsErr(id, err)
+	}
+	return evs, full, nil
+}
+
+// Last is the id of the last event of workflow id's log ("": none).
+func (f *Feed) Last(ctx context.Context, id string) (string, error) {
+	last, err := f.c.store.LastEventID(ctx, id)
+	if err != nil {
+		return "", f.c.eventsErr(id, err)
+	}
+	return last, nil
+}
+
+// State is workflow id's state as its record says; ErrNotFound when it
+// does not exist.
+func (f *Feed) State(ctx context.Context, id string) (string, error) {
+	wf, err := f.c.store.Summary(ctx, id)
+	if err != nil {
+		return "", f.c.eventsErr(id, err)
+	}
+	return wf.State, nil
+}
+
+// Since is every event of workflow id's log after the event id after
+// ("": from the start), in order, up to the log's end as it is read; it
+// does not wait for more. As Events, a reader whose next entries the
+// log's bound trimmed first gets a log.truncated event.
+func (f *Feed) Since(ctx context.Context, id, after string) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		check := true // the first read, or after a full page: the bound may have passed the reader
+		for {
+			if check {
+				check = false
+				info, err := f.c.store.EventLog(ctx, id)
+				if err != nil {
+					yield(Event{}, f.c.eventsErr(id, err))
+					return
+				}
+				if info.Trimmed() > 0 && (after == "" || record.EventIDBefore(after, info.First)) {
+					if !yield(Event{Type: record.EventTruncated, Dropped: info.Trimmed(), At: time.Now().UTC()}, nil) {
+						return
+					}
+				}
+			}
+			evs, full, err := f.Page(ctx, id, after)
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			for _, e := range evs {
+				if !yield(e, nil) {
+					return
+				}
+				after = e.ID
+			}
+			if !full {
+				return
+			}
+			check = true
+		}
+	}
 }

@@ -100,7 +100,8 @@ func mustServe(s *spec.Spec, n spec.Need) bool {
 		return false
 	}
 	for _, t := range st.Tools {
-		if t.Name == n.Name && spec.NamedTool(t) {
+		server, _ := spec.MCPServerOf(t.Name) // mcp:NAME/TOOL needs a worker serving mcp:NAME
+		if (t.Name == n.Name || server == n.Name) && spec.NamedTool(t) {
 			return true
 		}
 	}

@@ -52,11 +52,12 @@ func (c *Client) Instances(ctx context.Context, id, step string, offset, limit i
 			return nil, err
 		}
 	}
-	if spec.WantsJSON(st) {
-		for i := range page.Instances {
-			if s := &page.Instances[i]; s.State == store.StepDone && !s.Degraded {
-				s.JSON, _ = spec.ParseJSONAnswer(s.Output)
-			}
+	for i := range page.Instances {
+		switch s := &page.Instances[i]; {
+		case s.State == store.StepDone && !s.Degraded && spec.WantsJSON(st):
+			s.JSON, _ = spec.ParseJSONAnswer(s.Output)
+		case s.State == store.StepThrottled:
+			s.WaitsFor = record.WaitsForKey // as a throttled step's (parseOutputs)
 		}
 	}
 	return page, nil

@@ -54,24 +54,22 @@ type SignalTarget struct {
 }
 
 // ErrBadSignal wraps a signal that cannot be sent: a bad name, a match
-// or data too long, data that is not JSON.
+// too long or holding control characters, data too long
+// (ErrSignalTooLarge), data that is not JSON.
 var ErrBadSignal = errors.New("bad signal")
 
 // checkSignal refuses a signal that cannot be sent, naming what is wrong,
 // and returns its data as it is kept (compact JSON).
 func (c *Client) checkSignal(s Signal) (string, error) {
-	maxData := c.o.MaxSignalBytes
-	if maxData <= 0 {
-		maxData = defaults.MaxOutputBytes
-	}
-	switch {
-	case !spec.ValidSignalName(s.Name):
+	if !spec.ValidSignalName(s.Name) {
 		return "", fmt.Errorf("%w: name %q is not a signal name (a letter or digit, then letters, digits, _ . : / -, at most %d bytes)",
 			ErrBadSignal, flow.BoundID(s.Name), spec.MaxSignalName)
-	case len(s.Match) > spec.MaxSignalMatch:
-		return "", fmt.Errorf("%w: match is %d bytes, over %d", ErrBadSignal, len(s.Match), spec.MaxSignalMatch)
-	case len(s.Data) > maxData:
-		return "", fmt.Errorf("%w: data is %d bytes, over limits.max_output_bytes (%d)", ErrBadSignal, len(s.Data), maxData)
+	}
+	if err := checkMatch(s.Match); err != nil {
+		return "", err
+	}
+	if maxData := c.maxSignalBytes(); len(s.Data) > maxData {
+		return "", fmt.Errorf("%w: data is %d bytes, over limits.max_signal_bytes (%d)", ErrSignalTooLarge, len(s.Data), maxData)
 	}
 	if s.IdempotencyKey != "" {
 		if err := CheckIdempotencyKey(s.IdempotencyKey); err != nil {
@@ -124,7 +122,7 @@ func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 	if s.IdempotencyKey != "" {
 		release = c.holdSignalClaim(ctx, s, sender)
 	}
-	sig := flow.SignalSend{Name: s.Name, Match: s.Match, ID: send.ID, Data: data, Key: s.IdempotencyKey}
+	sig := flow.SignalSend{Name: s.Name, Match: s.Match, ID: send.ID, Data: data, Key: s.IdempotencyKey, MaxKept: c.maxKeptSignals()}
 	delivered, kept, err := flow.DeliverSignal(ctx, c.store, c.asynq, c.spec, sig, send.To, c.signalKeep(), c.now())
 	if release != nil {
 		release()
@@ -149,6 +147,16 @@ func (c *Client) Signal(ctx context.Context, s Signal) (*SignalResult, error) {
 	}
 	if errors.Is(err, store.ErrNotConfirmed) {
 		return res, err // delivered on the primary: the claim stays, a resend is a duplicate
+	}
+	if errors.Is(err, ErrOverLimit) && s.IdempotencyKey != "" && !send.Duplicate {
+		// nothing sent: the key's record goes (a resend is a first send,
+		// not a copy of this one's data kept for the retention)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		dropped, _ := c.store.DropSignalSend(rctx, s.Name, s.Match, s.IdempotencyKey, sender)
+		cancel()
+		if dropped {
+			return res, err
+		}
 	}
 	if err != nil && s.IdempotencyKey != "" {
 		// the next send of the key finishes it at once; if this fails

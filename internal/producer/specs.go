@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentq/agentq/internal/flow"
 	"github.com/agentq/agentq/internal/spec"
@@ -18,6 +19,10 @@ type StoredSpec struct {
 	Name    string `json:"name"`
 	Version int    `json:"version"`
 	Created bool   `json:"created,omitempty"`
+	// Missing, for a put, are the stored specs its child workflow steps
+	// name that are not stored yet (specs may name each other, so the put
+	// is not refused): a submit of it is refused until they are.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // ErrNoSpec is returned for a stored spec name or version that does not
@@ -42,7 +47,30 @@ func (c *Client) PutSpec(ctx context.Context, name string, wspec *spec.Spec) (*S
 	if err != nil {
 		return nil, err
 	}
-	return &StoredSpec{Name: name, Version: v, Created: created}, nil
+	missing, err := c.missingChildSpecs(ctx, name, wspec)
+	if err != nil {
+		return nil, fmt.Errorf("spec %s stored as version %d, but its child specs could not be looked up: %w", name, v, err)
+	}
+	return &StoredSpec{Name: name, Version: v, Created: created, Missing: missing}, nil
+}
+
+// missingChildSpecs are the specs wspec's child workflow steps name that
+// are not stored (name, being stored, is), each once, in step order.
+func (c *Client) missingChildSpecs(ctx context.Context, name string, wspec *spec.Spec) ([]string, error) {
+	var out []string
+	for i := range wspec.Steps {
+		child := spec.ChildSpecName(&wspec.Steps[i])
+		if child == "" || child == name || slices.Contains(out, child) {
+			continue
+		}
+		_, _, err := c.store.GetSpec(ctx, child, 0)
+		if errors.Is(err, store.ErrNoSpec) {
+			out = append(out, child)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // StoredSpecs lists the stored specs with their latest versions.

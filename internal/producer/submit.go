@@ -84,7 +84,7 @@ func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSetting
 		}
 		idem = &k
 	}
-	if err := spec.CheckKeys(ctx, wspec); err != nil {
+	if err := c.checkSubmit(ctx, wspec, set); err != nil {
 		return Submission{}, err
 	}
 	if err := c.checkChildSpecs(ctx, wspec); err != nil {
@@ -115,6 +115,13 @@ func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSetting
 	if err != nil {
 		return Submission{}, fmt.Errorf("encode spec: %w", err)
 	}
+	if shape, _, ok := spec.ShapeKey(data); ok {
+		// its step tasks name the spec's shape: a worker that knows it
+		// begins a step without reading the spec first
+		cp := *wspec
+		spec.SetShape(&cp, shape)
+		wspec = &cp
+	}
 	ids := make([]string, len(wspec.Steps))
 	for i, st := range wspec.Steps {
 		ids[i] = st.ID
@@ -125,7 +132,8 @@ func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSetting
 		}
 	}
 	deadline := c.deadlineAt(wspec, set)
-	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots(), IdempotencyKey: key}
+	w := store.NewWorkflow{ID: id, Name: wspec.Name, Spec: data, Steps: ids, DeadlineAt: deadline, Ready: wspec.Roots(), IdempotencyKey: key,
+		KeyRecord: idem != nil}
 	// The record's script enqueues the roots too, in the same round trip,
 	// where the store can (store.Task) and no deadline task has to be
 	// scheduled first (without its deadline task a workflow must not run).

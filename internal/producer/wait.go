@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/flow"
+	"github.com/agentq/agentq/internal/spec"
+	"github.com/agentq/agentq/internal/store"
 )
 
 // WideSteps is the number of steps past which Wait reports a workflow's
@@ -30,6 +32,15 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	narrow, last := false, "" // narrow is known after the first read
+	var wspec *spec.Spec      // read when a step first waits: what it waits for
+	waitsFor := func(wf *Workflow) {
+		if wspec == nil && hasWaiting(wf) {
+			wspec, _ = c.spec(ctx, id) // unread: the steps say less, and the wait goes on
+		}
+		if wspec != nil {
+			parseOutputs(wspec, wf)
+		}
+	}
 	for {
 		var (
 			wf  *Workflow
@@ -47,13 +58,17 @@ func (c *Client) Wait(ctx context.Context, id string, poll time.Duration, onChan
 		if err != nil {
 			return nil, err
 		}
+		waitsFor(wf)
 		if sig := Signature(wf); onChange != nil && sig != last {
 			last = sig
 			onChange(wf)
 		}
 		if Settled(wf.State) {
 			if wf.Steps == nil {
-				return c.store.Get(ctx, id)
+				if wf, err = c.store.Get(ctx, id); err == nil {
+					waitsFor(wf)
+				}
+				return wf, err
 			}
 			return wf, nil
 		}
@@ -80,4 +95,15 @@ func Signature(wf *Workflow) string {
 		}
 	}
 	return b.String()
+}
+
+// hasWaiting reports a step of wf that waits (a decision, a signal, a
+// child workflow).
+func hasWaiting(wf *Workflow) bool {
+	for _, s := range wf.Steps {
+		if s.State == store.StepWaiting {
+			return true
+		}
+	}
+	return false
 }

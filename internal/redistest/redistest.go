@@ -59,11 +59,14 @@ func Main(m *testing.M) int {
 }
 
 // Leaks reports goroutines still running, but for idle HTTP keep-alive
-// connections of the default transport (closed by the process's end).
+// connections of the default transport (closed by the process's end) and
+// the engine's kept step goroutines waiting for a step (each ends after a
+// few idle seconds).
 func Leaks() error {
 	return goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("github.com/agentq/agentq/internal/engine.servePooled"))
 }
 
 // Stop stops the server this package started, if any.
@@ -196,11 +199,26 @@ func startServer(bin string) error {
 	return nil
 }
 
+// freePort is a free loopback port whose cluster bus port (the port +
+// 10000, which a Cluster node also listens on) is free too: a node whose
+// bus port was taken exits at once ("Failed listening on port … (cluster)").
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if port+10000 <= 65535 {
+			if bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
+				bus.Close()
+				l.Close()
+				return port, nil
+			}
+		}
+		l.Close()
+		if try == 100 {
+			return 0, fmt.Errorf("no free loopback port with a free cluster bus port in 100 tries")
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

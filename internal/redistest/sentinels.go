@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/poll"
 )
 
 // Sentinels is a Sentinel deployment for a failover drill: a primary,
@@ -89,16 +91,12 @@ func (s *Sentinels) Master(tb testing.TB) string {
 // other than old, and returns it.
 func (s *Sentinels) WaitPromotion(tb testing.TB, old string, limit time.Duration) string {
 	tb.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		if m := s.Master(tb); m != "" && m != old {
-			return m
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the sentinels promoted no replica of %s within %s", old, limit)
-		}
-		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
-	}
+	var m string
+	poll.Until(tb, limit, func() (bool, string) {
+		m = s.Master(tb)
+		return m != "" && m != old, "the sentinels promoted no replica of " + old
+	})
+	return m
 }
 
 // Server is the primary or replica at addr.
@@ -115,11 +113,5 @@ func (s *Sentinels) waitSentinel(tb testing.TB, addr string, ok func(*redis.Sent
 	tb.Helper()
 	c := redis.NewSentinelClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok(c) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("sentinel %s did not %s within 20s", addr, what)
-		}
-		time.Sleep(50 * time.Millisecond) //nolint: polling with a deadline
-	}
+	poll.Until(tb, 20*time.Second, func() (bool, string) { return ok(c), "sentinel " + addr + " did not " + what })
 }

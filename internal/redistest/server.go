@@ -71,7 +71,8 @@ func (s *Server) Start() {
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// 30s: on two cores under a full make test a start has taken over 10s
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
 		if err == nil {
@@ -79,7 +80,11 @@ func (s *Server) Start() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.tb.Fatalf("redis-server on %s did not listen within 10s", s.Addr())
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			if len(log) > 2000 {
+				log = log[len(log)-2000:]
+			}
+			s.tb.Fatalf("redis-server on %s did not listen within 30s; its log ends:\n%s", s.Addr(), log)
 		}
 		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
 	}

@@ -57,9 +57,11 @@ func (b *Breakers) Get(provider, model string) breaker.Breaker {
 	return b.state[provider][model]
 }
 
-// allow is the routing decision: may a call go to this target, and is it
+// Allow is the routing decision: may a call go to this target, and is it
 // the half-open probe? Only a probe makes a round trip (to take the slot).
-func (b *Breakers) allow(ctx context.Context, provider, model string) (ok, probe bool) {
+// provider and model name any target the workers share a breaker for (an
+// MCP server's is config.MCPBreaker's name, with no model).
+func (b *Breakers) Allow(ctx context.Context, provider, model string) (ok, probe bool) {
 	now := b.now()
 	b.mu.RLock()
 	br := b.state[provider][model]
@@ -86,19 +88,19 @@ func (b *Breakers) allow(ctx context.Context, provider, model string) (ok, probe
 // half-open probe; an open breaker skips the target (class server) until
 // its cooldown ends.
 func (b *Breakers) admit(ctx context.Context, t Target) (probe bool, err error) {
-	ok, probe := b.allow(ctx, t.Provider.Name(), t.Model)
+	ok, probe := b.Allow(ctx, t.Provider.Name(), t.Model)
 	if !ok {
 		return false, &SkippedError{Target: t.String(), Reason: SkipBreakerOpen, Until: b.Get(t.Provider.Name(), t.Model).OpenUntil, class: retry.Server}
 	}
 	return probe, nil
 }
 
-// record feeds a call's outcome to the target's breaker. Only failures of
+// Record feeds a call's outcome to the target's breaker. Only failures of
 // the provider's own (network, timeout, server) count against it; a
 // request the provider answered (even with a 4xx) counts for it; key-level
 // and canceled calls are not counted at all. probe says the call was the
 // half-open probe: one that ends without a verdict gives its slot back.
-func (b *Breakers) record(ctx context.Context, provider, model string, class retry.Class, probe bool) {
+func (b *Breakers) Record(ctx context.Context, provider, model string, class retry.Class, probe bool) {
 	now := b.now()
 	switch {
 	case class.Rule().Answered:

@@ -37,13 +37,13 @@ func TestExactlyOneHalfOpenProbeAcrossWorkers(t *testing.T) {
 	}
 	// worker 0 sees three failures: open for everyone
 	for i := 0; i < 3; i++ {
-		workers[0].record(ctx, "p", "m", retry.Server, false)
+		workers[0].Record(ctx, "p", "m", retry.Server, false)
 	}
 	for _, w := range workers {
 		if err := w.Refresh(ctx, []string{"p"}); err != nil {
 			t.Fatal(err)
 		}
-		if ok, _ := w.allow(ctx, "p", "m"); ok {
+		if ok, _ := w.Allow(ctx, "p", "m"); ok {
 			t.Fatal("an open breaker let a call through")
 		}
 	}
@@ -54,7 +54,7 @@ func TestExactlyOneHalfOpenProbeAcrossWorkers(t *testing.T) {
 		wg.Add(1)
 		go func(w *Breakers) {
 			defer wg.Done()
-			ok, probe := w.allow(ctx, "p", "m")
+			ok, probe := w.Allow(ctx, "p", "m")
 			if probe {
 				probes.Add(1)
 			}
@@ -68,10 +68,10 @@ func TestExactlyOneHalfOpenProbeAcrossWorkers(t *testing.T) {
 		t.Fatalf("%d probes, %d calls let through; want exactly 1 of each", probes.Load(), passes.Load())
 	}
 	// the probe succeeds: closed for everyone
-	workers[1].record(ctx, "p", "m", retry.OK, true)
+	workers[1].Record(ctx, "p", "m", retry.OK, true)
 	for _, w := range workers {
 		_ = w.Refresh(ctx, []string{"p"})
-		if ok, probe := w.allow(ctx, "p", "m"); !ok || probe {
+		if ok, probe := w.Allow(ctx, "p", "m"); !ok || probe {
 			t.Fatalf("after a good probe: ok=%v probe=%v", ok, probe)
 		}
 	}
@@ -82,14 +82,14 @@ func TestKeyLevelAndCanceledCallsDoNotCount(t *testing.T) {
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
 		for _, c := range []retry.Class{retry.RateLimited, retry.Quota, retry.Auth, retry.Canceled, retry.NotFound} {
-			b.record(ctx, "p", "m", c, false)
+			b.Record(ctx, "p", "m", c, false)
 		}
 	}
 	if br := b.Get("p", "m"); br.State != breaker.Closed || br.Consecutive != 0 {
 		t.Fatalf("breaker %+v after calls that are not the provider's fault", br)
 	}
-	b.record(ctx, "p", "m", retry.Timeout, false)
-	b.record(ctx, "p", "m", retry.BadRequest, false) // the provider answered: a success for the breaker
+	b.Record(ctx, "p", "m", retry.Timeout, false)
+	b.Record(ctx, "p", "m", retry.BadRequest, false) // the provider answered: a success for the breaker
 	if br := b.Get("p", "m"); br.Consecutive != 0 {
 		t.Fatalf("a 400 did not reset the failure streak: %+v", br)
 	}
@@ -98,11 +98,11 @@ func TestKeyLevelAndCanceledCallsDoNotCount(t *testing.T) {
 // The routing decision with a closed breaker and cached state.
 func BenchmarkBreakerAllowClosed(b *testing.B) {
 	br := NewBreakers(nil, testBreaker, nil, nil, nil)
-	br.record(context.Background(), "openai", "gpt-4.1", retry.OK, false)
+	br.Record(context.Background(), "openai", "gpt-4.1", retry.OK, false)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if ok, _ := br.allow(ctx, "openai", "gpt-4.1"); !ok {
+		if ok, _ := br.Allow(ctx, "openai", "gpt-4.1"); !ok {
 			b.Fatal("closed breaker denied")
 		}
 	}
@@ -118,7 +118,7 @@ func BenchmarkRoutingDecision(b *testing.B) {
 	keys.Cool(ctx, "openai", ids[0], time.Now().Add(time.Hour)) // the primary cools: the pick moves on
 	b.ReportAllocs()
 	for b.Loop() {
-		ok, _ := br.allow(ctx, "openai", "gpt-4.1")
+		ok, _ := br.Allow(ctx, "openai", "gpt-4.1")
 		if pick := firstUsable(keys, ids); !ok || pick != 1 {
 			b.Fatal("wrong decision")
 		}

@@ -92,7 +92,7 @@ func (r *Router) call(ctx context.Context, route string, t Target, k int, req as
 	if span != nil {
 		endCallSpan(span, t, resp, usage, key, class)
 	}
-	r.breakers.record(ctx, t.Provider.Name(), t.Model, class, probe)
+	r.breakers.Record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.health.observe(t.Provider.Name(), t.Model, class, dur)
 	r.obs.Call(route, t, key, class, dur, usage)
 	if hook := callHookOf(ctx); hook != nil {

@@ -56,7 +56,7 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req ask, 
 		release, lerr := r.acquire(ctx, name, t)
 		if lerr != nil {
 			if probe {
-				r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
+				r.breakers.Record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
 			}
 			rerr.Attempts = append(rerr.Attempts, lerr)
 			return nil, lerr
@@ -93,7 +93,7 @@ func (r *Router) callKeys(ctx context.Context, route string, t Target, req ask, 
 	}
 	if !tried {
 		if probe {
-			r.breakers.record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
+			r.breakers.Record(ctx, name, t.Model, retry.Canceled, true) // give the probe slot back
 		}
 		err = &SkippedError{Target: t.String(), Reason: SkipKeysCooling, Until: earliest, class: retry.RateLimited}
 		if allDisabled {

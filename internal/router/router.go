@@ -224,8 +224,11 @@ func (r *Router) stream(ctx context.Context, route string, req ask) (*Stream, er
 		}
 		// the call counted as answered at its first piece: its failure
 		// midway is what the breaker and the health scores hear of now
-		r.breakers.record(ctx, t.Provider.Name(), t.Model, class, false)
+		r.breakers.Record(ctx, t.Provider.Name(), t.Model, class, false)
 		r.health.observe(t.Provider.Name(), t.Model, class, 0)
+		if req.endMidway {
+			return nil, cause
+		}
 		next := req
 		next.skip = append(slices.Clip(req.skip), t.String())
 		return r.stream(ctx, route, next)

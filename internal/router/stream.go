@@ -10,12 +10,16 @@ import (
 )
 
 // ask is a request on its way down the router's policies: the caller's
-// request, whether a stream is asked (Router.ChatStream), and the targets
-// a stream failed on midway (not asked again).
+// request, whether a stream is asked (Router.ChatStream), the targets a
+// stream failed on midway (not asked again), and whether it may fail over
+// midway at all.
 type ask struct {
 	llmclient.Request
 	stream bool
 	skip   []string
+	// endMidway: a stream that fails midway ends with its target's error
+	// instead of going on with the next target (Router.Provider's)
+	endMidway bool
 }
 
 // answer is what comes back up: a whole answer, or for a stream its

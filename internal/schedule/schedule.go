@@ -163,6 +163,11 @@ func (s *Scheduler) run(ctx context.Context, e Entry) {
 		}
 		held = ok
 		if held {
+			// listed from the moment it is held, not from its first slot
+			f := store.Fired{Cron: e.Cron, Spec: e.Spec.Name, Next: Next(e.When, last)}
+			if err := s.leases.Announce(ctx, e.Name, s.o.Holder, f, s.o.Clock.Now()); err != nil && ctx.Err() == nil {
+				log.Warn("schedule: cannot list the schedule", "err", err)
+			}
 			var next time.Time
 			last, next, held = s.fireDue(ctx, e, last, log)
 			if d := next.Sub(s.o.Clock.Now()); held && d < wait {

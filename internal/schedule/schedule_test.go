@@ -176,3 +176,30 @@ func TestThreeReplicasFireEachSlotOnceThroughAFailover(t *testing.T) {
 	t.Logf("%d slots in %s, each created once; holders %v; %d fires in all (%d found their workflow made)",
 		len(slots), slots[len(slots)-1].Sub(slots[0])+time.Second, holders, len(all), len(all)-len(slots))
 }
+
+// A schedule is listed from the moment a replica holds it, before its
+// first slot fires: a nightly schedule shows its cron, spec, holder and
+// next slot, and no last slot.
+func TestAScheduleIsListedBeforeItsFirstSlot(t *testing.T) {
+	db, rdb := redistest.New(t)
+	wspec, err := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits()}).Parse("tick.yaml", []byte(tickSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	when, err := config.ParseCron("30 2 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startReplica(t, db, "r1", []schedule.Entry{{Name: "nightly", Cron: "30 2 * * *", When: when, Spec: wspec}}, &fires{})
+	cl := producer.NewClient(rdb, producer.ClientOptions{Retention: defaults.Retention, Limits: spec.DefaultLimits()})
+	var got []producer.ScheduleInfo
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		got, err = cl.Schedules(t.Context())
+		return err == nil && len(got) == 1 && got[0].Holder == "r1", fmt.Sprintf("schedules: %+v %v", got, err)
+	})
+	s := got[0]
+	if s.Name != "nightly" || s.Cron != "30 2 * * *" || s.Workflow != "tick" || s.LastSlot != nil || s.NextSlot == nil ||
+		s.NextSlot.UTC().Hour() != 2 || s.NextSlot.UTC().Minute() != 30 || !s.NextSlot.After(time.Now()) {
+		t.Fatalf("the nightly schedule before its first slot: %+v (next %v)", s, s.NextSlot)
+	}
+}

@@ -11,9 +11,9 @@ type ApproveSpec struct {
 	// Message is what the person is asked: a template over .Input and
 	// .Steps, like a prompt.
 	Message string `yaml:"message" json:"message"`
-	// Timeout turns a missing decision into a rejection (0:
-	// DefaultApprovalTimeout).
-	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Timeout turns a missing decision into a rejection: 1s to
+	// limits.max_wait (left out: DefaultApprovalTimeout; 0s is refused).
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
 // DefaultApprovalTimeout is how long an approval step waits by default.
@@ -38,13 +38,11 @@ func ApprovalTimeout(a *ApproveSpec) time.Duration {
 
 // checkApprove checks an approval step: a message, and nothing that would
 // make it another kind of step.
-func checkApprove(st *Step, where string, bad func(int, string, string, ...any)) {
+func checkApprove(st *Step, where string, lim Limits, bad ProblemFunc) {
 	if strings.TrimSpace(st.Approve.Message) == "" {
 		bad(st.line, where+".approve.message", "is empty (say what the person decides)")
 	}
-	if t := time.Duration(st.Approve.Timeout); t != 0 && t < time.Second {
-		bad(st.line, where+".approve.timeout", "%s is under 1s", t)
-	}
+	checkWait(st.Approve.Timeout, st.hasKey("approve", "timeout"), DefaultApprovalTimeout, lim, lineOr(st.fieldLines["approve"], st.line), where+".approve.timeout", bad)
 	if st.ForEach != "" {
 		bad(lineOr(st.fieldLines["for_each"], st.line), where+".for_each", "is not for an approval step (approve:): a person decides one step")
 	}
@@ -62,8 +60,8 @@ func (approvalKind) Takes(*Step) ([]string, string) {
 	return []string{"approve", "route"}, "an approval step (approve:)"
 }
 
-func (approvalKind) Check(_ *Spec, st *Step, where string, _ Limits, bad ProblemFunc) {
-	checkApprove(st, where, bad)
+func (approvalKind) Check(_ *Spec, st *Step, where string, lim Limits, bad ProblemFunc) {
+	checkApprove(st, where, lim, bad)
 }
 
 func (approvalKind) Prepare(st *Step) (err error) {

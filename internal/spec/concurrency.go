@@ -56,6 +56,10 @@ func RenderKey(ctx context.Context, c *ConcurrencySpec, input map[string]any) (s
 	if err != nil {
 		return "", fmt.Errorf("concurrency.key: %w", err)
 	}
+	if why := missingInput(t, input, k); why != "" {
+		// one key for every workflow without the field: they would share its slots
+		return "", errors.New("concurrency.key " + why)
+	}
 	return k, checkKey(k)
 }
 

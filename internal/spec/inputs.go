@@ -6,9 +6,10 @@ import (
 )
 
 // InputKeys says which keys of .Input the spec's templates read (prompts,
-// system prompts, code steps' with:). all is true when a template reads
-// .Input as a whole (ranges over it, prints it, passes it on), so any key
-// may matter.
+// system prompts, code steps' with:, child workflows' input, approval
+// messages, signal matches, for_each, concurrency keys). all is true when
+// a template reads .Input as a whole (ranges over it, prints it, passes it
+// on), so any key may matter.
 func (s *Spec) InputKeys() (keys []string, all bool) {
 	seen := map[string]bool{}
 	visit := func(n parse.Node) {
@@ -22,9 +23,18 @@ func (s *Spec) InputKeys() (keys []string, all bool) {
 		}
 		seen[f.Ident[1]] = true
 	}
+	keyT := func(c *ConcurrencySpec) *Template {
+		if c == nil {
+			return nil
+		}
+		return c.keyT
+	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
-		ts := []*Template{st.promptT, st.systemT}
+		ts := []*Template{st.promptT, st.systemT, st.messageT, st.matchT, ForEachTemplate(st), keyT(st.Concurrency)}
+		if i == 0 {
+			ts = append(ts, keyT(s.Concurrency))
+		}
 		for _, wt := range st.withT {
 			ts = append(ts, wt.t)
 		}

@@ -241,3 +241,39 @@ type Instance struct {
 	Index int
 	Item  any // the item, decoded from its JSON
 }
+
+// checkMapInput sizes a map step whose for_each reads the input alone:
+// its list is known at submit, and one over the step's max_items or
+// limits.max_map_items is refused then, not dead-lettered when it runs.
+func checkMapInput(ctx context.Context, s *Spec, st *Step, where string, lim Limits) error {
+	if !st.IsMap() {
+		return nil
+	}
+	var t *Template
+	if st.forEachT != nil {
+		t = st.forEachT.t
+	} else if wt, err := parseWithString(st.ID+".for_each", st.ForEach); err == nil {
+		t = wt.t
+	}
+	if t == nil {
+		return nil
+	}
+	raw, err := renderInputOnly(ctx, s, t, st.ID+".for_each", st.ForEach, where+".for_each")
+	if err != nil || raw == "" {
+		return err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &items); err != nil || !strings.HasPrefix(strings.TrimSpace(raw), "[") {
+		if why := missingInput(t, s.Input, noValue); raw == "null" && !strings.HasPrefix(why, "renders") {
+			return &SpecError{Where: where + ".for_each", Msg: why} // a one-action for_each makes null of a missing field
+		}
+		return &SpecError{Where: where + ".for_each", Msg: fmt.Sprintf("yields %s over the input, not a list", clip(raw, 80))}
+	}
+	switch n := len(items); {
+	case n > MaxItems(st):
+		return &SpecError{Where: where + ".for_each", Msg: fmt.Sprintf("yields %d items over the input, over the step's max_items of %d", n, MaxItems(st))}
+	case lim.MaxMapItems > 0 && n > lim.MaxMapItems:
+		return &SpecError{Where: where + ".for_each", Msg: fmt.Sprintf("yields %d items over the input, over limits.max_map_items of %d", n, lim.MaxMapItems)}
+	}
+	return nil
+}

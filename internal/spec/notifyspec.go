@@ -6,7 +6,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentq/agentq/internal/webhook"
+	"github.com/agentq/agentq/internal/hookcheck"
 )
 
 // NotifySpec asks for a signed POST when the workflow ends
@@ -45,11 +45,11 @@ func (n *NotifySpec) UnmarshalYAML(node *yaml.Node) error {
 			bad(k.Line, k.Value, "%s", err)
 		}
 	}
-	if err := webhook.CheckURL(n.URL); err != nil {
+	if err := hookcheck.CheckURL(n.URL); err != nil {
 		bad(lineOr(keyLine(node, "url"), node.Line), "url", "%v", err)
 	}
-	if i, ev := webhook.CheckEvents(n.Events); i >= 0 {
-		bad(lineOr(keyLine(node, "events"), node.Line), fmt.Sprintf("events[%d]", i), "unknown event %q (want %s)", ev, webhook.EventsHelp())
+	if i, ev := hookcheck.CheckEvents(n.Events); i >= 0 {
+		bad(lineOr(keyLine(node, "events"), node.Line), fmt.Sprintf("events[%d]", i), "unknown event %q (want %s)", ev, hookcheck.EventsHelp())
 	}
 	if len(problems) > 0 {
 		return &yaml.TypeError{Errors: problems}
@@ -59,7 +59,7 @@ func (n *NotifySpec) UnmarshalYAML(node *yaml.Node) error {
 
 // NotifyWants reports whether n notifies event.
 func NotifyWants(n *NotifySpec, event string) bool {
-	return n != nil && slices.Contains(webhook.Events, event) && (len(n.Events) == 0 || slices.Contains(n.Events, event))
+	return n != nil && slices.Contains(hookcheck.Events, event) && (len(n.Events) == 0 || slices.Contains(n.Events, event))
 }
 
 // NotifyLine is the line of notify's mapping in the spec's source.

@@ -21,7 +21,11 @@ func (s *Spec) Needs() []Need {
 			out = append(out, Need{Step: st.ID, Kind: need, Name: name, Queue: r.Queue})
 		}
 		for _, t := range st.Tools {
-			out = append(out, Need{Step: st.ID, Kind: "tool", Name: t.Name, Queue: r.Queue})
+			name := t.Name
+			if server, ok := MCPServerOf(name); ok { // a worker serves a whole server
+				name = server
+			}
+			out = append(out, Need{Step: st.ID, Kind: "tool", Name: name, Queue: r.Queue})
 		}
 	}
 	return out

@@ -20,9 +20,9 @@ type WaitForSpec struct {
 	// this value completes the step ("{{ .Input.order_id }}"). Empty: a
 	// signal sent with an empty match.
 	Match string `yaml:"match" json:"match,omitempty"`
-	// Timeout dead-letters the step if no signal came (0:
-	// DefaultSignalTimeout).
-	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Timeout dead-letters the step if no signal came: 1s to
+	// limits.max_wait (left out: DefaultSignalTimeout; 0s is refused).
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
 // DefaultSignalTimeout is how long a signal step waits by default.
@@ -66,14 +66,12 @@ func (signalKind) Takes(*Step) ([]string, string) {
 	return []string{"wait_for"}, "a signal step (wait_for:)"
 }
 
-func (signalKind) Check(_ *Spec, st *Step, where string, _ Limits, bad ProblemFunc) {
+func (signalKind) Check(_ *Spec, st *Step, where string, lim Limits, bad ProblemFunc) {
 	w, line := st.WaitFor, lineOr(st.fieldLines["wait_for"], st.line)
 	if !ValidSignalName(w.Signal) {
 		bad(line, where+".wait_for.signal", "%q is not a signal name (a letter or digit, then letters, digits, _ . : / -, at most %d)", w.Signal, MaxSignalName)
 	}
-	if t := time.Duration(w.Timeout); t != 0 && t < time.Second {
-		bad(line, where+".wait_for.timeout", "%s is under 1s", t)
-	}
+	checkWait(w.Timeout, st.hasKey("wait_for", "timeout"), DefaultSignalTimeout, lim, line, where+".wait_for.timeout", bad)
 	if st.ForEach != "" {
 		bad(lineOr(st.fieldLines["for_each"], st.line), where+".for_each", "is not for a signal step (wait_for:): one step waits for one signal")
 	}
@@ -118,4 +116,13 @@ func waitMatch(st *Step) string {
 		return ""
 	}
 	return st.WaitFor.Match
+}
+
+// checkMatchInput refuses a signal step's match that reads only the input
+// and a field the input lacks (CheckInput); other steps pass.
+func checkMatchInput(ctx context.Context, s *Spec, st *Step, where string) error {
+	if st.WaitFor == nil || st.WaitFor.Match == "" {
+		return nil
+	}
+	return checkInputOnly(ctx, s, st.matchT, st.ID+".wait_for.match", st.WaitFor.Match, where+".wait_for.match")
 }

@@ -28,9 +28,10 @@ type Spec struct {
 	Name     string         `yaml:"name" json:"name"`
 	Input    map[string]any `yaml:"input" json:"input,omitempty"`
 	Defaults StepDefaults   `yaml:"defaults" json:"defaults"`
-	// Deadline bounds the whole workflow, from its submit (0: none): at
-	// it the workflow ends timed_out, its unfinished steps canceled.
-	Deadline Duration `yaml:"deadline" json:"deadline,omitempty"`
+	// Deadline bounds the whole workflow, from its submit: 1s to
+	// limits.max_wait (left out: none; 0s is refused). At it the workflow
+	// ends timed_out, its unfinished steps canceled.
+	Deadline Duration `yaml:"deadline,omitempty" json:"deadline,omitempty"`
 	// Budget caps what the workflow's LLM calls may spend, all steps
 	// together (nil: no cap of its own; budgets: in the configuration
 	// still apply).
@@ -47,6 +48,7 @@ type Spec struct {
 	// says later. Missing: one shard.
 	Shards map[string]int `yaml:"-" json:"shards,omitempty"`
 
+	shape      string              // the stored spec's ShapeKey, once known (SetShape)
 	index      map[string]int      // step id → position, once prepared
 	dependents map[string][]string // step id → the steps that depend on it, once prepared
 	topLines   map[string]int      // each top-level key's line, for problems that name one
@@ -185,12 +187,17 @@ type Limits struct {
 	MaxTurns int
 	// MaxMapItems caps a map step's max_items (limits.max_map_items).
 	MaxMapItems int
+	// MaxWait caps every wait's timeout: wait_for, approval, the
+	// workflow's deadline (limits.max_wait). 0: not checked here (a
+	// caller without a configuration).
+	MaxWait time.Duration
 }
 
 // DefaultLimits are the built-in limits (internal/defaults), for a parse
 // without a configuration.
 func DefaultLimits() Limits {
-	return Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems}
+	return Limits{MaxSteps: defaults.MaxSteps, MaxSpecBytes: defaults.MaxSpecBytes, MaxTurns: defaults.MaxTurns, MaxMapItems: defaults.MaxMapItems,
+		MaxWait: defaults.MaxWait}
 }
 
 // validate refuses a limit that is not positive: a caller that forgot
@@ -258,6 +265,9 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 	var unknown []error // a step's fields no kind owns: Step.Kinds keeps them from yaml's own check
 	if len(root.Content) > 0 {
 		unknown = unknownStepFields(source, root.Content[0])
+		if loose := strictScalars(source, root.Content[0]); len(loose) > 0 {
+			return nil, errors.Join(append(loose, unknown...)...)
+		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -280,6 +290,11 @@ func ParseSpec(source string, data []byte, routes map[string]bool, lim Limits) (
 				s.Steps[i].promptLine, s.Steps[i].systemLine = keyLine(n, "prompt"), keyLine(n, "system")
 				s.Steps[i].withLine = keyLine(n, "with")
 				s.Steps[i].fieldLines = keyLines(n)
+				for _, block := range []string{"wait_for", "approve"} { // the keys a check needs to know were written
+					for k, l := range keyLines(mappingNode(n, block)) {
+						s.Steps[i].fieldLines[block+"."+k] = l
+					}
+				}
 			}
 		}
 	}

@@ -43,15 +43,41 @@ func parsedRefs(t *Template) ([]stepRef, error) {
 	}
 	var refs []stepRef
 	var problem error
-	// inner counts the range and with bodies around a node: there dot is
-	// their element, whose fields are the data's own, not the top level
+	top := func(ident []string) {
+		switch {
+		case len(ident) >= 1 && (ident[0] == "Input" || itemFields[ident[0]]):
+		case len(ident) >= 2 && ident[0] == "Steps":
+			r := stepRef{step: ident[1]}
+			if len(ident) >= 3 {
+				r.field = ident[2]
+				if r.field == "JSON" && len(ident) > 3 {
+					r.path = ident[3:]
+				}
+				if !stepFields[r.field] {
+					problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing; a map step .Outputs too)", r.step, r.field)
+				}
+			}
+			refs = append(refs, r)
+		default:
+			problem = fmt.Errorf("template: .%s is not available (use .Input.<key>, .Steps.<id>.Output or .Steps.<id>.JSON.<field>)", strings.Join(ident, "."))
+		}
+	}
+	walkTopFields(t.Root, func(ident []string) {
+		if problem == nil {
+			top(ident)
+		}
+	}, func(parse.Node) { problem = fmt.Errorf("template: {{template}} is not allowed") })
+	return refs, problem
+}
+
+// walkTopFields calls top with every field path the template tree n reads
+// from the top level: .A.B outside a range or with body (inside one, dot
+// is its element) and $.A.B anywhere; and tmpl (if not nil) at each
+// {{template}} node.
+func walkTopFields(n parse.Node, top func(ident []string), tmpl func(parse.Node)) {
 	inner := 0
-	var top func(ident []string)
 	var walk func(parse.Node)
 	walk = func(n parse.Node) {
-		if n == nil || problem != nil {
-			return
-		}
 		switch n := n.(type) {
 		case *parse.ListNode:
 			if n != nil {
@@ -96,28 +122,10 @@ func parsedRefs(t *Template) ([]stepRef, error) {
 				top(n.Ident)
 			}
 		case *parse.TemplateNode:
-			problem = fmt.Errorf("template: {{template}} is not allowed")
-		}
-	}
-	top = func(ident []string) {
-		switch {
-		case len(ident) >= 1 && (ident[0] == "Input" || itemFields[ident[0]]):
-		case len(ident) >= 2 && ident[0] == "Steps":
-			r := stepRef{step: ident[1]}
-			if len(ident) >= 3 {
-				r.field = ident[2]
-				if r.field == "JSON" && len(ident) > 3 {
-					r.path = ident[3:]
-				}
-				if !stepFields[r.field] {
-					problem = fmt.Errorf("template: .Steps.%s.%s is not available (a step has .Output, .JSON, .Degraded and .Missing; a map step .Outputs too)", r.step, r.field)
-				}
+			if tmpl != nil {
+				tmpl(n)
 			}
-			refs = append(refs, r)
-		default:
-			problem = fmt.Errorf("template: .%s is not available (use .Input.<key>, .Steps.<id>.Output or .Steps.<id>.JSON.<field>)", strings.Join(ident, "."))
 		}
 	}
-	walk(t.Root)
-	return refs, problem
+	walk(n)
 }

@@ -39,9 +39,7 @@ func (s *Spec) validate(routes map[string]bool, lim Limits) error {
 	}
 	s.checkBudget(bad)
 	s.checkConcurrency(s.Concurrency, 0, "concurrency", bad)
-	if d := time.Duration(s.Deadline); d != 0 && d < time.Second {
-		bad(0, "deadline", "%s is under 1s", d)
-	}
+	checkWait(s.Deadline, s.topLines["deadline"] > 0, 0, lim, 0, "deadline", bad)
 	if len(s.Steps) > lim.MaxSteps {
 		bad(0, "steps", "has %d steps, over the limit of %d", len(s.Steps), lim.MaxSteps)
 		return errors.Join(errs...)

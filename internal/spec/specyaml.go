@@ -52,6 +52,22 @@ func keyLines(n *yaml.Node) map[string]int {
 	return out
 }
 
+// mappingNode is the mapping under key in mapping n (an alias followed),
+// or an empty node.
+func mappingNode(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if v := n.Content[i+1]; n.Content[i].Value == key {
+				if v.Kind == yaml.AliasNode && v.Alias != nil {
+					v = v.Alias
+				}
+				return v
+			}
+		}
+	}
+	return &yaml.Node{}
+}
+
 // keyLine is the line of key in a mapping node (0 if absent).
 func keyLine(n *yaml.Node, key string) int {
 	if n.Kind != yaml.MappingNode {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -109,8 +110,13 @@ func (s *Spec) checkTools(st *Step, where string, bad ProblemFunc) {
 	seen := map[string]bool{}
 	for j, t := range st.Tools {
 		w := fmt.Sprintf("%s.tools[%d]", where, j)
+		_, _, mcp := MCPRef(t.Name)
 		switch {
-		case !ValidToolName(t.Name):
+		case strings.HasPrefix(t.Name, MCPPrefix) && !mcp:
+			bad(st.line, w+".name", "%q is not an MCP server's tools (mcp:SERVER or mcp:SERVER/TOOL; a server's name is 1 to 32 letters, digits, - or single _)", t.Name)
+		case mcp && !t.named:
+			bad(st.line, w, "%s is given by name alone (its description and parameters come from the server)", t.Name)
+		case !mcp && !ValidToolName(t.Name):
 			bad(st.line, w+".name", "%q is not a tool name (1 to 64 letters, digits, _ or -)", t.Name)
 		case seen[t.Name]:
 			bad(st.line, w+".name", "%q is listed twice", t.Name)

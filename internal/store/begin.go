@@ -17,7 +17,9 @@ import (
 // call the LLM twice. The same task (a redelivery after a crash) may take
 // its own lease over.
 // A map step that has expanded ("mapped") is left as it is: its task ran
-// again (a redelivery) and only re-releases its instances.
+// again (a redelivery) and only re-releases its instances. A throttled
+// step's output (what it waited for: Throttle's text) is cleared, so a
+// step that then fails says why, not what it once waited for.
 // A task of another generation of the workflow (a rerun) gets {'gen',
 // current} and changes nothing.
 // The checkpoint (what a done step answered) is read only when the step is
@@ -26,8 +28,8 @@ import (
 // KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
 // generation, the step's field prefix ("<step>."), the step's fields
 // state, owner, lease_until, attempts, started_at (and item, for a map
-// instance), then state, output, degraded and nitems of each input, then
-// deadline_at and gen.
+// instance, and the spec field when asked for), then state, output,
+// degraded and nitems of each input, then deadline_at and gen.
 // Returns {} if the workflow is gone, {'layout'} if its record predates
 // this layout, else the workflow's state and settled count followed by the
 // values of the fields asked for, the step's as they are after the call,
@@ -51,6 +53,9 @@ if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- en
   if s ~= 'done' and s ~= 'mapped' then
     local attempts = tonumber(v[6] or '0') + 1
     w = {ARGV[6], 'running', ARGV[7], owner, ARGV[8], tostring(now + tonumber(ARGV[3])), ARGV[9], attempts}
+    if s == 'throttled' then -- its wait for a key's slot is over: the text saying so goes
+      w[#w + 1] = ARGV[5] .. 'output'; w[#w + 1] = ''
+    end
     v[3], v[4], v[6] = 'running', owner, tostring(attempts)
     ev('{"type":"step.started","step":"' .. string.sub(ARGV[5], 1, -2) .. '","attempt":' .. attempts)
     if not v[7] then
@@ -89,6 +94,9 @@ type Attempt struct {
 	// Gen is the workflow's generation (Rerun): a task of an earlier one
 	// is stale.
 	Gen int
+	// Spec is the workflow's stored spec (JSON), read by
+	// BeginReadingSpec only.
+	Spec []byte
 }
 
 // BusyError says another task holds the step's lease until Until.
@@ -114,15 +122,30 @@ var checkpointFields = []string{"input_hash", "output", "tool_calls", "degraded"
 // returns ErrNotFound if the workflow is gone and a *BusyError if another
 // task holds the step.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
+	return s.begin(ctx, wf, step, owner, gen, lease, inputs, false)
+}
+
+// BeginReadingSpec is Begin reading the workflow's stored spec too
+// (Attempt.Spec), in the same script: a worker that knows the spec's
+// shape (spec.ShapeKey) but not this workflow's input begins without
+// reading the spec first.
+func (s *Store) BeginReadingSpec(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
+	return s.begin(ctx, wf, step, owner, gen, lease, inputs, true)
+}
+
+func (s *Store) begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string, readSpec bool) (*Attempt, error) {
 	f := s.fields.of(step)
 	inst := isInstance(step)
-	args := make([]any, 0, 10+len(beginStepFields)+len(beginInputFields)*len(inputs))
+	args := make([]any, 0, 11+len(beginStepFields)+len(beginInputFields)*len(inputs))
 	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), f.name(fPrefix))
 	for _, x := range beginStepFields {
 		args = append(args, f.name(x))
 	}
 	if inst {
 		args = append(args, f.name(fItem))
+	}
+	if readSpec {
+		args = append(args, "spec")
 	}
 	for _, d := range inputs {
 		df := s.fields.of(d)
@@ -145,10 +168,14 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, leas
 	if len(res) == 2 && str(res[0]) == "gen" {
 		return nil, fmt.Errorf("store: begin %s/%s of run %d (the workflow is at run %s): %w", wf, step, gen, str(res[1]), ErrOtherRun)
 	}
-	// the order of beginScript's query: the workflow's 2, the step's, the
-	// inputs', deadline_at and gen, then a done step's checkpoint
+	// the order of beginScript's query: the workflow's 2, the step's (an
+	// instance's item, the spec), the inputs', deadline_at and gen, then a
+	// done step's checkpoint
 	at := 2 + len(beginStepFields) // the inputs'
 	if inst {
+		at++
+	}
+	if readSpec {
 		at++
 	}
 	end := at + len(beginInputFields)*len(inputs) + 2
@@ -158,7 +185,10 @@ func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, leas
 	v := func(i int) string { return str(res[i]) }
 	a := &Attempt{WorkflowState: v(0), Deps: make(map[string]StepRecord, len(inputs)), DeadlineAt: parseTS(v(end - 2))}
 	if inst {
-		a.Item = v(at - 1)
+		a.Item = v(2 + len(beginStepFields))
+	}
+	if readSpec {
+		a.Spec = []byte(v(at - 1))
 	}
 	a.Gen, _ = strconv.Atoi(v(end - 1))
 	a.Step = StepRecord{ID: step, State: v(2), StartedAt: parseTS(v(6))}

@@ -26,6 +26,9 @@ type ParentLink struct {
 	// Depth is how deep the child is among children (1: a child of a
 	// workflow that is not one).
 	Depth int `json:"depth,omitempty"`
+	// Root is the workflow at the top of the child's tree (tree.go); empty
+	// in a link written before roots were recorded (RootOf walks up).
+	Root string `json:"root,omitempty"`
 	// ChildGen is, as ParentOf reads it, the child's own run (a child
 	// rerun after it ended tells its parent again).
 	ChildGen int `json:"-"`

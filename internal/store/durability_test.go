@@ -12,14 +12,14 @@ import (
 )
 
 // replicatedStore is a store on a primary with one replica, asking that
-// replica to confirm every acknowledging write within 300ms.
+// replica to confirm every acknowledging write within 1s.
 func replicatedStore(t *testing.T) (*store.Store, *redistest.Server, *redistest.Server) {
 	t.Helper()
 	primary, replicas := redistest.Replicated(t, 1)
 	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	s := store.New(rdb, time.Hour, nil)
-	s.SetDurability(store.Durability{Replicas: 1, Timeout: 300 * time.Millisecond})
+	s.SetDurability(store.Durability{Replicas: 1, Timeout: time.Second}) // an in-sync replica confirms well within it on a loaded machine (300ms was missed under a full make test)
 	return s, primary, replicas[0]
 }
 

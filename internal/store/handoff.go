@@ -85,6 +85,41 @@ func (s *Store) ClaimTask(ctx context.Context, queue, id string, pending int, le
 	return t, nil
 }
 
+// luaClaimNext is asynq's dequeue of one queue (rdb.dequeueCmd): its
+// oldest pending task, unless the queue is paused.
+var luaClaimNext = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+local id = redis.call('RPOPLPUSH', KEYS[1], KEYS[3])
+if not id then return false end
+local key = ARGV[2] .. id
+redis.call('HSET', key, 'state', 'active')
+redis.call('HDEL', key, 'pending_since')
+redis.call('ZADD', KEYS[4], ARGV[1], id)
+return redis.call('HGET', key, 'msg')`)
+
+// ClaimNext takes queue's oldest pending task for this worker, active
+// until lease, as asynq's dequeue would. Nil and no error: the queue is
+// empty or paused. A task with a uniqueness lock or a group comes with
+// ErrNotClaimable (put it back: RequeueTask).
+func (s *Store) ClaimNext(ctx context.Context, queue string, lease time.Time) (*ClaimedTask, error) {
+	keys := []string{asynqPendingKey(queue), asynqKey(queue, "paused"), asynqKey(queue, "active"), asynqKey(queue, "lease")}
+	res, err := luaClaimNext.Run(ctx, s.rdb, keys, lease.Unix(), asynqTaskKey(queue, "")).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: claim the next task of %s: %w", queue, err)
+	}
+	t, err := decodeTaskMessage([]byte(res))
+	if err != nil {
+		return nil, fmt.Errorf("store: claim the next task of %s: %w", queue, err)
+	}
+	if t.unique {
+		return t, ErrNotClaimable
+	}
+	return t, nil
+}
+
 // luaExtend extends the leases of the tasks still leased (ZADD XX, as
 // asynq's heartbeat), and returns those that are not: their lease lapsed
 // and asynq's recoverer took them back.

@@ -69,14 +69,17 @@ func (s *Store) LookupIdempotency(ctx context.Context, id string) (Claim, error)
 	return Claim{Hash: h.Val(), State: st.Val()}, nil
 }
 
-// claimScript records a hash for a key unless it holds one.
-// KEYS: the key's record. ARGV: workflow id, hash, ttl (s). Returns the
-// hash the key holds after the call.
+// claimScript records a hash for a key unless it holds one; a workflow
+// of the key's that exists already (a generated key's) is told that its
+// key keeps a record now (its "nokey" field goes: NewWorkflow.KeyRecord).
+// KEYS: the key's record, the workflow. ARGV: workflow id, hash, ttl (s).
+// Returns the hash the key holds after the call.
 var claimScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], 'hash')
 if cur then return cur end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'hash', ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('HDEL', KEYS[2], 'nokey')
 return ARGV[2]
 `)
 
@@ -84,8 +87,8 @@ return ARGV[2]
 // unless the key already holds a hash; it returns ErrIdempotencyConflict
 // if that hash is another.
 func (s *Store) ClaimIdempotency(ctx context.Context, id, hash string) error {
-	ttl := int64((s.retention + idemMargin) / time.Second)
-	cur, err := claimScript.Run(ctx, s.rdb, []string{idemKey(id)}, id, hash, ttl).Text()
+	ttl := int64((s.maxOpenAge + s.retention + idemMargin) / time.Second) // an open workflow's key; its end shortens it
+	cur, err := claimScript.Run(ctx, s.rdb, []string{idemKey(id), wfKey(id)}, id, hash, ttl).Text()
 	if err != nil {
 		return fmt.Errorf("store: claim idempotency key of %s: %w", id, err)
 	}

@@ -30,7 +30,8 @@ import (
 // the key's waiters and ends. A holder that releases its slot hands it to
 // the oldest waiter in the same script (a grant), and the caller enqueues
 // the waiter's task (a new task id: its first task ended), which takes the
-// grant over when it begins. Nothing polls: a waiter is moved only by a
+// grant over when it begins (the releasing worker slot takes it from its
+// queue and runs it at once: engine/keyslotwake.go). Nothing polls: a waiter is moved only by a
 // release or by the sweep of a lapsed lease. A holder renews its lease
 // while it runs; the lease of a SIGKILLed worker's holder lapses and the
 // sweep hands its slot on. A grant whose task never reached asynq is

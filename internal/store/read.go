@@ -87,30 +87,49 @@ func stepRecord(id string, v func(int) string) StepRecord {
 }
 
 // Get reads a workflow with all its steps: two reads of one hash, the
-// second only if the first found it (the step list says which fields). A
-// map step's instances are not read: its counters say how far it is, and
-// Instances pages through them.
+// second only if the first found it (the step list says which fields). The
+// second read takes the workflow's own fields again with its steps', so
+// the record is one moment's: a script that changes a step and its
+// workflow together (a requeued wait that unblocks it) is never seen half
+// done. A map step's instances are not read: its counters say how far it
+// is, and Instances pages through them.
 func (s *Store) Get(ctx context.Context, id string) (*Workflow, error) {
 	h, err := s.rdb.HMGet(ctx, wfKey(id), workflowFields...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("store: get %s: %w", id, err)
 	}
-	if h[0] == nil {
-		return nil, fmt.Errorf("store: get %s: %w", id, ErrNotFound)
-	}
 	var steps []string
-	_ = json.Unmarshal([]byte(str(h[5])), &steps)
-	fields := make([]string, 0, len(steps)*len(stepFields))
-	for _, st := range steps {
-		for _, f := range stepFields {
-			fields = append(fields, st+"."+f)
-		}
-	}
 	var vals []any
-	if len(fields) > 0 {
-		if vals, err = s.rdb.HMGet(ctx, wfKey(id), fields...).Result(); err != nil {
+	for try := 0; ; try++ {
+		if h[0] == nil {
+			return nil, fmt.Errorf("store: get %s: %w", id, ErrNotFound)
+		}
+		steps = steps[:0]
+		_ = json.Unmarshal([]byte(str(h[5])), &steps)
+		if len(steps) == 0 {
+			break
+		}
+		fields := make([]string, 0, len(workflowFields)+len(steps)*len(stepFields))
+		fields = append(fields, workflowFields...)
+		for _, st := range steps {
+			for _, f := range stepFields {
+				fields = append(fields, st+"."+f)
+			}
+		}
+		all, err := s.rdb.HMGet(ctx, wfKey(id), fields...).Result()
+		if err != nil {
 			return nil, fmt.Errorf("store: get %s steps: %w", id, err)
 		}
+		if all[0] != nil && str(all[5]) == str(h[5]) {
+			h, vals = all[:len(workflowFields)], all[len(workflowFields):]
+			break
+		}
+		// gone, or written again under the id between the two reads (its
+		// step list another): read it again with its own
+		if try == 2 {
+			return nil, fmt.Errorf("store: get %s: its record changed under three reads", id)
+		}
+		h = all[:len(workflowFields)]
 	}
 	w := workflowRecord(h)
 	w.Steps = make([]StepRecord, 0, len(steps))

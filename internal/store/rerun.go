@@ -31,12 +31,15 @@ var ErrNotFinished = errors.New("the workflow has not finished")
 // outcome is refused by generation) and strand the new run. A map whose
 // instances all stopped (one dead-lettered: the map stays mapped) is not
 // in flight. A rerun that leaves a dead step is blocked, not running.
+// The workflow is open again: its records live the open TTL again.
 // KEYS: wf. ARGV: per step run again: its id, its number of inputs, the
-// number of those that are not run again, then their settled fields.
+// number of those that are not run again, then their settled fields; last
+// the open TTL (seconds).
 // Returns {generation, index (1-based) of each step now queued...},
 // {'gone'}, {'running', state} or {'inflight', state, step ids...}.
 var rerunScript = redis.NewScript(luaEvents + luaHelpers + luaInstances + `
 local K = KEYS[1]
+local OTTL = table.remove(ARGV)
 local h = redis.call('HMGET', K, 'state', 'steps', 'gen')
 if not h[1] then return {'gone'} end
 local s = h[1]
@@ -115,6 +118,10 @@ for n, id in ipairs(order) do
 end
 hset(K, w, 1)
 flush()
+local base = string.sub(K, 1, #K - 2)
+redis.call('EXPIRE', K, OTTL)
+redis.call('EXPIRE', base .. 'events', OTTL)
+redis.call('EXPIRE', base .. 'idem', OTTL)
 return out
 `)
 
@@ -140,7 +147,7 @@ func (s *Store) Rerun(ctx context.Context, wf string, again []string, inputs map
 		}
 		args = append(append(args, id, len(inputs[id]), len(outside)), outside...)
 	}
-	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, args)
+	keys, args := s.logged(wf, s.now(), []string{wfKey(wf)}, append(args, s.ttl()))
 	var res []any
 	err := s.acked(ctx, wfKey(wf), func(c redis.Cmdable) (err error) {
 		res, err = rerunScript.Run(ctx, c, keys, args...).Slice()

@@ -127,6 +127,38 @@ func (s *Schedules) MarkFired(ctx context.Context, name, holder string, f Fired)
 	return n == 1, nil
 }
 
+// announceScript records what a schedule is (cron, spec, next slot) for
+// its lease holder, before its first slot fires. KEYS: the lease, the
+// state. ARGV: holder, cron, spec name, next (ms), ttl (s). Returns 1 if
+// it wrote.
+var announceScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], 'cron', ARGV[2], 'spec', ARGV[3], 'next', ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+return 1
+`)
+
+// Announce lists schedule name as its lease holder runs it (its cron,
+// spec and next slot), so a schedule shows in List from the moment a
+// worker holds it, not only once a slot has fired. The listing lasts as
+// MarkFired's does (a week), counted from now; a holder announces again
+// as it renews its lease. Nothing is written unless holder holds the
+// lease.
+func (s *Schedules) Announce(ctx context.Context, name, holder string, f Fired, now time.Time) error {
+	n, err := announceScript.Run(ctx, s.rdb, []string{schedLeaseKey(name), schedKey(name)}, holder, f.Cron, f.Spec, ts(f.Next),
+		int64(schedStateTTL/time.Second)).Int()
+	if err != nil || n == 0 {
+		if err != nil {
+			return fmt.Errorf("store: announce schedule %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := s.rdb.ZAddGT(ctx, schedIndexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: name}).Err(); err != nil {
+		return fmt.Errorf("store: list schedule %s: %w", name, err)
+	}
+	return nil
+}
+
 // ScheduleState is a schedule as its lease holder last recorded it.
 type ScheduleState struct {
 	Name         string
@@ -138,7 +170,8 @@ type ScheduleState struct {
 	Next         *time.Time
 }
 
-// List returns the schedules fired within the last week, by name.
+// List returns the schedules a worker held or fired within the last
+// week, by name.
 func (s *Schedules) List(ctx context.Context, now time.Time) ([]ScheduleState, error) {
 	cut := strconv.FormatInt(now.Add(-schedStateTTL).UnixMilli(), 10)
 	if err := s.rdb.ZRemRangeByScore(ctx, schedIndexKey(), "-inf", "("+cut).Err(); err != nil {

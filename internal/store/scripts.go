@@ -54,21 +54,31 @@ end
 `
 
 // createScript writes a workflow record, or nothing if the id is taken,
-// and enqueues its root tasks (Task) when it is given them.
-// KEYS: wf, then per root task its task key and pending key. ARGV: ttl,
-// n, n field/value arguments, then per root task its id and message, then
-// now in nanoseconds. Returns 1, or 0 if taken.
+// and, when given its index keys, adds the workflow to the workflow
+// index and the open index (scored by its creation time) and enqueues its
+// root tasks (Task).
+// KEYS: wf, then the workflow index and the open index and per root task
+// its task key and pending key, or nothing more. ARGV: ttl, n, n
+// field/value arguments (the first pair the record's id), then the index
+// entries' score (”: no index keys, nothing more follows), per root task
+// its id and message, and now in nanoseconds. Returns 1, or 0 if taken.
+// Its log is made here, with the record's TTL.
 var createScript = redis.NewScript(luaEvents + luaEnqueue + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local n = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], unpack(ARGV, 3, 2 + n))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
-local nowns = ARGV[#ARGV]
-for i = 2, #KEYS, 2 do
-  local a = 3 + n + (i - 2)
-  enqueue(KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1], nowns)
+local a = 3 + n
+if ARGV[a] ~= '' then
+  redis.call('ZADD', KEYS[2], ARGV[a], ARGV[4])
+  redis.call('ZADD', KEYS[3], ARGV[a], ARGV[4])
+  local nowns = ARGV[#ARGV]
+  for i = 4, #KEYS, 2 do
+    enqueue(KEYS[i], KEYS[i + 1], ARGV[a + 1], ARGV[a + 2], nowns)
+    a = a + 2
+  end
 end
-flush(true)
+flush(ARGV[1])
 return 1
 `)
 
@@ -108,7 +118,7 @@ return 1
 // field, so a settle delivered again releases the same one.
 //
 // KEYS: wf. ARGV: outcome (done|dead|dead_if_open), optional (0|1), now,
-// ttl, the step's state, settled, failed, finished_at, attempts and
+// the TTLs (Store.ttls), the step's state, settled, failed, finished_at, attempts and
 // abandoned field names, attempt (0: not checked), nfields, field/value
 // pairs..., then '0', or '1' and the map's state, settled, finished_at,
 // nitems, ndone, next, nmissing and the instance's released field names,
@@ -122,7 +132,8 @@ return 1
 // then now in nanoseconds and the generation (run) the outcome belongs to
 // (-1: any; an outcome of another run is refused with {'gen', current}),
 // the step's logged field and the token of the batch of events the
-// outcome carries (empty: none; see Store.LogOnce), then per dependent:
+// outcome carries (empty: none; see Store.LogOnce), the key of the step's
+// durable calls (empty: a step that makes none), then per dependent:
 // its state field, its nin field, its number of inputs, and the index in
 // KEYS of its task's key (0: the caller enqueues it; else the task's
 // pending key follows it), the task's id and its message (Task): a
@@ -130,11 +141,14 @@ return 1
 // generation (its index is returned negated).
 // Returns: {workflow state, released index (-1: none), the workflow's
 // generation (reruns, see Rerun), 1 if the released instance was enqueued
-// here else 0, ready dependent index (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
+// here else 0, the workflow's parent link once it ended (its "parent"
+// field, empty for none; nil while it is open), ready dependent index
+// (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
 // {'stale', current attempt}, {'gen', current generation} or {'settled',
 // workflow state} (dead_if_open on a settled step).
-var settleScript = redis.NewScript(luaEvents + luaHelpers + luaEnqueue + `
+var settleScript = redis.NewScript(luaEvents + luaHelpers + luaEnqueue + luaEnded + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
+local OTTL, RTTL = string.match(ARGV[4], '(%d+) (%d+)')
 local fstate, fsettled, ffailed = ARGV[5], ARGV[6], ARGV[7]
 local attempt = tonumber(ARGV[11])
 local nf = tonumber(ARGV[12])
@@ -151,8 +165,8 @@ if inst then
 else
   j = j + 1
 end
-local nowns, tgen, lf, lid = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
-j = j + 4
+local nowns, tgen, lf, lid, ck = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
+j = j + 5
 local deps = {}
 while j + 5 <= #ARGV do
   deps[#deps + 1] = {j, tonumber(ARGV[j + 2]), #q + 1, tonumber(ARGV[j + 3])}
@@ -162,7 +176,8 @@ end
 q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
 q[#q + 1] = 'gen'
-local iw, idl, ig = #q - 2, #q - 1, #q
+q[#q + 1] = 'nokey'
+local iw, idl, ig, ik = #q - 3, #q - 2, #q - 1, #q
 local il
 if lid ~= '' then q[#q + 1] = lf; il = #q end
 local v = hmget(K, q)
@@ -279,7 +294,7 @@ if rel and released ~= '-1' and ARGV[rel + 8] == (v[ig] or '0') then
   enqueue(ARGV[rel + 1] .. id, KEYS[tonumber(ARGV[rel])], id, message(ARGV[rel + 6], pl, id, ARGV[rel + 7]), nowns)
   renq = 1
 end
-local out = {'', released, v[ig] or '0', renq}
+local out = {'', released, v[ig] or '0', renq, false}
 for n, e in ipairs(deps) do
   local from, nd, at = e[1], e[2], e[3]
   local nin = tonumber(v[at + 1] or '0')
@@ -323,15 +338,25 @@ end
 if nsettled ~= nsettled0 then w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled end
 if nfailed ~= nfailed0 then w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed end
 hset(K, w, 1)
--- the record lives for the TTL after its last activity: refreshed when the
--- workflow's state changes and whenever less than three quarters of the
--- TTL is left, not at every settle
-if refresh or redis.call('PTTL', K) < tonumber(ARGV[4]) * 750 then
-  redis.call('EXPIRE', K, ARGV[4])
-  redis.call('EXPIRE', EK, ARGV[4]) -- the log lives as long as the record (whether this worker logs or not)
+-- the step's durable calls (a step that may make some) are history once
+-- it settles: kept the retention
+if ck ~= '' then redis.call('EXPIRE', ck, RTTL) end
+-- an open workflow's record lives the open TTL after its last activity:
+-- refreshed when its state changes and whenever less than three quarters
+-- of it is left, not at every settle; an ended one's, the retention from
+-- its end
+if refresh and wfstate == 'completed' then
+  ended(ARGV[4], v[ik] == '1') -- the retention counts from the end
+elseif refresh or redis.call('PTTL', K) < tonumber(OTTL) * 750 then
+  redis.call('EXPIRE', K, OTTL)
+  redis.call('EXPIRE', EK, OTTL) -- the log lives as long as the record (whether this worker logs or not)
 end
 flush()
 out[1] = wfstate
+-- an ended workflow's parent step (a child's), for the caller to tell
+if wfstate == 'completed' or wfstate == 'failed' or wfstate == 'canceled' or wfstate == 'timed_out' then
+  out[5] = redis.call('HGET', K, 'parent') or ''
+end
 return out
 `)
 
@@ -340,23 +365,26 @@ return out
 // of its unsettled steps canceled, and so each released instance of a map
 // that is not done or dead (the rest have no record); for timed_out it
 // records which steps were left unfinished in the workflow's error.
-// KEYS: wf. ARGV: now, the state to end in, the reason, then per step its
-// id and its state field. Returns {the state after the call, 1 if this
-// call ended the workflow else 0}, or {} if it is gone.
-var endScript = redis.NewScript(luaEvents + luaHelpers + luaInstances + `
+// An ended workflow's records live the retention from then on (luaEnded).
+// KEYS: wf. ARGV: now, the state to end in, the reason, the TTLs
+// (Store.ttls), '1' to time out whatever the deadline (limits.max_open_age)
+// else '0', then per step its id and its state field. Returns {the state
+// after the call, 1 if this call ended the workflow else 0}, or {} if it
+// is gone.
+var endScript = redis.NewScript(luaEvents + luaHelpers + luaInstances + luaEnded + `
 local q = {'state', 'deadline_at'}
-for i = 5, #ARGV, 2 do q[#q + 1] = ARGV[i] end
+for i = 7, #ARGV, 2 do q[#q + 1] = ARGV[i] end
 local v = hmget(KEYS[1], q)
 local s = v[1]
 if not s then return {} end
 if s == 'completed' or s == 'failed' or s == 'canceled' or s == 'timed_out' then return {s, 0} end
-if ARGV[2] == 'timed_out' and (not v[2] or tonumber(v[2]) > tonumber(ARGV[1])) then return {s, 0} end
+if ARGV[2] == 'timed_out' and ARGV[5] ~= '1' and (not v[2] or tonumber(v[2]) > tonumber(ARGV[1])) then return {s, 0} end
 local w = {'state', ARGV[2], 'finished_at', ARGV[1]}
 local open = {}
 for i = 3, #v do
   if v[i] ~= 'done' and v[i] ~= 'dead' then
-    local id = ARGV[2 * i - 2]
-    w[#w + 1] = ARGV[2 * i - 1]; w[#w + 1] = 'canceled'
+    local id = ARGV[2 * i]
+    w[#w + 1] = ARGV[2 * i + 1]; w[#w + 1] = 'canceled'
     open[#open + 1] = id
     ev('{"type":"step.canceled","step":"' .. id .. '"')
     if v[i] == 'mapped' then -- its released instances that began and did not finish
@@ -376,16 +404,19 @@ else
 end
 hset(KEYS[1], w, 1)
 flush()
+ended(ARGV[4])
 return {ARGV[2], 1}
 `)
 
 // failScript ends a blocked workflow as failed (its dead step was
-// discarded). KEYS: wf. ARGV: now. Returns the state after the call.
-var failScript = redis.NewScript(luaEvents + `
+// discarded); its records live the retention from then on. KEYS: wf.
+// ARGV: now, the TTLs (Store.ttls). Returns the state after the call.
+var failScript = redis.NewScript(luaEvents + luaEnded + `
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s then return '' end
 if s ~= 'blocked' then return s end
 redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[1])
 flush()
+ended(ARGV[2])
 return 'failed'
 `)

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,7 +33,13 @@ type Outcome struct {
 	// CostMicros is what the step's calls cost, in millionths of the
 	// prices' currency (0: unknown, or free).
 	CostMicros int64
-	InputHash  string
+	// Spend, with Decided, is what the step spent by provider (micros)
+	// through calls no event of this workflow counted: a completed child
+	// workflow's. It is added to the workflow's spend
+	// (Workflow.CostByProvider) when the outcome lands, once (a decided
+	// outcome settles a waiting step only); ignored without Decided.
+	Spend     map[string]int64
+	InputHash string
 
 	// Decided, with Done, settles an approval step with a person's
 	// decision only if it is waiting for one (else ErrAlreadySettled).
@@ -56,6 +65,10 @@ type Outcome struct {
 	// positive, Settle refuses it with ErrStaleAttempt if the step has
 	// begun a later attempt or this one was abandoned. Zero: not checked.
 	Attempt int
+
+	// NoDurableCalls says the step makes no durable calls (a prompt step
+	// without tools): it keeps no calls key whose TTL the settle sets.
+	NoDurableCalls bool
 
 	// Events are what the attempt did before its outcome (its LLM calls,
 	// tool turns, streamed text), logged with it, before its own event,
@@ -94,6 +107,11 @@ type Settled struct {
 	// Gen is the workflow's generation (0, and one more at each rerun):
 	// the ready steps' tasks carry it.
 	Gen int
+	// ParentRead says the workflow has ended (State is final) and the
+	// settle read its parent link: Parent, nil for a workflow that is not
+	// a child (what ParentOf would read).
+	ParentRead bool
+	Parent     *ParentLink
 }
 
 // Settle records a step's outcome and returns the workflow's state and the
@@ -116,7 +134,7 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	f := s.fields.of(step)
 	args := make([]any, 0, 40+6*len(dependents))
 	// args[11] is the number of field/value pairs that follow it, set below
-	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttl(), f.name(fState), f.name(fSettled), f.name(fFailed),
+	args = append(args, outcome, b2s(o.Optional), ts(s.now()), s.ttls(), f.name(fState), f.name(fSettled), f.name(fFailed),
 		f.name(fFinishedAt), f.name(fAttempts), f.name(fAbandoned), max(o.Attempt, 0), 0)
 	// Fields are written only when they say something: an empty or zero
 	// one reads the same as one never written. The error is cleared only
@@ -169,9 +187,17 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	lb := loggedBatch(step, o.Events) // before the events are given their times: the same for the same events
 	ev := append(o.Events[:len(o.Events):len(o.Events)], settledEvent(step, o))
 	fused := s.fused.Load()
-	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused, lb, ev)
+	spend := ""
+	if o.Decided {
+		spend = spendArg(o.Spend)
+	}
+	ck := ""
+	if !o.NoDurableCalls {
+		ck = callsKey(wf, step)
+	}
+	res, err := s.runSettle(ctx, wf, o.Gen, args, dependents, rel, fused, lb, ev, spend, ck)
 	if fused && s.crossSlot(err) {
-		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false, lb, ev)
+		res, err = s.runSettle(ctx, wf, o.Gen, args, dependents, rel, false, lb, ev, spend, ck)
 	}
 	// not confirmed: settled on the primary all the same (the result is
 	// read, what it made ready enqueued), and the caller is told at the end
@@ -201,7 +227,14 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 	}
 	out.Gen, _ = strconv.Atoi(str(res[2]))
 	out.ReleaseEnqueued = res[3] == int64(1)
-	for _, v := range res[4:] {
+	if p, ok := res[4].(string); ok {
+		out.ParentRead = true
+		if l, ok := parentLink(p); ok {
+			l.ChildGen = out.Gen
+			out.Parent = &l
+		}
+	}
+	for _, v := range res[5:] {
 		i, ok := v.(int64)
 		if !ok {
 			continue
@@ -222,12 +255,14 @@ type release struct {
 	queue string
 }
 
-// runSettle runs settleScript with args (up to the dependents) and, per
-// dependent, its fields and, when fused, its task; when fused, a map
-// instance's released instance is enqueued too (rel). The outcome's events
-// (ev, its own last) are logged unless lb says they were.
-func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, lb batch, ev []Event) ([]any, error) {
-	args = append(args, s.nowNanos(), strconv.Itoa(gen), lb.field, lb.token) // a second run (CROSSSLOT) overwrites the same places
+// runSettle runs settleScript with args (up to the dependents), the
+// step's calls key ck ("": none) and, per dependent, its fields and, when
+// fused, its task; when fused, a map instance's released instance is
+// enqueued too (rel). The outcome's events
+// (ev, its own last) are logged unless lb says they were; spend
+// (spendArg) is added to what their calls spent.
+func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, dependents []Dependent, rel release, fused bool, lb batch, ev []Event, spend, ck string) ([]any, error) {
+	args = append(args, s.nowNanos(), strconv.Itoa(gen), lb.field, lb.token, ck) // a second run (CROSSSLOT) overwrites the same places
 	keys := []string{wfKey(wf)}
 	if rel.at > 0 {
 		args[rel.at] = 0
@@ -253,6 +288,9 @@ func (s *Store) runSettle(ctx context.Context, wf string, gen int, args []any, d
 		args = append(args, df.name(fState), df.name(fNin), d.Inputs, 0, "", "")
 	}
 	keys, args = s.logged(wf, s.now(), keys, args, ev...)
+	if spend != "" { // luaEvents' spend: the fourth argument from the end
+		args[len(args)-4] = args[len(args)-4].(string) + spend
+	}
 	var res []any
 	err := s.acked(ctx, wfKey(wf), func(c redis.Cmdable) (err error) {
 		res, err = settleScript.Run(ctx, c, keys, args...).Slice()
@@ -278,4 +316,17 @@ func settledEvent(step string, o Outcome) Event {
 		e.CostUSD = float64(o.CostMicros) / 1e6
 	}
 	return e
+}
+
+// spendArg is spend as luaEvents takes it ("provider micros ..."), in
+// provider order; a provider's name with a space, or no positive amount,
+// is left out.
+func spendArg(spend map[string]int64) string {
+	var b strings.Builder
+	for _, p := range slices.Sorted(maps.Keys(spend)) {
+		if m := spend[p]; m > 0 && p != "" && !strings.ContainsAny(p, " \t\n") {
+			fmt.Fprintf(&b, "%s %d ", p, m)
+		}
+	}
+	return b.String()
 }

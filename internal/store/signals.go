@@ -22,8 +22,12 @@ import (
 //	<tag>:k      sorted set of kept signals' ids, scored by when they lapse (ms)
 //	<tag>:d      hash of the kept signals' data, by id
 //	<tag>:c      hash of the kept signals steps took, by waiter, until their step is completed
-//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id, data, whom it is for, how far it got
-//	             ('sending', 'kept' or 'delivered') and, while sending, its sender's claim (who, and until when)
+//	<tag>:i:<h>  an idempotency key's send (SHA-256 of the key): the signal's id and how far it got ('sending',
+//	             'kept' or 'delivered'); while sending, also its data, whom it is for and its sender's claim (who,
+//	             and until when); once kept or delivered, a marker: the id and the state, no data
+//
+// Every kept signal also holds a place in keptKey (signalcount.go), a key
+// of its own that limits.max_kept_signals counts.
 //
 // A send takes the waiters as they are at that moment and leaves them in
 // the set: the sender completes each (a step completed already, or no
@@ -133,6 +137,11 @@ func (s *Store) AwaitSignal(ctx context.Context, name, match string, w Waiter, t
 		return nil, fmt.Errorf("store: await signal %s: %w", name, err)
 	}
 	if len(res) == 4 && res[0] == "take" {
+		// taken: its place among the kept signals is free (an error here
+		// is the caller's to retry: the same waiter takes its claim again)
+		if err := s.ReleaseKeptSignal(ctx, res[1]); err != nil {
+			return nil, fmt.Errorf("store: await signal %s: %w", name, err)
+		}
 		ms, _ := strconv.ParseInt(res[3], 10, 64)
 		return &KeptSignal{ID: res[1], Data: res[2], Lapse: time.UnixMilli(ms)}, nil
 	}
@@ -151,14 +160,21 @@ func (s *Store) ClaimDone(ctx context.Context, name, match string, w Waiter) err
 // luaSigRecord updates an idempotency key's record (KEYS[5]), if there is
 // one: its state ('sending', 'kept' or 'delivered') and, when to is not
 // nil, the waiters it is for; settled says the send was kept or
-// delivered already.
+// delivered already. A send kept or delivered needs nothing more than its
+// id (a later send of the key is its duplicate): its record drops to a
+// marker, without the data (kept, it is in the kept signals: one copy),
+// the waiters or the claim.
 const luaSigRecord = `
 local function record(st, to)
   local cur = redis.call('GET', KEYS[5])
   if not cur then return end
   local r = cjson.decode(cur)
-  r.st = st
-  if to and #to > 0 then r.to = to end
+  if st == 'sending' then
+    r.st = st
+    if to and #to > 0 then r.to = to end
+  else
+    r = {id = r.id, st = st}
+  end
   redis.call('SET', KEYS[5], cjson.encode(r), 'KEEPTTL')
 end
 local function settled()

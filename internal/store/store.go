@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -79,29 +79,50 @@ var ErrAlreadySettled = errors.New("step already settled")
 type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
-	now       func() time.Time
-	fused     atomic.Bool // Create and Settle enqueue the Tasks they are given (asynqtask.go)
-	queues    sync.Map    // queue names added to asynq's set of queues
-	fields    fieldCache
+	// maxOpenAge is the oldest an open workflow gets (limits.max_open_age)
+	// before the reconciler ends it: an open workflow's records live that
+	// long and the retention more, an ended one's the retention from its
+	// end (SetMaxOpenAge).
+	maxOpenAge time.Duration
+	now        func() time.Time
+	fused      atomic.Bool // Create and Settle enqueue the Tasks they are given (asynqtask.go)
+	queues     sync.Map    // queue names added to asynq's set of queues
+	fields     fieldCache
 	// eventLimit bounds each workflow's event log (0: no log).
 	eventLimit  int
 	workerField string     // ,"worker":"…" (SetLog)
 	durability  Durability // acknowledging writes' confirmation (durability.go)
+	// scriptsLoaded says the scripts sent in pipelines are loaded (scriptload.go)
+	scriptsLoaded atomic.Bool
 }
 
-// New returns a store. retention is the TTL of every record, taken as
-// given: the configuration's retention, which it refuses under a minute
-// (as engine.NewHandler does). now is the clock (nil: time.Now).
+// New returns a store. retention is how long a workflow's records are
+// kept once it ended, taken as given: the configuration's retention,
+// which it refuses under a minute (as engine.NewHandler does). An open
+// workflow's records are kept the built-in limits.max_open_age more
+// (SetMaxOpenAge). now is the clock (nil: time.Now).
 func New(rdb redis.UniversalClient, retention time.Duration, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{rdb: rdb, retention: retention, now: now}
+	s := &Store{rdb: rdb, retention: retention, maxOpenAge: defaults.MaxOpenAge, now: now}
 	s.fused.Store(fusable(rdb))
 	return s
 }
 
-// Retention is the TTL of records.
+// SetMaxOpenAge sets limits.max_open_age (positive): an open workflow's
+// records are kept that long and the retention more, so that none
+// expires before the reconciler ends it. Call it before use.
+func (s *Store) SetMaxOpenAge(d time.Duration) {
+	if d > 0 {
+		s.maxOpenAge = d
+	}
+}
+
+// MaxOpenAge is limits.max_open_age as the store keeps records for it.
+func (s *Store) MaxOpenAge() time.Duration { return s.maxOpenAge }
+
+// Retention is how long an ended workflow's records are kept.
 func (s *Store) Retention() time.Duration { return s.retention }
 
 // NewWorkflow is what Create writes.
@@ -123,9 +144,40 @@ type NewWorkflow struct {
 	Parent *ParentLink
 	// IdempotencyKey is the submit's key (record.Workflow.IdempotencyKey).
 	IdempotencyKey string
+	// KeyRecord says the key keeps a record of its own (ClaimIdempotency
+	// claimed it first); a generated key keeps none (the record says so,
+	// "nokey", until a claim of the key: the settle that ends the
+	// workflow then has no key record's TTL to shorten).
+	KeyRecord bool
 }
 
-func (s *Store) ttl() string { return strconv.Itoa(int(s.retention / time.Second)) }
+// ttl is an open workflow's records' TTL (seconds): the oldest it gets
+// open, and the retention after that.
+func (s *Store) ttl() string { return strconv.Itoa(int((s.maxOpenAge + s.retention) / time.Second)) }
+
+// ttls is what the scripts that may end or reopen a workflow are given
+// (one argument, "open ended key"): the TTL of an open workflow's
+// records, of an ended one's (the retention, from its end), and of an
+// ended one's idempotency key (a margin more), in seconds.
+func (s *Store) ttls() string {
+	return s.ttl() + " " + strconv.Itoa(int(s.retention/time.Second)) + " " + strconv.Itoa(int((s.retention+idemMargin)/time.Second))
+}
+
+// luaEnded sets an ended workflow's TTLs (ttls, ended and key; KEYS[1]
+// its record, EK its log: luaEvents comes first): its record, log and
+// idempotency key live the retention from now on. The log and key share
+// the record's slot. noKey: the workflow's idempotency key keeps no
+// record (its "nokey" field: NewWorkflow.KeyRecord).
+const luaEnded = `
+local function ended(ttls, noKey)
+  local _, rttl, kttl = string.match(ttls, '(%d+) (%d+) (%d+)')
+  redis.call('EXPIRE', KEYS[1], rttl)
+  redis.call('EXPIRE', EK, rttl)
+  if not noKey then
+    redis.call('EXPIRE', string.sub(KEYS[1], 1, #KEYS[1] - 2) .. 'idem', kttl)
+  end
+end
+`
 
 func ts(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
@@ -141,101 +193,10 @@ func parseTS(v string) *time.Time {
 	return &t
 }
 
-// Create writes the workflow record in one script, with w.Roots enqueued
-// by the same script when the store EnqueuesTasks; it reports whether it
-// enqueued them (if not, the caller does).
-func (s *Store) Create(ctx context.Context, w NewWorkflow) (rootsEnqueued bool, err error) {
-	fused := s.fused.Load() && len(w.Roots) > 0
-	err = s.create(ctx, w, fused)
-	if fused && s.crossSlot(err) {
-		fused = false
-		err = s.create(ctx, w, false)
-	}
-	return fused && err == nil, err
-}
-
-func (s *Store) create(ctx context.Context, w NewWorkflow, withRoots bool) error {
-	stepsJSON, _ := json.Marshal(w.Steps)
-	now := s.now()
-	args := []any{s.ttl(), 0, "id", w.ID, "name", w.Name, "state", StatePending, "created_at", ts(now),
-		"spec", string(w.Spec), "steps", string(stepsJSON), "nsteps", len(w.Steps), "nsettled", 0, "nfailed", 0, "fanin", fanInLayout}
-	if !w.DeadlineAt.IsZero() {
-		args = append(args, "deadline_at", ts(w.DeadlineAt))
-	}
-	if w.IdempotencyKey != "" {
-		args = append(args, "idem_key", w.IdempotencyKey)
-	}
-	if w.Parent != nil {
-		b, _ := json.Marshal(w.Parent)
-		args = append(args, "parent", string(b))
-	}
-	args[1] = len(args) - 2
-	keys := []string{wfKey(w.ID)}
-	events := []Event{{Type: record.EventSubmitted, Name: w.Name}}
-	for _, id := range w.Ready {
-		events = append(events, Event{Type: record.EventReady, Step: id})
-	}
-	if withRoots {
-		for i := range w.Roots {
-			if err := s.registerQueue(ctx, w.Roots[i].Queue); err != nil {
-				return err
-			}
-			keys, _ = taskKeys(keys, &w.Roots[i])
-			args = append(args, w.Roots[i].ID, w.Roots[i].message())
-		}
-		args = append(args, s.nowNanos())
-	}
-	keys, args = s.logged(w.ID, now, keys, args, events...)
-	// One round trip: the record script (with the root tasks) and the
-	// index entry (another slot, so a separate command; a cluster client
-	// splits the pipeline by slot). EVAL, not EVALSHA: a pipeline cannot
-	// fall back on NOSCRIPT, and Redis caches the compiled script either
-	// way. An index entry for an id that turns out to be taken points at
-	// the existing workflow: harmless.
-	//
-	// With durability on, the record is confirmed on its primary; on a
-	// Cluster the index entries (other slots) are written after it, the
-	// open index's confirmed on its own primary (the reconciler walks it).
-	_, cluster := s.rdb.(*redis.ClusterClient)
-	indexed := func(p redis.Pipeliner) {
-		p.ZAdd(ctx, indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
-		p.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID})
-		p.ZRemRangeByScore(ctx, indexKey(), "-inf", strconv.FormatInt(now.Add(-s.retention).UnixMilli(), 10))
-	}
-	var created *redis.Cmd
-	err := s.acked(ctx, wfKey(w.ID), func(c redis.Cmdable) error {
-		pipe := c.Pipeline()
-		created = createScript.Eval(ctx, pipe, keys, args...)
-		if !cluster || s.durability.Replicas == 0 {
-			indexed(pipe)
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	})
-	if err == nil && cluster && s.durability.Replicas > 0 {
-		err = s.acked(ctx, openKey(), func(c redis.Cmdable) error {
-			return c.ZAdd(ctx, openKey(), redis.Z{Score: float64(now.UnixMilli()), Member: w.ID}).Err()
-		})
-		if err == nil {
-			_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { indexed(p); return nil })
-		}
-	}
-	if created != nil && created.Err() == nil {
-		if n, _ := created.Int(); n == 0 {
-			return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
-		}
-	}
-	if err != nil {
-		// not confirmed (ErrNotConfirmed): created on the primary all the same
-		return fmt.Errorf("store: create workflow %s: %w", w.ID, err)
-	}
-	return nil
-}
-
 // Cancel marks a workflow and its unsettled steps canceled; steps stop at
 // their next start. It returns the workflow's state after the call.
 func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, error) {
-	state, _, err := s.end(ctx, wf, StateCanceled, steps, "")
+	state, _, err := s.end(ctx, wf, StateCanceled, steps, "", false)
 	return state, err
 }
 
@@ -245,13 +206,19 @@ func (s *Store) Cancel(ctx context.Context, wf string, steps []string) (string, 
 // returns the state after the call and whether this call ended it (of
 // several callers at the deadline, one).
 func (s *Store) TimeOut(ctx context.Context, wf string, steps []string) (string, bool, error) {
-	return s.end(ctx, wf, StateTimedOut, steps, "the workflow's deadline passed")
+	return s.end(ctx, wf, StateTimedOut, steps, "the workflow's deadline passed", false)
+}
+
+// TimeOutOpen ends a workflow still open past limits.max_open_age as
+// timed_out (deadline or none), as TimeOut does, with reason.
+func (s *Store) TimeOutOpen(ctx context.Context, wf string, steps []string, reason string) (string, bool, error) {
+	return s.end(ctx, wf, StateTimedOut, steps, reason, true)
 }
 
 // end runs endScript.
-func (s *Store) end(ctx context.Context, wf, state string, steps []string, reason string) (string, bool, error) {
-	args := make([]any, 0, 3+2*len(steps))
-	args = append(args, ts(s.now()), state, reason)
+func (s *Store) end(ctx context.Context, wf, state string, steps []string, reason string, force bool) (string, bool, error) {
+	args := make([]any, 0, 5+2*len(steps))
+	args = append(args, ts(s.now()), state, reason, s.ttls(), b2s(force))
 	for _, st := range steps {
 		args = append(args, st, st+".state")
 	}
@@ -278,7 +245,7 @@ func (s *Store) end(ctx context.Context, wf, state string, steps []string, reaso
 // Fail ends a blocked workflow as failed; other states are left alone.
 func (s *Store) Fail(ctx context.Context, wf string) (string, error) {
 	now := s.now()
-	keys, args := s.logged(wf, now, []string{wfKey(wf)}, []any{ts(now)}, Event{Type: record.EventEnded, State: StateFailed})
+	keys, args := s.logged(wf, now, []string{wfKey(wf)}, []any{ts(now), s.ttls()}, Event{Type: record.EventEnded, State: StateFailed})
 	st, err := failScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("store: fail %s: %w", wf, err)

@@ -235,7 +235,7 @@ func TestEverythingHasTTLAndSharesASlot(t *testing.T) {
 		if k == store.Prefix+"workflows" || k == store.Prefix+"open" { // the indexes: trimmed at every create, and by the reconciler
 			continue
 		}
-		if ttl <= 0 || ttl > time.Hour {
+		if ttl <= 0 || ttl > time.Hour+s.MaxOpenAge() { // an open workflow's: the oldest it gets open, and the retention
 			t.Errorf("key %s has TTL %s", k, ttl)
 		}
 		if !strings.Contains(k, "{wf:wf}") {
@@ -274,38 +274,101 @@ func settle(ctx context.Context, s *store.Store, wf, step string, o store.Outcom
 	return r.State, r.Ready, err
 }
 
-// A record lives for the retention after its last activity: a settle
-// refreshes its TTL when the workflow's state changes or less than three
-// quarters of the retention is left (not at every settle), so a workflow
-// that runs longer than the retention keeps its record.
+// An open workflow's record lives for its open TTL (limits.max_open_age
+// and the retention: here an hour each) after its last activity: a settle
+// refreshes it when the workflow's state changes or less than three
+// quarters of it is left (not at every settle), so a workflow that runs
+// or waits longer than the retention keeps its record. Once it ends, its
+// record, log and idempotency key live the retention from the end.
 func TestSettleRefreshesTheTTL(t *testing.T) {
 	_, rdb := redistest.New(t)
 	ctx := context.Background()
 	s := store.New(rdb, time.Hour, nil)
+	s.SetMaxOpenAge(time.Hour)
+	s.SetLog(store.LogOptions{Limit: 100})
 	create(t, s, "wf")
 	key := store.Prefix + "{wf:wf}:wf"
-	// a (running → running: no change of state) with 50 minutes left: kept
+	// a (running → running: no change of state) with 100 minutes of 120 left: kept
 	settle(ctx, s, "wf", "d", store.Outcome{Done: true}, nil) // the workflow: pending → running
-	rdb.Expire(ctx, key, 50*time.Minute)
+	rdb.Expire(ctx, key, 100*time.Minute)
 	if _, _, err := settle(ctx, s, "wf", "a", store.Outcome{Done: true}, chordDeps); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := rdb.TTL(ctx, key).Val(); ttl > 50*time.Minute {
-		t.Fatalf("TTL %s: refreshed with more than three quarters of the hour left", ttl)
+	if ttl := rdb.TTL(ctx, key).Val(); ttl > 100*time.Minute {
+		t.Fatalf("TTL %s: refreshed with more than three quarters of the open TTL left", ttl)
 	}
-	rdb.Expire(ctx, key, 40*time.Minute)
+	rdb.Expire(ctx, key, 80*time.Minute)
 	if _, _, err := settle(ctx, s, "wf", "b", store.Outcome{Done: true}, chordDeps); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute {
-		t.Fatalf("TTL %s with 40 minutes left: want it refreshed to the hour", ttl)
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 119*time.Minute {
+		t.Fatalf("TTL %s with 80 minutes left: want it refreshed to the open TTL (2h)", ttl)
 	}
-	rdb.Expire(ctx, key, 50*time.Minute)
+	rdb.Expire(ctx, key, 100*time.Minute)
 	if st, _, err := settle(ctx, s, "wf", "c", store.Outcome{Done: false}, chordDeps); err != nil || st != store.StateBlocked {
 		t.Fatalf("settle dead: %q %v", st, err)
 	}
-	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute {
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 119*time.Minute {
 		t.Fatalf("TTL %s after the workflow blocked: want every change of state to refresh it", ttl)
+	}
+	// blocked → failed: the retention from the end, for the record, its log
+	// and its idempotency key
+	if _, err := s.Fail(ctx, "wf"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{key, store.Prefix + "{wf:wf}:events"} {
+		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Fatalf("%s: TTL %s after the workflow failed, want the retention (1h) from its end", k, ttl)
+		}
+	}
+}
+
+// A completed workflow's records live the retention from its end, and so
+// do a settled step's durable calls; a rerun makes it open again, with the
+// open TTL.
+func TestTheRetentionCountsFromTheEnd(t *testing.T) {
+	_, rdb := redistest.New(t)
+	ctx := context.Background()
+	s := store.New(rdb, time.Hour, nil)
+	s.SetMaxOpenAge(2 * time.Hour)
+	s.SetLog(store.LogOptions{Limit: 100})
+	create(t, s, "wf")
+	key := store.Prefix + "{wf:wf}:wf"
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 179*time.Minute {
+		t.Fatalf("an open workflow's TTL %s, want the open TTL (3h)", ttl)
+	}
+	if err := s.SaveCall(ctx, "wf", "a", 0, 0, 1, store.Call{Hash: "h", Value: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := store.Prefix + "{wf:wf}:calls:a"
+	if ttl := rdb.TTL(ctx, calls).Val(); ttl <= 179*time.Minute {
+		t.Fatalf("an open step's durable calls: TTL %s, want the open TTL (3h)", ttl)
+	}
+	for _, step := range []string{"d", "a", "b", "c"} {
+		deps := chordDeps
+		if step == "d" {
+			deps = nil
+		}
+		if _, _, err := settle(ctx, s, "wf", step, store.Outcome{Done: true}, deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ttl := rdb.TTL(ctx, calls).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("a settled step's durable calls: TTL %s, want the retention (1h)", ttl)
+	}
+	if wf, err := s.Get(ctx, "wf"); err != nil || wf.State != store.StateCompleted {
+		t.Fatalf("%+v %v, want completed", wf, err)
+	}
+	for _, k := range []string{key, store.Prefix + "{wf:wf}:events"} {
+		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Fatalf("%s: TTL %s after the workflow completed, want the retention (1h) from its end", k, ttl)
+		}
+	}
+	if _, _, err := s.Rerun(ctx, "wf", []string{"d"}, map[string][]string{"d": nil}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 179*time.Minute {
+		t.Fatalf("a rerun workflow's TTL %s, want the open TTL (3h) again", ttl)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentq/agentq/internal/hookcheck"
 )
 
 // Guard decides which hosts a webhook may reach (the SSRF guard). With an
@@ -40,7 +42,7 @@ func (e *RefusedError) Error() string { return "webhook to " + e.Host + " refuse
 func NewGuard(allow []string) (*Guard, error) {
 	g := &Guard{exact: map[string]bool{}}
 	for i, a := range allow {
-		e, err := allowEntry(a)
+		e, err := hookcheck.AllowEntry(a)
 		if err != nil {
 			return nil, fmt.Errorf("allow[%d]: %w", i, err)
 		}
@@ -55,22 +57,7 @@ func NewGuard(allow []string) (*Guard, error) {
 
 // CheckAllow reports an allow entry that is not a host name, an IP or
 // "*.suffix" (no scheme, port or path).
-func CheckAllow(entry string) error {
-	_, err := allowEntry(entry)
-	return err
-}
-
-func allowEntry(a string) (string, error) {
-	e := strings.ToLower(strings.TrimSuffix(strings.Trim(a, "[]"), "."))
-	if ip, err := netip.ParseAddr(e); err == nil {
-		return ip.Unmap().String(), nil
-	}
-	name := strings.TrimPrefix(e, "*.")
-	if name == "" || strings.ContainsAny(name, "*/:@?# ") || strings.Contains(name, "..") {
-		return "", fmt.Errorf("%q is not a host name, an IP or *.suffix (no scheme, port or path)", a)
-	}
-	return e, nil
-}
+func CheckAllow(entry string) error { return hookcheck.CheckAllow(entry) }
 
 // normHost is a host as the allow list holds it.
 func normHost(host string) string {

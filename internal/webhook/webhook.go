@@ -15,14 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"slices"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/internal/hookcheck"
 )
 
 // TypeDelivery is the asynq task type of one event's delivery.
@@ -30,7 +28,7 @@ const TypeDelivery = "agentq:webhook"
 
 // Queue is the asynq queue deliveries wait in; only workers with the
 // signing secret serve it.
-const Queue = "webhooks"
+const Queue = hookcheck.Queue
 
 // DefaultMaxRetry is how many times a delivery is retried before it is
 // archived: about nine hours of DefaultBackoff.
@@ -42,16 +40,16 @@ const deliveryTimeout = 30 * time.Second
 
 // The events a workflow can notify, named as its end states.
 const (
-	Completed = "completed"
-	Blocked   = "blocked"
-	Failed    = "failed"
-	TimedOut  = "timed_out"
-	Canceled  = "canceled"
+	Completed = hookcheck.Completed
+	Blocked   = hookcheck.Blocked
+	Failed    = hookcheck.Failed
+	TimedOut  = hookcheck.TimedOut
+	Canceled  = hookcheck.Canceled
 )
 
 // Events are every event, in the order docs list them; the default of a
 // notify that names none.
-var Events = []string{Completed, Blocked, Failed, TimedOut, Canceled}
+var Events = hookcheck.Events
 
 // Event is one workflow end to deliver. Its fields are ids and states
 // only: never a step's output, a prompt or a key.
@@ -138,54 +136,14 @@ func Enqueue(ctx context.Context, c *asynq.Client, e Event, retention time.Durat
 	return err
 }
 
-// CheckURL reports a URL that cannot be a webhook's destination: not
-// http(s), no host, or credentials in it. Whether its host may be reached
-// is the Guard's question, asked when it is delivered.
-func CheckURL(s string) error {
-	u, err := url.Parse(s)
-	switch {
-	case s == "":
-		return errors.New("is empty")
-	case err != nil:
-		return fmt.Errorf("%q is not a URL", s)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q is not an http(s) URL", s)
-	case u.Hostname() == "":
-		return fmt.Errorf("%q has no host", s)
-	case u.User != nil:
-		return fmt.Errorf("%s://%s…: a URL with user info is not allowed (put a token in the path or query)", u.Scheme, u.Host)
-	case !hostName(u.Hostname()):
-		return fmt.Errorf("%s://…: the host is not a name or an address (letters, digits, '-', '_' and '.')", u.Scheme)
-	case u.Path == "/…" && u.RawQuery == "":
-		return fmt.Errorf("%s://%s/…: is a webhook URL as the API shows it, its path hidden: give the hook's whole URL", u.Scheme, u.Host)
-	}
-	return nil
-}
-
-// hostName reports whether h is an IP address or a host name: labels of
-// letters (any script), digits, '-' and '_', joined by dots.
-func hostName(h string) bool {
-	if net.ParseIP(h) != nil {
-		return true
-	}
-	for _, r := range h {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' && r != '.' {
-			return false
-		}
-	}
-	return true
-}
+// CheckURL reports a URL that cannot be a webhook's destination
+// (hookcheck.CheckURL). Whether its host may be reached is the Guard's
+// question, asked when it is delivered.
+func CheckURL(s string) error { return hookcheck.CheckURL(s) }
 
 // CheckEvents returns the index and name of the first unknown event, or
-// -1.
-func CheckEvents(events []string) (int, string) {
-	for i, ev := range events {
-		if !slices.Contains(Events, ev) {
-			return i, ev
-		}
-	}
-	return -1, ""
-}
+// -1 (hookcheck.CheckEvents).
+func CheckEvents(events []string) (int, string) { return hookcheck.CheckEvents(events) }
 
 // EventsHelp names the events for an error message.
-func EventsHelp() string { return strings.Join(Events, ", ") }
+func EventsHelp() string { return hookcheck.EventsHelp() }

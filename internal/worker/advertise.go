@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/spec"
 	"github.com/agentq/agentq/internal/store"
 )
 
@@ -46,6 +47,9 @@ func advertisement(o Options, id string, served map[string]int, shards map[strin
 		handlers = []string{}
 	}
 	tools := slices.Sorted(maps.Keys(o.Tools))
+	for _, name := range o.Config.MCPServerNames() { // every tool of the server: mcp:NAME
+		tools = append(tools, spec.MCPPrefix+name)
+	}
 	if tools == nil {
 		tools = []string{}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/engine"
+	"github.com/agentq/agentq/internal/mcptool"
 	"github.com/agentq/agentq/internal/metrics"
 	"github.com/agentq/agentq/internal/router"
 	"github.com/agentq/agentq/internal/spec"
@@ -131,8 +132,17 @@ func Run(ctx context.Context, o Options) error {
 	// wait with it, and asynq's RetryDelayFunc answers with it
 	policy := engine.RetryPolicy{Backoff: cfg.Resilience.Retry.Backoff(), Random: random}
 	id := newWorkerID()
-	h, err := engine.NewHandler(engine.HandlerOptions{Redis: rdb, Retention: cfg.Retention.D(), Client: client, Router: router, Logger: o.Logger,
-		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, Events: events, BeforeEnqueue: o.BeforeEnqueue, AfterChild: o.AfterChild, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
+	// the MCP servers prompt steps take tools from: each started or
+	// reached at its first use (docs/mcp.md)
+	mcpServers := mcptool.New(cfg.MCPServers, mcptool.Options{Logger: o.Logger, Redact: built.Redactor.String, MaxResultBytes: cfg.Limits.MaxOutputBytes,
+		Breakers: built.CallBreakers, Observer: mets})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		mcpServers.Close(sctx)
+	}()
+	h, err := engine.NewHandler(engine.HandlerOptions{MCP: mcpServers, Redis: rdb, Retention: cfg.Retention.D(), MaxOpenAge: cfg.Limits.MaxOpenAge.D(), Client: client, Router: router, Logger: o.Logger,
+		MaxOutputBytes: cfg.Limits.MaxOutputBytes, MaxMapItems: cfg.Limits.MaxMapItems, MaxTreeWorkflows: cfg.Limits.MaxTreeWorkflows, Events: events, BeforeEnqueue: o.BeforeEnqueue, AfterChild: o.AfterChild, Steps: o.Steps, Tools: o.Tools, Webhooks: wh.notify,
 		Prices: app.Prices(cfg), Retry: &policy, EventLimit: cfg.Events.EventLimit(), EventContent: cfg.Events.Content, Worker: id, Redact: built.Redactor.String,
 		KeyLease: cfg.Worker.KeyLease.D(), Durability: app.Durability(cfg)})
 	if err != nil {

@@ -14,13 +14,20 @@
   let ended = false;
   let refreshTimer = null;
 
+  // shown shows a user's text with each bidirectional formatting character
+  // (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) as its \u
+  // escape, as the pages' own writer does: text from the event log or the
+  // status (streamed answers, outputs) cannot reorder what is shown.
+  const bidi = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+  const shown = (s) => String(s).replace(bidi, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+
   // a map instance "m[3]" belongs to its map's row
   const rowOf = (step) => (step || "").replace(/\[\d+\]$/, "");
 
   function el(tag, attrs, text) {
     const e = document.createElementNS(svgNS, tag);
     for (const k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
+    if (text !== undefined) e.textContent = shown(text);
     return e;
   }
 
@@ -160,7 +167,7 @@
       document.getElementById("streams").appendChild(box);
     }
     if (e.type === "step.stream_reset") pre.textContent = "";
-    else pre.textContent += e.text;
+    else pre.textContent += shown(e.text);
   }
 
   // the page's states, from the API: the workflow's and each step's row
@@ -193,7 +200,7 @@
           td[5].textContent = (s.usage ? s.usage.prompt_tokens : 0) + "/" + (s.usage ? s.usage.completion_tokens : 0);
           let out = td[7].querySelector("pre.out");
           if (s.output && !out) { out = document.createElement("pre"); out.className = "out"; td[7].prepend(out); }
-          if (out) out.textContent = s.output;
+          if (out) out.textContent = shown(s.output);
         }
       })
       .catch(() => {});

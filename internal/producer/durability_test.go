@@ -110,6 +110,16 @@ func TestASubmitNotConfirmedThatLandedIsNotCreatedTwice(t *testing.T) {
 	if !errors.As(err, &se) || !errors.Is(err, producer.ErrNotConfirmed) {
 		t.Fatalf("submit with the replica frozen: %v, want a SubmitError, ErrNotConfirmed", err)
 	}
+	// found on the primary, still not on the replica: not done yet, even
+	// once it has moved on (no roots left to enqueue, whose confirmation
+	// would tell): canceled here, as a running one would be
+	if _, err := c.Cancel(ctx, se.Workflow); !errors.Is(err, producer.ErrNotConfirmed) {
+		t.Fatalf("cancel with the replica frozen: %v, want ErrNotConfirmed", err)
+	}
+	still, err := c.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(se.Key))
+	if !errors.Is(err, producer.ErrNotConfirmed) || still.ID != se.Workflow {
+		t.Fatalf("resubmit with the key, the replica still frozen: %+v, %v; want ErrNotConfirmed for workflow %s", still, err, se.Workflow)
+	}
 	replicas[0].Thaw()
 	again, err := c.SubmitWorkflow(ctx, wspec, producer.WithIdempotencyKey(se.Key))
 	if err != nil || !again.Existing || again.ID != se.Workflow {

@@ -144,17 +144,20 @@ func (c *Client) submit(ctx context.Context, wspec *spec.Spec, set SubmitSetting
 		}
 	}
 	enqueued, err := c.store.Create(ctx, w)
+	if errors.Is(err, store.ErrExists) {
+		// a concurrent submit with the same key created it first, or an
+		// earlier try of this one did: one cut short between its record
+		// and its roots' tasks left it pending, so they are enqueued (a
+		// task that exists already is left as it is). Found but not
+		// confirmed (an earlier try told so, on the primary alone), the
+		// caller is told so again and retries with its key.
+		_, unconfirmed := store.Unconfirmed(err)
+		return Submission{ID: id, Existing: true}, errors.Join(c.enqueueIfPending(ctx, id), unconfirmed)
+	}
 	// not confirmed: created on the primary all the same; what follows is
 	// done as for any submit, and the caller is told at the end
 	err, unconfirmed := store.Unconfirmed(err)
 	if err != nil {
-		if errors.Is(err, store.ErrExists) {
-			// a concurrent submit with the same key created it first, or
-			// an earlier try of this one did: one cut short between its
-			// record and its roots' tasks left it pending, so they are
-			// enqueued (a task that exists already is left as it is)
-			return Submission{ID: id, Existing: true}, c.enqueueIfPending(ctx, id)
-		}
 		if idem != nil {
 			_ = c.store.ReleaseIdempotency(context.WithoutCancel(ctx), id, idem.hash)
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -114,7 +115,11 @@ func (s *Store) create(ctx context.Context, w NewWorkflow, fused bool) error {
 	}
 	if created != nil && created.Err() == nil {
 		if n, _ := created.Int(); n == 0 {
-			return fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists)
+			// found, not created: the caller is told it exists only as
+			// far as it is confirmed (an earlier try's record, told "not
+			// confirmed", may be on the primary alone)
+			_, unconfirmed := Unconfirmed(err)
+			return errors.Join(fmt.Errorf("store: create workflow %s: %w", w.ID, ErrExists), unconfirmed)
 		}
 	}
 	if err != nil {

@@ -60,7 +60,12 @@ func TestARepeatedWriteConfirmsTheDataItFound(t *testing.T) {
 	t.Cleanup(replica.Thaw)
 	_, err := s.Create(ctx, store.NewWorkflow{ID: "wf_twice", Name: "x", Spec: []byte(`{}`), Steps: []string{"a"}})
 	if !errors.Is(err, store.ErrNotConfirmed) {
-		t.Fatalf("first cancel: %v, want ErrNotConfirmed", err)
+		t.Fatalf("create: %v, want ErrNotConfirmed", err)
+	}
+	// created again: found, and still not confirmed
+	_, err = s.Create(ctx, store.NewWorkflow{ID: "wf_twice", Name: "x", Spec: []byte(`{}`), Steps: []string{"a"}})
+	if !errors.Is(err, store.ErrExists) || !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("create again with the replica still frozen: %v, want ErrExists and ErrNotConfirmed", err)
 	}
 	if _, err := s.Cancel(ctx, "wf_twice", []string{"a"}); !errors.Is(err, store.ErrNotConfirmed) {
 		t.Fatalf("cancel: %v, want ErrNotConfirmed", err)

@@ -113,11 +113,13 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 	if record.Terminal(state) {
 		return nil // the workflow ended meanwhile: no child
 	}
-	if err := h.st.SetChild(sctx, p.Workflow, p.Step, id); err != nil {
-		return err // retried: parking and linking again change nothing
-	}
 	if err := h.createChild(sctx, run, id, &child, depth+1, root); err != nil {
 		return err // retried: the child is created once
+	}
+	// linked once it exists: a child id the parent shows can be read and
+	// canceled (a crash before the link: the redelivery links it)
+	if err := h.st.SetChild(sctx, p.Workflow, p.Step, id); err != nil {
+		return err // retried: parking and linking again change nothing
 	}
 	if w, err := h.st.Summary(sctx, p.Workflow); err == nil && record.Terminal(w.State) {
 		// the parent ended (a cancel) while its child was being created,

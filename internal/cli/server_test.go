@@ -41,9 +41,12 @@ func TestEnqueueThroughTheDashboardAPI(t *testing.T) {
 	}
 	id := strings.Fields(r.out)[1]
 	task := tasks.TaskID(id, "greet")
-	if r = run(t, cli.Enqueue, vars, "dlq", "show", task); r.code != 0 || !strings.Contains(r.out, "Say hello to Ada") {
-		t.Fatalf("dlq show: %d %q %q", r.code, r.out, r.err)
-	}
+	// the step is settled dead first (what --wait returned on), its task
+	// archived by asynq just after
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		r = run(t, cli.Enqueue, vars, "dlq", "show", task)
+		return r.code == 0 && strings.Contains(r.out, "Say hello to Ada"), fmt.Sprintf("dlq show: %d %q %q", r.code, r.out, r.err)
+	})
 	noToken := map[string]string{"AGENTQ_SERVER": hs.URL}
 	if r = run(t, cli.Enqueue, noToken, "dlq", "requeue", task); r.code != 2 || !strings.Contains(r.err, "401") {
 		t.Fatalf("requeue without the token: %d %q", r.code, r.err)

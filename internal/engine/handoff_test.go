@@ -277,10 +277,11 @@ func TestAHandedOffStepIsHeldToItsTimeout(t *testing.T) {
 	if s := wf.Steps[1]; wf.State == store.StateCompleted || s.State != store.StepDead || !strings.Contains(s.Error, "timeout") {
 		t.Fatalf("workflow %s, s1 %+v (want s1 dead of its timeout)", wf.State, s)
 	}
-	info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", flow.StepTaskID(id, "s1", 0))
-	if err != nil || info.State != asynq.TaskStateArchived {
-		t.Fatalf("s1's task: %+v, %v (want archived)", info, err)
-	}
+	// the step is settled dead first, its task archived right after
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		info, err := asynq.NewInspectorFromRedisClient(e.Redis).GetTaskInfo("default", flow.StepTaskID(id, "s1", 0))
+		return err == nil && info.State == asynq.TaskStateArchived, fmt.Sprintf("s1's task: %+v, %v (want archived)", info, err)
+	})
 }
 
 // Hand-offs run in the slot of the task that handed them on: a step asynq

@@ -240,6 +240,12 @@ func TestAWokenStepRunsInTheFreedSlotUnderItsGrantsTask(t *testing.T) {
 	for _, id := range ids {
 		e.Wait(t, id, 20*time.Second, store.StateCompleted)
 	}
+	// the grant's task completes after the woken step's run, so after
+	// its event was sent (the event follows the settle the test waited for)
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		info, err := insp.GetTaskInfo("default", grant[0])
+		return err == nil && info.State == asynq.TaskStateCompleted, fmt.Sprintf("the grant's task: %+v, %v (want completed)", info, err)
+	})
 	handed := false
 	for len(e.Events) > 0 {
 		if ev := <-e.Events; ev.Workflow == woken && ev.State == store.StepDone {
@@ -249,8 +255,4 @@ func TestAWokenStepRunsInTheFreedSlotUnderItsGrantsTask(t *testing.T) {
 	if !handed {
 		t.Errorf("the woken step was not run by a hand-off")
 	}
-	poll.Until(t, 10*time.Second, func() (bool, string) {
-		info, err := insp.GetTaskInfo("default", grant[0])
-		return err == nil && info.State == asynq.TaskStateCompleted, fmt.Sprintf("the grant's task: %+v, %v (want completed)", info, err)
-	})
 }

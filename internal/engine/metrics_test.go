@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/poll"
 	"github.com/agentq/agentq/internal/store"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -34,13 +36,39 @@ func scrape(t *testing.T, url string) string {
 // value reads one sample: metric{labels} exactly as exposed.
 func value(t *testing.T, body, series string) float64 {
 	t.Helper()
+	v, ok := sample(body, series)
+	if !ok {
+		t.Fatalf("no sample %s", series)
+	}
+	return v
+}
+
+func sample(body, series string) (float64, bool) {
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`)
 	m := re.FindStringSubmatch(body)
 	if m == nil {
-		t.Fatalf("no sample %s", series)
+		return 0, false
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
+	return v, true
+}
+
+// scrapeWhen scrapes url until every series in want has its value (10s at
+// most) and returns that body: the counters of a step's event are added
+// just after the settle a test waits for.
+func scrapeWhen(t *testing.T, url string, want map[string]float64) string {
+	t.Helper()
+	var body string
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		body = scrape(t, url)
+		for series, v := range want {
+			if got, ok := sample(body, series); !ok || got != v {
+				return false, fmt.Sprintf("%s = %v (sampled: %v), want %v", series, got, ok, v)
+			}
+		}
+		return true, ""
+	})
+	return body
 }
 
 func TestMetricsAfterAScriptedOutage(t *testing.T) {
@@ -58,7 +86,6 @@ func TestMetricsAfterAScriptedOutage(t *testing.T) {
 	}
 	flaky := e.Submit(t, e.Spec(step("flaky", ", degrade: template")))
 	e.Wait(t, flaky, 10*time.Second, store.StateCompleted)
-	body := scrape(t, e.MetricsURL)
 	want := map[string]float64{
 		`agentq_llm_requests_total{class="rate_limited",model="m-oa",provider="oa"}`: 1,
 		`agentq_llm_requests_total{class="server",model="m-oa",provider="oa"}`:       2,
@@ -70,11 +97,7 @@ func TestMetricsAfterAScriptedOutage(t *testing.T) {
 		`agentq_workflows_total{status="completed"}`:                                 4,
 		`agentq_breaker_state{model="m-oa",provider="oa"}`:                           0,
 	}
-	for series, v := range want {
-		if got := value(t, body, series); got != v {
-			t.Errorf("%s = %v, want %v", series, got, v)
-		}
-	}
+	body := scrapeWhen(t, e.MetricsURL, want)
 	fp1 := regexp.QuoteMeta(`key="oa#1 (…`)
 	if !regexp.MustCompile(`agentq_key_events_total\{event="cooldown",` + fp1 + `[0-9a-f]{4}\)",provider="oa"\} 1`).MatchString(body) {
 		t.Errorf("no cooldown event for oa#1:\n%s", grepLines(body, "agentq_key_events_total"))

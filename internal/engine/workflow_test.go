@@ -211,8 +211,13 @@ steps:
 			t.Errorf("step %s is %s, want canceled", s.ID, s.State)
 		}
 	}
-	st := e.Chaos.Snapshot()
-	if st.Count("", "", "ok") != 0 || st.Count("", "", "client_gone") != 2 {
+	// chaosllm counts a call abandoned once it notices the client gone,
+	// which may be after the worker moved on
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		st := e.Chaos.Snapshot()
+		return st.Count("", "", "client_gone") == 2, fmt.Sprintf("want the two in-flight calls abandoned: %+v", st.Calls)
+	})
+	if st := e.Chaos.Snapshot(); st.Count("", "", "ok") != 0 || st.Count("", "", "client_gone") != 2 {
 		t.Fatalf("want the two in-flight calls abandoned and nothing answered: %+v", st.Calls)
 	}
 	// canceling again reports the state and changes nothing

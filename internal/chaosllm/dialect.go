@@ -117,6 +117,7 @@ func (s *Server) serve(d *dialect, w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		s.count(ep, key, "ok", in)
+		s.recordAnswer(prompt)
 	}
 	out := tokens(text)
 	calls, callText := s.toolMove(req, id)

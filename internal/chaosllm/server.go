@@ -34,6 +34,9 @@ type Server struct {
 	chunks   map[string]int // endpoint -> streamed text chunks sent (flushed)
 	// toolTurns count tool conversations per endpoint and turn
 	toolTurns map[toolTurnKey]*ToolTurn
+	// answered are the first recordAnswered prompts answered "ok"
+	recordAnswered int
+	answered       []string
 }
 
 type timelineState struct {
@@ -49,6 +52,10 @@ type statKey struct{ endpoint, key, outcome string }
 type Options struct {
 	Now    func() time.Time // nil: time.Now
 	Logger *slog.Logger     // nil: discard
+	// RecordAnswered is how many prompts answered "ok" the server keeps,
+	// the first ones, for Answered (a drill names the steps never
+	// answered); 0 keeps none.
+	RecordAnswered int
 }
 
 // New returns a server that follows sc.
@@ -62,7 +69,10 @@ func New(sc Scenario, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{now: o.Now, logger: o.Logger, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}, chunks: map[string]int{},
+	if o.RecordAnswered < 0 {
+		return nil, fmt.Errorf("chaosllm: options: RecordAnswered %d is negative", o.RecordAnswered)
+	}
+	s := &Server{now: o.Now, logger: o.Logger, recordAnswered: o.RecordAnswered, stats: map[statKey]int{}, tokens: map[statKey]int{}, inflight: map[string]int{}, peak: map[string]int{}, chunks: map[string]int{},
 		toolTurns: map[toolTurnKey]*ToolTurn{}}
 	s.setScenario(sc)
 	s.mux = http.NewServeMux()
@@ -240,6 +250,7 @@ func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.peak = map[string]int{}
 	s.chunks = map[string]int{}
 	s.toolTurns = map[toolTurnKey]*ToolTurn{}
+	s.answered = nil
 	s.restartLocked()
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

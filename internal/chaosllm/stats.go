@@ -3,6 +3,7 @@ package chaosllm
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 )
 
@@ -137,6 +138,24 @@ type StatsLine struct {
 }
 
 // Snapshot returns the counters.
+// recordAnswer keeps prompt, answered "ok", while fewer than
+// Options.RecordAnswered are kept.
+func (s *Server) recordAnswer(prompt string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.answered) < s.recordAnswered {
+		s.answered = append(s.answered, prompt)
+	}
+}
+
+// Answered is the prompts answered "ok" so far (each conversation's last
+// user message), in order, as many as Options.RecordAnswered keeps.
+func (s *Server) Answered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.answered)
+}
+
 func (s *Server) Snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -54,3 +54,28 @@ func TestPeakInFlightAndResetWithToolTurns(t *testing.T) {
 		t.Errorf("after reset: %+v", st)
 	}
 }
+
+// Answered keeps the prompts answered "ok", in order, up to the bound
+// Options.RecordAnswered sets; a faulted request is not one; a reset
+// forgets them.
+func TestAnsweredPromptsAreKeptUpToTheirBound(t *testing.T) {
+	if _, err := New(Scenario{}, Options{RecordAnswered: -1}); err == nil || !strings.Contains(err.Error(), "RecordAnswered") {
+		t.Fatalf("a negative bound: %v", err)
+	}
+	srv, _ := New(Scenario{Phases: []Phase{{Requests: 1}, {Requests: 1, Fault: &Fault{Status: 500}}, {}}}, Options{RecordAnswered: 2})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	oa := hs.URL + "/v1/chat/completions"
+	for _, p := range []string{"first", "faulted", "second", "third"} {
+		post(t, oa, "k", `{"model":"m","messages":[{"role":"user","content":"`+p+`"}]}`)
+	}
+	if got := srv.Answered(); len(got) != 2 || !strings.HasPrefix(got[0], "first") || !strings.HasPrefix(got[1], "second") {
+		t.Fatalf("answered %q, want first and second only", got)
+	}
+	if code, _, _ := post(t, hs.URL+"/admin/reset", "", ""); code != http.StatusNoContent {
+		t.Fatalf("reset: %d", code)
+	}
+	if got := srv.Answered(); len(got) != 0 {
+		t.Fatalf("after a reset: %q", got)
+	}
+}

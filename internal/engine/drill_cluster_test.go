@@ -47,7 +47,7 @@ func TestClusterFailoverDrill(t *testing.T) {
 		addrs = append(addrs, n.Addr())
 	}
 
-	e := testenv.Start(t, testenv.Options{NoWorker: true, RedisAddr: addrs[1], Steps: drillSteps,
+	e := testenv.Start(t, testenv.Options{NoWorker: true, RedisAddr: addrs[1], Steps: drillSteps, RecordAnswered: 100_000,
 		Durability: &config.Durability{Replicas: 1, Timeout: config.Duration(time.Second)},
 		Scenario:   chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
 	// the environment on the cluster: its client, store and worker

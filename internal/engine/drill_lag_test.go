@@ -54,7 +54,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 	sn, link := redistest.StartSentinelsWithLag(t, 2, 0)
 	lagging, other := sn.Replicas[0], sn.Replicas[1]
 	oldPrimary := sn.Primary.Addr()
-	e := testenv.Start(t, testenv.Options{Sentinel: sn, Steps: drillSteps, Durability: durability,
+	e := testenv.Start(t, testenv.Options{Sentinel: sn, Steps: drillSteps, Durability: durability, RecordAnswered: 100_000,
 		Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
 	var stepsDone func() map[string]int
 	if durability == nil {
@@ -172,7 +172,7 @@ func lagDrill(t *testing.T, n int, durability *config.Durability) {
 	}
 	answers := e.Chaos.Snapshot().Count("openai", "", "ok")
 	if answers < steps {
-		t.Errorf("%d provider answers for %d calls: a step was never asked", answers, steps)
+		t.Errorf("%d provider answers for %d calls: a step was never asked; never answered: %q", answers, steps, d.unanswered(t))
 	}
 	t.Logf("with durability: %d workflows (%d provider calls), %d submits retried with their key; 0 lost; steps resumed %s after the promotion, all done %s after it; %d answers (%d beyond the calls)",
 		n, steps, d.retried, resumed.Round(time.Millisecond), time.Since(promotedAt).Round(time.Millisecond), answers, answers-steps)

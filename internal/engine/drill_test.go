@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,15 +87,20 @@ var drillSteps = map[string]engine.StepFunc{"ask_twice": func(ctx context.Contex
 	return first.Text + " / " + second.Text, nil
 }}
 
-// drillKinds are the drill's workflows, in turn, with the provider calls
-// each makes when nothing is paid for twice (a map: plus one per item).
+// drillKinds are the drill's workflows, in turn, with the prompts each
+// sends the provider, once each when nothing is paid for twice (%[1]d:
+// its input n; a map's %[2]d: each of its items; a code step's second
+// prompt goes on with its first answer).
 var drillKinds = []struct {
-	spec   string
-	calls  int
-	mapped bool // one call more per map item
-	signal bool // waits for the signal drill.paid, match its n
-}{{drillChord, 4, false, false}, {drillChain, 3, false, false}, {drillMap, 1, true, false},
-	{drillCode, 3, false, false}, {drillChild, 2, false, false}, {drillSignal, 1, false, true}}
+	spec    string
+	prompts []string
+	signal  bool // waits for the signal drill.paid, match its n
+}{{drillChord, []string{"a %[1]d", "b %[1]d", "c %[1]d", "fan in %[1]d"}, false},
+	{drillChain, []string{"one %[1]d", "two %[1]d", "three %[1]d"}, false},
+	{drillMap, []string{"item %[2]d of %[1]d", "reduce %[1]d"}, false},
+	{drillCode, []string{"code first %[1]d", "code second %[1]d after", "sum %[1]d"}, false},
+	{drillChild, []string{"child %[1]d", "after child %[1]d"}, false},
+	{drillSignal, []string{"ship %[1]d"}, true}}
 
 // drillWorkflows is how many workflows the drill submits: a short run in
 // make test, AGENTQ_DRILL_WORKFLOWS (make drill: 300) for the full one.
@@ -139,7 +146,7 @@ func TestSentinelFailoverDrill(t *testing.T) {
 	n := drillWorkflows(t)
 	sn := redistest.StartSentinels(t, 2)
 	oldPrimary := sn.Primary.Addr()
-	e := testenv.Start(t, testenv.Options{Sentinel: sn, Steps: drillSteps,
+	e := testenv.Start(t, testenv.Options{Sentinel: sn, Steps: drillSteps, RecordAnswered: 100_000,
 		Durability: &config.Durability{Replicas: 2, Timeout: config.Duration(time.Second)},
 		Scenario:   chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(100 * time.Millisecond)}}}})
 	d := startDrill(t, e, n)
@@ -223,14 +230,51 @@ func newDrill(t *testing.T, e *testenv.Env, n int) *drill {
 	return d
 }
 
+// prompts are the prompts workflow i sends the provider when nothing is
+// paid for twice (drillKinds).
+func (d *drill) prompts(i int) []string {
+	var out []string
+	for _, p := range drillKinds[i%len(drillKinds)].prompts {
+		if !strings.Contains(p, "%[2]d") {
+			out = append(out, fmt.Sprintf(p, i))
+			continue
+		}
+		for item := range d.items {
+			out = append(out, fmt.Sprintf(p, i, item))
+		}
+	}
+	return out
+}
+
 // calls is how many provider calls workflow i makes when nothing is paid
 // for twice.
-func (d *drill) calls(i int) int {
-	k := drillKinds[i%len(drillKinds)]
-	if k.mapped {
-		return k.calls + d.items
+func (d *drill) calls(i int) int { return len(d.prompts(i)) }
+
+// unanswered names the prompts of the workflows submitted that the
+// provider never answered (the drill's env must record answered prompts:
+// testenv.Options.RecordAnswered), with each one's step records.
+func (d *drill) unanswered(t *testing.T) []string {
+	answered := map[string]bool{}
+	for _, p := range d.e.Chaos.Answered() {
+		answered[strings.TrimSpace(p)] = true
 	}
-	return k.calls
+	var out []string
+	for i, id := range d.ids {
+		if id == "" {
+			continue
+		}
+		for _, p := range d.prompts(i) {
+			found := answered[p]
+			for a := range answered {
+				found = found || strings.HasPrefix(a, p+" ")
+			}
+			if !found {
+				wf, err := d.e.Store.Get(t.Context(), id)
+				out = append(out, fmt.Sprintf("workflow %d (%s): %q, its record %+v %v", i, id, p, wf, err))
+			}
+		}
+	}
+	return out
 }
 
 // submit submits workflow i until it is told done (60s at most), then,
@@ -314,7 +358,8 @@ func (d *drill) finish(t *testing.T) (steps, answers int) {
 	}
 	answers = d.e.Chaos.Snapshot().Count("openai", "", "ok")
 	if answers != steps {
-		t.Errorf("%d provider answers for %d calls: %s", answers, steps, map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps])
+		t.Errorf("%d provider answers for %d calls: %s; never answered: %q", answers, steps,
+			map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps], d.unanswered(t))
 	}
 	return steps, answers
 }

@@ -166,6 +166,9 @@ type Options struct {
 	Middleware func(asynq.Handler) asynq.Handler
 	// Metrics serves the worker's /metrics on a loopback port (MetricsURL).
 	Metrics bool
+	// RecordAnswered is how many answered prompts chaosllm keeps
+	// (Chaos.Answered); 0: none.
+	RecordAnswered int
 	// Cluster runs everything on a throwaway three-master Redis Cluster.
 	Cluster bool
 	// Queues are the configuration's declared queues (queues:), their
@@ -218,7 +221,7 @@ func Start(t *testing.T, o Options) *Env {
 	if len(o.Scenario.Keys) == 0 {
 		o.Scenario.Keys = Keys
 	}
-	chaos, err := chaosllm.New(o.Scenario, chaosllm.Options{})
+	chaos, err := chaosllm.New(o.Scenario, chaosllm.Options{RecordAnswered: o.RecordAnswered})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +395,9 @@ func (e *Env) Wait(t *testing.T, id string, limit time.Duration, states ...strin
 		case errors.Is(err, store.ErrNotFound) && time.Since(missingSince) > 2*time.Second:
 			t.Fatal(err)
 		case !errors.Is(err, store.ErrNotFound):
+			if !missingSince.IsZero() {
+				t.Logf("workflow %s read as not found for %s, then found again", id, time.Since(missingSince).Round(time.Millisecond))
+			}
 			missingSince = time.Time{}
 		}
 		if err != nil { // Redis away (a restart drill): look again until the deadline

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"syscall"
@@ -46,17 +47,9 @@ func ReplicatedWithLag(tb testing.TB, n, lagged int) (primary *Server, replicas 
 // online and in sync: a write there and WAIT n answered by all of them.
 func WaitReplicas(tb testing.TB, addr string, n int) {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		conn := c.Conn()
-		err := conn.Set(tb.Context(), "redistest:sync", "1", time.Minute).Err()
-		var got int64
-		if err == nil {
-			got, err = conn.Wait(tb.Context(), n, 200*time.Millisecond).Result()
-		}
-		conn.Close()
+		got, err := inSync(tb.Context(), addr, n)
 		if err == nil && got >= int64(n) {
 			return
 		}
@@ -64,6 +57,19 @@ func WaitReplicas(tb testing.TB, addr string, n int) {
 			tb.Fatal(fmt.Errorf("redis at %s: %d of %d replicas in sync after 10s (%v)", addr, got, n, err))
 		}
 	}
+}
+
+// inSync writes a key at addr and reports how many replicas acknowledged
+// it within 200ms (WAIT n).
+func inSync(ctx context.Context, addr string, n int) (int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	conn := c.Conn() // WAIT counts the acknowledgements of its own connection's writes
+	defer conn.Close()
+	if err := conn.Set(ctx, "redistest:sync", "1", time.Minute).Err(); err != nil {
+		return 0, err
+	}
+	return conn.Wait(ctx, n, 200*time.Millisecond).Result()
 }
 
 // Freeze stops the server's process (SIGSTOP): it keeps its connections

@@ -99,6 +99,24 @@ func (s *Sentinels) WaitPromotion(tb testing.TB, old string, limit time.Duration
 	return m
 }
 
+// WaitReplicasOfMaster waits (limit at most) until the primary the
+// sentinels name has n replicas in sync, and returns it. A failover
+// meanwhile (a loaded machine can make the sentinels fail over twice) is
+// followed: the primary is asked for again on each try.
+func (s *Sentinels) WaitReplicasOfMaster(tb testing.TB, n int, limit time.Duration) string {
+	tb.Helper()
+	var m string
+	poll.Until(tb, limit, func() (bool, string) {
+		m = s.Master(tb)
+		if m == "" {
+			return false, "no sentinel names a primary"
+		}
+		got, err := inSync(tb.Context(), m, n)
+		return err == nil && got >= int64(n), fmt.Sprintf("the primary %s: %d of %d replicas in sync (%v)", m, got, n, err)
+	})
+	return m
+}
+
 // Server is the primary or replica at addr.
 func (s *Sentinels) Server(addr string) *Server {
 	for _, r := range append([]*Server{s.Primary}, s.Replicas...) {

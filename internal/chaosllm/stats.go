@@ -137,7 +137,6 @@ type StatsLine struct {
 	PromptTokens int `json:"prompt_tokens"`
 }
 
-// Snapshot returns the counters.
 // recordAnswer keeps prompt, answered "ok", while fewer than
 // Options.RecordAnswered are kept.
 func (s *Server) recordAnswer(prompt string) {
@@ -156,6 +155,7 @@ func (s *Server) Answered() []string {
 	return slices.Clone(s.answered)
 }
 
+// Snapshot returns the counters.
 func (s *Server) Snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -152,6 +152,45 @@ func TestEmptyCanceledAndSettledMapsDoNotExpand(t *testing.T) {
 	}
 }
 
+// An instance's outcome reaching a record without its map's expansion (a
+// failover promoted a replica the expansion had not reached, while the
+// instance ran on the old primary) is refused as stale and counts
+// nothing: counted, it settled the map on the one instance that reported
+// (the lagging-replica drill's map of 10 completed with 9 never run).
+// Expanded again, the map counts its instances as ever.
+func TestAnInstanceOfAMapWithoutItsExpansionCountsNothing(t *testing.T) {
+	_, rdb := redistest.New(t)
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	newMapWorkflow(t, s, "lost")
+	o := store.Outcome{Done: true, Output: "out0", Map: "m"}
+	if _, err := s.Settle(ctx, "lost", record.InstanceID("m", 0), o, reduceDeps); !errors.Is(err, store.ErrStaleAttempt) {
+		t.Fatalf("an instance of a map not expanded: %v, want ErrStaleAttempt", err)
+	}
+	w, err := s.Get(ctx, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := w.Steps[1]; m.State == store.StepDone || w.Steps[2].State != store.StepPending {
+		t.Fatalf("after the refused instance: m %s, reduce %s", m.State, w.Steps[2].State)
+	}
+	if n, _ := rdb.HExists(ctx, store.Prefix+"{wf:lost}:wf", "m[0].state").Result(); n {
+		t.Fatal("the refused instance wrote its record")
+	}
+	if _, err := s.Expand(ctx, "lost", "m", items(3), 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		r, err := s.Settle(ctx, "lost", record.InstanceID("m", i), store.Outcome{Done: true, Output: "out" + strconv.Itoa(i), Map: "m"}, reduceDeps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(r.Ready) == 1, i == 2; got != want {
+			t.Fatalf("after instance %d: ready %v", i, r.Ready)
+		}
+	}
+}
+
 func TestEarlierLayoutIsMigratedToCounters(t *testing.T) {
 	_, rdb := redistest.New(t)
 	s := store.New(rdb, time.Hour, nil)

@@ -144,8 +144,9 @@ return 1
 // here else 0, the workflow's parent link once it ended (its "parent"
 // field, empty for none; nil while it is open), ready dependent index
 // (1-based)...}, {'gone'}, {'layout'} (a record of an older layout),
-// {'stale', current attempt}, {'gen', current generation} or {'settled',
-// workflow state} (dead_if_open on a settled step).
+// {'stale', current attempt}, {'gen', current generation}, {'settled',
+// workflow state} (dead_if_open on a settled step) or {'unexpanded'} (an
+// instance of a map whose expansion the record does not hold).
 var settleScript = redis.NewScript(luaEvents + luaHelpers + luaEnqueue + luaEnded + `
 local K, outcome, optional, now = KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3]
 local OTTL, RTTL = string.match(ARGV[4], '(%d+) (%d+)')
@@ -189,6 +190,10 @@ local over = wfstate == 'canceled' or wfstate == 'timed_out' or wfstate == 'fail
 local current = tonumber(v[9] or '0')
 if tgen ~= '-1' and tgen ~= (v[ig] or '0') then return {'gen', v[ig] or '0'} end -- an earlier run's late outcome
 if attempt > 0 and (attempt < current or v[10] == ARGV[11]) then return {'stale', current} end
+-- an instance counts toward its map's expansion: with none here (a
+-- failover promoted a replica the expansion had not reached), counting it
+-- would settle the map on the instances that happened to report
+if inst and not v[ma + 3] then return {'unexpanded'} end
 local prev = v[6]
 local nwaiting = tonumber(v[iw] or '0')
 local abandon = false

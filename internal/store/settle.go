@@ -218,6 +218,10 @@ func (s *Store) Settle(ctx context.Context, wf, step string, o Outcome, dependen
 		return nil, fmt.Errorf("store: settle %s/%s attempt %d (the step is at attempt %s): %w", wf, step, o.Attempt, str(res[1]), ErrStaleAttempt)
 	case "gen":
 		return nil, fmt.Errorf("store: settle %s/%s of run %d (the workflow is at run %s): %w", wf, step, o.Gen, str(res[1]), ErrOtherRun)
+	case "unexpanded":
+		// the instance's attempt is stale: the map's own task expands it
+		// again (its task came back with the record) and releases it anew
+		return nil, fmt.Errorf("store: settle %s/%s: its map holds no expansion (lost with a failover): %w", wf, step, ErrStaleAttempt)
 	case "settled":
 		return &Settled{State: str(res[1]), Release: -1}, fmt.Errorf("store: settle %s/%s: %w", wf, step, ErrAlreadySettled)
 	}

@@ -62,7 +62,8 @@ var ErrExists = errors.New("workflow id already exists")
 
 // ErrStaleAttempt is returned by Settle and RecordError for an outcome of
 // an attempt that is no longer the step's own: a later attempt has begun,
-// or the safety net ended this one (asynq gave up on it). Its goroutine
+// or the safety net ended this one (asynq gave up on it), or, for a map
+// instance, its map holds no expansion (a failover lost it). Its goroutine
 // may still have been running; what it found is not recorded.
 var ErrStaleAttempt = errors.New("stale attempt: the step has moved on")
 

@@ -117,10 +117,8 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 		return err // retried: the child is created once
 	}
 	// linked once it exists: a child id the parent shows can be read and
-	// canceled (a crash before the link: the redelivery links it)
-	if err := h.st.SetChild(sctx, p.Workflow, p.Step, id); err != nil {
-		return err // retried: parking and linking again change nothing
-	}
+	// canceled
+	h.linkChild(sctx, run, id)
 	if w, err := h.st.Summary(sctx, p.Workflow); err == nil && record.Terminal(w.State) {
 		// the parent ended (a cancel) while its child was being created,
 		// after the cancel looked for children: the child goes too
@@ -186,10 +184,21 @@ func (h *Handler) resumeChild(ctx context.Context, run stepRun, id string, cspec
 		_, _ = h.cancelWorkflow(ctx, id, "")
 		return nil
 	}
-	if err := h.st.SetChild(ctx, p.Workflow, p.Step, id); err != nil {
-		return err
-	}
+	h.linkChild(ctx, run, id)
 	return enqueueRoots(ctx, h, id, cspec)
+}
+
+// linkChild names child id on run's step, for the pages and the CLI. The
+// link is not what finds a child (its id derives from the step's run and
+// attempt; its tree holds it), so a link that cannot be written is
+// logged, not retried: a retry of a step whose child exists could end in
+// a second child, should the first end meanwhile.
+func (h *Handler) linkChild(ctx context.Context, run stepRun, id string) {
+	if err := untilStored(ctx, func() error {
+		return h.st.SetChild(ctx, run.p.Workflow, run.p.Step, id, run.p.Gen, run.attempt)
+	}); err != nil {
+		run.log.Warn("child workflow not linked to its step (the pages will not name it)", "child", id, "err", store.Excerpt(err.Error()))
+	}
 }
 
 func enqueueRoots(ctx context.Context, h *Handler, id string, wspec *spec.Spec) error {

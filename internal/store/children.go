@@ -56,9 +56,23 @@ func (s *Store) ParentOf(ctx context.Context, wf string) (*ParentLink, error) {
 	return nil, nil
 }
 
-// SetChild records child as the child workflow step of wf started last.
-func (s *Store) SetChild(ctx context.Context, wf, step, child string) error {
-	if err := s.rdb.HSet(ctx, wfKey(wf), step+".child", child).Err(); err != nil {
+// setChildScript links a child to its step only while the record is at
+// run gen with the step at attempt: a late link of an earlier attempt or
+// run writes nothing, nor brings back a record that is gone.
+// KEYS: wf. ARGV: the step's child and attempts field names, the child,
+// gen, attempt.
+var setChildScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'state', 'gen', ARGV[2])
+if not v[1] or (v[2] or '0') ~= ARGV[4] or (v[3] or '0') ~= ARGV[5] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`)
+
+// SetChild records child as the child workflow step of wf started last,
+// in run gen and the step's attempt; a link of another run or attempt
+// (a stalled worker's, after a rerun or a requeue) is not written.
+func (s *Store) SetChild(ctx context.Context, wf, step, child string, gen, attempt int) error {
+	if err := setChildScript.Run(ctx, s.rdb, []string{wfKey(wf)}, step+".child", step+".attempts", child, gen, attempt).Err(); err != nil {
 		return fmt.Errorf("store: child of %s/%s: %w", wf, step, err)
 	}
 	return nil

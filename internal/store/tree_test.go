@@ -112,3 +112,35 @@ func TestTreeUnderAndRootOf(t *testing.T) {
 		t.Error("a walk past its depth found a root")
 	}
 }
+
+// A child is linked to its step only in the step's run and attempt: a
+// stalled worker's link of an earlier attempt (after a requeue started
+// another child) or of an earlier run does not replace the step's child,
+// and a link to a record that is gone does not bring it back.
+func TestAChildIsLinkedOnlyInItsStepsRunAndAttempt(t *testing.T) {
+	_, rdb := redistest.New(t)
+	s := store.New(rdb, time.Hour, nil)
+	ctx := context.Background()
+	create(t, s, "p")
+	a, err := s.Begin(ctx, "p", "a", "w", 0, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetChild(ctx, "p", "a", "wf_child1", 0, a.Step.Attempts); err != nil {
+		t.Fatal(err)
+	}
+	for _, late := range []struct{ gen, attempt int }{{0, a.Step.Attempts - 1}, {0, a.Step.Attempts + 1}, {1, a.Step.Attempts}} {
+		if err := s.SetChild(ctx, "p", "a", "wf_late", late.gen, late.attempt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Children(ctx, "p"); err != nil || len(got) != 1 || got[0] != "wf_child1" {
+		t.Fatalf("children %v %v, want the step's own link only", got, err)
+	}
+	if err := s.SetChild(ctx, "gone", "a", "wf_child1", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Exists(ctx, store.Prefix+"{wf:gone}:wf").Result(); n != 0 {
+		t.Fatal("a link brought back a record that is gone")
+	}
+}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -71,22 +72,39 @@ func clusterNode(tb testing.TB, bin string) string {
 // address once it answers.
 func startTestServer(tb testing.TB, bin string, args ...string) string {
 	tb.Helper()
-	port, err := freePort()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--logfile", "")
 	if !slices.Contains(args, "--dir") {
 		args = append(args, "--dir", tb.TempDir())
 	}
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
+	logPath := filepath.Join(tb.TempDir(), "redis.log")
+	for try := 1; ; try++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cmd := exec.Command(bin, append(slices.Clone(args), "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--logfile", "")...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		err = cmd.Start()
+		logf.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		tb.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		// a server that exits before it answers lost its port (or its
+		// cluster bus port) to a parallel test's connection: another port
+		switch err := answers(tb.Context(), addr, exited, 30*time.Second); {
+		case err == nil:
+			return addr
+		case !errors.Is(err, errExited) || try == 5:
+			tb.Fatalf("redis at %s: %v; its log ends:\n%s", addr, err, logTail(logPath))
+		}
 	}
-	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	waitPing(tb, addr)
-	return addr
 }
 
 // need finds the binaries a drill needs on the PATH; without them it skips
@@ -105,19 +123,6 @@ func need(tb testing.TB, what string, names ...string) []string {
 		paths = append(paths, p)
 	}
 	return paths
-}
-
-func waitPing(tb testing.TB, addr string) {
-	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(tb.Context()).Err() != nil {
-		if time.Now().After(deadline) {
-			tb.Fatal(fmt.Errorf("redis at %s did not answer within 10s", addr))
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
 }
 
 // Sentinel starts a throwaway master and a sentinel watching it (as

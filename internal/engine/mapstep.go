@@ -50,12 +50,19 @@ func (h *Handler) expand(ctx context.Context, run stepRun, a *store.Attempt, vie
 		e, err = h.st.Expand(sctx, p.Workflow, st.ID, items, spec.MaxParallel(st))
 		return err
 	})
+	err, unconfirmed := store.Unconfirmed(err)
 	switch {
 	case errors.Is(err, store.ErrCanceled), errors.Is(err, store.ErrAlreadySettled), errors.Is(err, store.ErrNotFound):
 		log.Info("map step not expanded", "why", err)
 		return nil
 	case err != nil:
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
+	}
+	if unconfirmed != nil {
+		// no instance released before the expansion is confirmed: the
+		// map's task comes back, expands again (the same expansion) and
+		// confirms it
+		return h.notConfirmed(run, unconfirmed)
 	}
 	if e.Items == 0 {
 		log.Info("map step has no items: done at once")

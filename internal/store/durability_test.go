@@ -103,3 +103,25 @@ func TestAnUnconfirmedWriteCanBeLostToAPromotionAConfirmedOneCannot(t *testing.T
 		t.Fatalf("the unconfirmed workflow after the promotion: %v, want it lost (ErrNotFound)", err)
 	}
 }
+
+// A map's expansion is confirmed like a settle: with the replica frozen it
+// is written to the primary and reported not confirmed, with what it did
+// (the caller releases no instance until it is confirmed: on a promotion
+// that lost it they would have no items); expanded again once the replica
+// is back, it is the same expansion, confirmed.
+func TestAnExpansionIsConfirmedBeforeItsInstancesAreReleased(t *testing.T) {
+	s, primary, replica := replicatedStore(t)
+	ctx := t.Context()
+	newMapWorkflow(t, s, "wf_map")
+	replica.Freeze()
+	t.Cleanup(replica.Thaw)
+	e, err := s.Expand(ctx, "wf_map", "m", items(4), 2)
+	if !errors.Is(err, store.ErrNotConfirmed) || e == nil || e.Items != 4 || e.Next != 2 {
+		t.Fatalf("expand with the replica frozen: %+v %v, want 4 items, 2 released, ErrNotConfirmed", e, err)
+	}
+	replica.Thaw()
+	redistest.WaitReplicas(t, primary.Addr(), 1)
+	if again, err := s.Expand(ctx, "wf_map", "m", nil, 2); err != nil || *again != *e {
+		t.Fatalf("expand again once the replica is back: %+v %v, want %+v confirmed", again, err, e)
+	}
+}

@@ -79,7 +79,10 @@ var ErrCanceled = fmt.Errorf("workflow canceled")
 // idempotent: a second call returns the first one's expansion (its
 // instances may have settled meanwhile; enqueuing their ids again is
 // harmless). ErrAlreadySettled if the map step was settled (or canceled)
-// without expanding; ErrCanceled if the workflow was.
+// without expanding; ErrCanceled if the workflow was. Under Durability,
+// an expansion the replicas did not confirm comes with ErrNotConfirmed:
+// release none of its instances until one is (a promotion that lost it
+// would leave them without their items).
 func (s *Store) Expand(ctx context.Context, wf, step string, items []string, window int) (*Expansion, error) {
 	if window <= 0 {
 		window = len(items)
@@ -90,9 +93,19 @@ func (s *Store) Expand(ctx context.Context, wf, step string, items []string, win
 	for i, it := range items {
 		args = append(args, record.InstanceID(step, i)+".item", it)
 	}
-	res, err := expandScript.Run(ctx, s.rdb, []string{wfKey(wf)}, args...).Slice()
+	var res []any
+	err := s.acked(ctx, wfKey(wf), func(c redis.Cmdable) (err error) {
+		res, err = expandScript.Run(ctx, c, []string{wfKey(wf)}, args...).Slice()
+		return err
+	})
+	// not confirmed: expanded on the primary all the same, and the caller
+	// is told at the end (it releases no instance until it is confirmed)
+	err, unconfirmed := Unconfirmed(err)
 	if err != nil {
 		return nil, fmt.Errorf("store: expand %s/%s: %w", wf, step, err)
+	}
+	if unconfirmed != nil {
+		unconfirmed = fmt.Errorf("store: expand %s/%s: %w", wf, step, unconfirmed)
 	}
 	switch str(res[0]) {
 	case "gone":
@@ -105,7 +118,7 @@ func (s *Store) Expand(ctx context.Context, wf, step string, items []string, win
 	e := &Expansion{}
 	e.Items, _ = strconv.Atoi(str(res[0]))
 	e.Next, _ = strconv.Atoi(str(res[1]))
-	return e, nil
+	return e, unconfirmed
 }
 
 // Instances reads instances [from, from+n) of a map step (fewer at the

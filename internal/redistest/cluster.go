@@ -2,14 +2,12 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,36 +73,12 @@ func startTestServer(tb testing.TB, bin string, args ...string) string {
 	if !slices.Contains(args, "--dir") {
 		args = append(args, "--dir", tb.TempDir())
 	}
-	logPath := filepath.Join(tb.TempDir(), "redis.log")
-	for try := 1; ; try++ {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		cmd := exec.Command(bin, append(slices.Clone(args), "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--logfile", "")...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		err = cmd.Start()
-		logf.Close()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		tb.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		// a server that exits before it answers lost its port (or its
-		// cluster bus port) to a parallel test's connection: another port
-		switch err := answers(tb.Context(), addr, exited, 30*time.Second); {
-		case err == nil:
-			return addr
-		case !errors.Is(err, errExited) || try == 5:
-			tb.Fatalf("redis at %s: %v; its log ends:\n%s", addr, err, logTail(logPath))
-		}
+	nd, addr, err := launch(tb.Context(), bin, args, filepath.Join(tb.TempDir(), "redis.log"))
+	if err != nil {
+		tb.Fatal(err)
 	}
+	tb.Cleanup(nd.stop)
+	return addr
 }
 
 // need finds the binaries a drill needs on the PATH; without them it skips

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,12 +22,6 @@ type ClusterProcs struct {
 	Addrs []string
 	nodes []*node
 	dir   string
-}
-
-// node is a redis-server process and the channel closed once it exited.
-type node struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
 }
 
 // StartCluster starts n redis-server processes in cluster mode, assigns
@@ -66,78 +59,16 @@ func StartCluster(ctx context.Context, n int) (*ClusterProcs, error) {
 	return c, nil
 }
 
-// startNode starts a cluster node in dir on a free port and waits (30s:
-// a loaded machine has taken over 10s) until it answers. A node that
-// exits before it answers (its port or its bus port taken between
-// freePort's check and its bind, by a parallel test's connection) is
-// started again on another port, 5 times at most; the errors end with
-// the node's log.
+// startNode starts a cluster node in dir (launch).
 func (c *ClusterProcs) startNode(ctx context.Context, bin, dir string) error {
-	logPath := filepath.Join(dir, "redis.log")
-	for try := 1; ; try++ {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		cmd := exec.Command(bin, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--save", "", "--appendonly", "no", "--dir", dir, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--logfile", "")
-		cmd.Stdout, cmd.Stderr = logf, logf
-		err = cmd.Start()
-		logf.Close()
-		if err != nil {
-			return err
-		}
-		nd := &node{cmd: cmd, exited: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(nd.exited) }()
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		switch err := answers(ctx, addr, nd.exited, 30*time.Second); {
-		case err == nil:
-			c.nodes = append(c.nodes, nd)
-			c.Addrs = append(c.Addrs, addr)
-			return nil
-		case errors.Is(err, errExited) && try < 5:
-			continue // another port
-		default:
-			_ = cmd.Process.Kill()
-			<-nd.exited
-			return fmt.Errorf("redis at %s: %w; its log ends:\n%s", addr, err, logTail(logPath))
-		}
+	nd, addr, err := launch(ctx, bin, []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--save", "", "--appendonly", "no", "--dir", dir}, filepath.Join(dir, "redis.log"))
+	if err != nil {
+		return err
 	}
-}
-
-var errExited = errors.New("the process exited")
-
-// answers waits until the server at addr answers a PING, its process
-// exits (errExited) or limit passes.
-func answers(ctx context.Context, addr string, exited <-chan struct{}, limit time.Duration) error {
-	n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer n.Close()
-	deadline := time.Now().Add(limit)
-	for n.Ping(ctx).Err() != nil {
-		select {
-		case <-exited:
-			return errExited
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer within %s", limit)
-		}
-		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
-	}
+	c.nodes = append(c.nodes, nd)
+	c.Addrs = append(c.Addrs, addr)
 	return nil
-}
-
-// logTail is the last 2,000 bytes of the log at path.
-func logTail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
 }
 
 // create makes the nodes one cluster and waits until each sees it ok.
@@ -169,8 +100,7 @@ func (c *ClusterProcs) create(ctx context.Context, cli string) error {
 // Stop kills the nodes and removes their files.
 func (c *ClusterProcs) Stop() {
 	for _, nd := range c.nodes {
-		_ = nd.cmd.Process.Kill()
-		<-nd.exited
+		nd.stop()
 	}
 	_ = os.RemoveAll(c.dir)
 }

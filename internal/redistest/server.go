@@ -80,11 +80,7 @@ func (s *Server) Start() {
 			return
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-			if len(log) > 2000 {
-				log = log[len(log)-2000:]
-			}
-			s.tb.Fatalf("redis-server on %s did not listen within 30s; its log ends:\n%s", s.Addr(), log)
+			s.tb.Fatalf("redis-server on %s did not listen within 30s; its log ends:\n%s", s.Addr(), logTail(filepath.Join(s.Dir, "redis.log")))
 		}
 		time.Sleep(10 * time.Millisecond) //nolint: polling with a deadline
 	}

@@ -73,6 +73,11 @@ const (
 	// but was not confirmed by the replicas redis.durability asks for:
 	// its task is not acknowledged, and comes back to confirm it.
 	Unconfirmed Class = "unconfirmed"
+	// Unready is a step whose inputs are not all settled in its
+	// workflow's record when its task runs (on a Cluster, a promotion of
+	// the workflow's primary lost an input's settle): it looks again
+	// shortly, until the input's own task has settled it again.
+	Unready Class = "unready"
 	// NotServed is a code step (or a tool) the worker has no function
 	// for: handed back for a worker that serves it.
 	NotServed Class = "not_served"

@@ -94,6 +94,7 @@ var rules = map[Class]Rule{
 	Stale:        {Retryable: true, Free: true},
 	Unrecorded:   {Retryable: true, Free: true},
 	Unconfirmed:  {Retryable: true, Free: true},
+	Unready:      {Retryable: true, Free: true},
 	NotServed:    {Retryable: true, Free: true},
 	Archived:     {Retryable: true},
 	Missing:      {Retryable: true},

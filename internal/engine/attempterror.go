@@ -13,6 +13,11 @@ import (
 // busyRecheck is how soon a busy duplicate looks again.
 const busyRecheck = time.Second
 
+// unreadyRecheck is how soon a step whose inputs were not all settled
+// looks again: an input's unconfirmed task comes back every
+// unconfirmedRecheck.
+const unreadyRecheck = unconfirmedRecheck
+
 // StepError is the error a step task returns when its attempt failed and
 // should be retried later; RetryDelay reads it.
 type StepError struct {

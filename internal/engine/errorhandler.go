@@ -38,8 +38,8 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 		return // asynq retries it
 	}
 	var se *StepError
-	if errors.As(err, &se) && (se.Class == retry.Busy || se.Class == retry.Stale) {
-		return // a duplicate, or an attempt the step has moved past: another settles it
+	if errors.As(err, &se) && (se.Class == retry.Busy || se.Class == retry.Stale || se.Class == retry.Unready) {
+		return // a duplicate, an attempt the step has moved past, or one not begun: another settles it
 	}
 	if errors.Is(err, store.ErrOldLayout) {
 		return // this worker cannot settle that record either

@@ -231,6 +231,21 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		log.Info("step busy under another task; looking again shortly", "until", busy.Until)
 		return &StepError{Class: retry.Busy, RetryAfter: min(time.Until(busy.Until), busyRecheck), Err: err}
 	}
+	var open *store.UnsettledInputError
+	if errors.As(err, &open) {
+		// on a Cluster a promotion lost an input's settle after this task
+		// was enqueued: the input's own task settles it again; not an
+		// attempt, and it uses no retry
+		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: string(retry.Unready), Class: retry.Unready, Err: err})
+		if d := deliveryOf(ctx); d.retried >= d.maxRetry {
+			// asynq would archive it: its task goes instead, and the
+			// input's settle (or the reconciler) enqueues it again
+			log.Warn("step not started: one of its inputs is not settled in the workflow's record; its task goes, to be enqueued again when the input settles", "input", open.Input)
+			return fmt.Errorf("%w: %w", &StepError{Class: retry.Unready, Err: err}, asynq.RevokeTask)
+		}
+		log.Warn("step not started: one of its inputs is not settled in the workflow's record; looking again shortly", "input", open.Input)
+		return &StepError{Class: retry.Unready, Delay: unreadyRecheck, Err: err}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return h.unknownWorkflow(log, p)
 	}

@@ -25,11 +25,16 @@ import (
 // The checkpoint (what a done step answered) is read only when the step is
 // done: its field names are built here, on that rare path, so a first
 // attempt reads and passes only what it needs.
+// An attempt starts only when every input's "settled" flag is set: on a
+// Cluster the dependent's task (on the queue's primary) can outlive an
+// input's settle that a promotion of the workflow's primary lost, and it
+// gets {'unready', k} (k: the first open input, from 0), changing nothing,
+// until the input's own task settles it again.
 // KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
-// generation, the step's field prefix ("<step>."), the step's fields
-// state, owner, lease_until, attempts, started_at (and item, for a map
-// instance, and the spec field when asked for), then state, output,
-// degraded and nitems of each input, then deadline_at and gen.
+// generation, the step's field prefix ("<step>."), the number of inputs,
+// the step's fields state, owner, lease_until, attempts, started_at (and
+// item, for a map instance, and the spec field when asked for), then
+// beginInputFields of each input (settled last), then deadline_at and gen.
 // Returns {} if the workflow is gone, {'layout'} if its record predates
 // this layout, else the workflow's state and settled count followed by the
 // values of the fields asked for, the step's as they are after the call,
@@ -37,7 +42,7 @@ import (
 var beginScript = redis.NewScript(luaEvents + luaHelpers + `
 local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local q = {'state', 'nsettled'}
-for i = 6, #ARGV do q[#q + 1] = ARGV[i] end
+for i = 7, #ARGV do q[#q + 1] = ARGV[i] end
 local v = hmget(K, q)
 local state = v[1]
 if not state then return {} end
@@ -51,15 +56,21 @@ if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- en
   end
   local w = {}
   if s ~= 'done' and s ~= 'mapped' then
+    -- an attempt starts only on settled inputs: a promotion may have lost
+    -- an input's settle after its dependent's task was enqueued
+    local n = tonumber(ARGV[6])
+    for k = 0, n - 1 do
+      if v[#v - 2 - ` + beginInputStride + ` * (n - 1 - k)] ~= '1' then return {'unready', k} end
+    end
     local attempts = tonumber(v[6] or '0') + 1
-    w = {ARGV[6], 'running', ARGV[7], owner, ARGV[8], tostring(now + tonumber(ARGV[3])), ARGV[9], attempts}
+    w = {ARGV[7], 'running', ARGV[8], owner, ARGV[9], tostring(now + tonumber(ARGV[3])), ARGV[10], attempts}
     if s == 'throttled' then -- its wait for a key's slot is over: the text saying so goes
       w[#w + 1] = ARGV[5] .. 'output'; w[#w + 1] = ''
     end
     v[3], v[4], v[6] = 'running', owner, tostring(attempts)
     ev('{"type":"step.started","step":"' .. string.sub(ARGV[5], 1, -2) .. '","attempt":' .. attempts)
     if not v[7] then
-      w[#w + 1] = ARGV[10]; w[#w + 1] = ARGV[1]
+      w[#w + 1] = ARGV[11]; w[#w + 1] = ARGV[1]
       v[7] = ARGV[1]
     end
   end
@@ -99,6 +110,16 @@ type Attempt struct {
 	Spec []byte
 }
 
+// UnsettledInputError says a step cannot start yet: its input Input is
+// not settled in the workflow's record (on a Cluster, a promotion lost
+// the input's settle after the dependent's task was enqueued). Nothing
+// was written; the input's own task settles it again.
+type UnsettledInputError struct{ Input string }
+
+func (e *UnsettledInputError) Error() string {
+	return "input " + e.Input + " is not settled yet"
+}
+
 // BusyError says another task holds the step's lease until Until.
 type BusyError struct{ Until time.Time }
 
@@ -110,8 +131,12 @@ func (e *BusyError) Error() string {
 // five it writes), in its order; a map instance's item follows them.
 var beginStepFields = []field{fState, fOwner, fLeaseUntil, fAttempts, fStartedAt}
 
-// beginInputFields are the fields of each input beginScript reads.
-var beginInputFields = []field{fState, fOutput, fDegraded, fNitems}
+// beginInputFields are the fields of each input beginScript reads; the
+// script finds the settled flag, last, by its stride.
+var beginInputFields = []field{fState, fOutput, fDegraded, fNitems, fSettled}
+
+// beginInputStride is len(beginInputFields), as beginScript's Lua reads it.
+var beginInputStride = strconv.Itoa(len(beginInputFields))
 
 // checkpointFields are a done step's fields beginScript returns last, in
 // its order.
@@ -136,8 +161,8 @@ func (s *Store) BeginReadingSpec(ctx context.Context, wf, step, owner string, ge
 func (s *Store) begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string, readSpec bool) (*Attempt, error) {
 	f := s.fields.of(step)
 	inst := isInstance(step)
-	args := make([]any, 0, 11+len(beginStepFields)+len(beginInputFields)*len(inputs))
-	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), f.name(fPrefix))
+	args := make([]any, 0, 12+len(beginStepFields)+len(beginInputFields)*len(inputs))
+	args = append(args, ts(s.now()), owner, lease.Milliseconds(), strconv.Itoa(gen), f.name(fPrefix), len(inputs))
 	for _, x := range beginStepFields {
 		args = append(args, f.name(x))
 	}
@@ -164,6 +189,13 @@ func (s *Store) begin(ctx context.Context, wf, step, owner string, gen int, leas
 	}
 	if len(res) == 1 && str(res[0]) == "layout" {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
+	}
+	if len(res) == 2 && str(res[0]) == "unready" {
+		k, _ := res[1].(int64)
+		if k < 0 || int(k) >= len(inputs) {
+			return nil, fmt.Errorf("store: begin %s/%s: the record answered input %d of %d", wf, step, k, len(inputs))
+		}
+		return nil, &UnsettledInputError{Input: inputs[k]}
 	}
 	if len(res) == 2 && str(res[0]) == "gen" {
 		return nil, fmt.Errorf("store: begin %s/%s of run %d (the workflow is at run %s): %w", wf, step, gen, str(res[1]), ErrOtherRun)

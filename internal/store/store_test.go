@@ -158,9 +158,49 @@ func TestBeginCountsAttemptsAndCheckpoint(t *testing.T) {
 	if err != nil || a.Step.State != store.StepDone || a.Step.Output != "out-a" || a.Step.InputHash != "h1" || a.Step.Attempts != 2 {
 		t.Fatalf("begin after done: %+v %v", a.Step, err)
 	}
-	d, _ := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, []string{"a", "b"})
-	if d.Deps["a"].Output != "out-a" || d.Deps["a"].State != store.StepDone || d.Deps["b"].State != store.StepPending {
-		t.Fatalf("deps = %+v", d.Deps)
+	settle(ctx, s, "wf", "b", store.Outcome{Done: true, Output: "out-b"}, chordDeps)
+	d, err := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, []string{"a", "b"})
+	if err != nil || d.Deps["a"].Output != "out-a" || d.Deps["a"].State != store.StepDone || d.Deps["b"].Output != "out-b" {
+		t.Fatalf("deps = %+v %v", d, err)
+	}
+}
+
+// A step whose task runs before one of its inputs is settled in the
+// record (on a Cluster: a promotion lost the input's settle after the
+// dependent's task was enqueued) is not begun: the first open input is
+// named, and nothing is written, no attempt counted, no event logged. A
+// dead optional input is settled.
+func TestAStepBeginsOnlyOnSettledInputs(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, "wf")
+	if _, err := s.Begin(ctx, "wf", "a", "t-a", 0, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	settle(ctx, s, "wf", "a", store.Outcome{Done: true, Output: "out-a"}, chordDeps)
+	before, _ := s.Events(ctx, "wf", "", 100)
+	var open *store.UnsettledInputError
+	for _, c := range []struct {
+		inputs []string
+		open   string
+	}{{[]string{"a", "b", "c"}, "b"}, {[]string{"b", "a"}, "b"}, {[]string{"c", "b"}, "c"}} {
+		_, err := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, c.inputs)
+		if !errors.As(err, &open) || open.Input != c.open {
+			t.Fatalf("begin d on %v: %v, want input %s named (the first open one)", c.inputs, err, c.open)
+		}
+	}
+	wf, _ := s.Get(ctx, "wf")
+	if d := wf.Steps[3]; d.State != store.StepPending || d.Attempts != 0 || d.StartedAt != nil || wf.State != store.StateRunning {
+		t.Fatalf("d after begins on open inputs: %+v (want untouched)", d)
+	}
+	if after, _ := s.Events(ctx, "wf", "", 100); len(after) != len(before) {
+		t.Fatalf("events %d → %d: a begin that did not start logged something", len(before), len(after))
+	}
+	settle(ctx, s, "wf", "b", store.Outcome{Done: true, Output: "out-b"}, chordDeps)
+	settle(ctx, s, "wf", "c", store.Outcome{Done: false, Optional: true, Error: "server: gone"}, chordDeps)
+	d, err := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, []string{"a", "b", "c"})
+	if err != nil || d.Step.Attempts != 1 || d.Deps["b"].Output != "out-b" || d.Deps["c"].State != store.StepDead {
+		t.Fatalf("begin d on settled inputs (c dead, optional): %+v %v", d, err)
 	}
 }
 

@@ -95,15 +95,20 @@ redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {1, left - amount}
 `)
 
-// budgetSettleScript replaces a reservation by what was spent. A window whose
-// hash is gone (it ended long ago) takes nothing. A reservation whose
-// lease lapsed is charged all the same: the call was made.
+// budgetSettleScript replaces a reservation by what was spent. A
+// reservation whose lease lapsed is charged all the same: the call was
+// made. A window whose hash is gone takes nothing if it ended long ago
+// (ARGV[4] 0); if it is still live, the hash was lost (a Redis promotion
+// that did not have it, an eviction) and is made again with the charge
+// (expiring ARGV[4] ms from now), so the window does not overspend by the
+// calls it had taken.
 // KEYS: the window's hash. ARGV: reservation id, actual, TTL ms (0: keep
-// the hash's own).
+// the hash's own), TTL ms of a live window's hash made again (0: ended).
 // Returns 1 if the reservation was live, 0 if it had lapsed, -1 if the
-// window is gone.
+// window is gone, -2 if its hash was made again.
 var budgetSettleScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local found = redis.call('EXISTS', KEYS[1]) == 1
+if not found and tonumber(ARGV[4]) <= 0 then
   return -1
 end
 local had = redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1])
@@ -112,7 +117,10 @@ if tonumber(ARGV[2]) > 0 then
 end
 if tonumber(ARGV[3]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
+elseif not found then
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
+if not found then return -2 end
 return had
 `)
 
@@ -155,11 +163,13 @@ func (b *Budgets) Settle(ctx context.Context, key, id string, actual int64) erro
 	if !found || key == "" || strings.ContainsAny(key, "{}") {
 		return fmt.Errorf("store: budget %s: settle: bad reservation id %q", key, id)
 	}
-	var ttl int64 // a window of a period keeps the expiry Reserve set
+	var ttl, live int64 // a window of a period keeps the expiry Reserve set
 	if window == "" {
-		ttl = b.keep.Milliseconds()
+		ttl, live = b.keep.Milliseconds(), b.keep.Milliseconds()
+	} else if live = b.liveFor(window).Milliseconds(); live < 0 {
+		live = 0
 	}
-	if err := budgetSettleScript.Run(ctx, b.rdb, []string{budgetKey(key, window)}, id, max(actual, 0), ttl).Err(); err != nil {
+	if err := budgetSettleScript.Run(ctx, b.rdb, []string{budgetKey(key, window)}, id, max(actual, 0), ttl, live).Err(); err != nil {
 		return fmt.Errorf("store: budget %s: settle: %w", key, err)
 	}
 	return nil
@@ -201,6 +211,19 @@ func (b *Budgets) window(now time.Time, period time.Duration) (string, time.Dura
 	// the period is in the name too: a budget whose period changes starts
 	// afresh rather than sharing a window that starts at the same time
 	return strconv.FormatInt(start, 10) + ":" + period.String(), end.Sub(now) + b.lease + budgetSlack
+}
+
+// liveFor is how much longer the hash of window (a period's, as window
+// names it) lives: to the window's end plus a lease and some slack, as
+// Reserve sets it; 0 for a name it cannot read.
+func (b *Budgets) liveFor(window string) time.Duration {
+	start, period, _ := strings.Cut(window, ":")
+	ms, err1 := strconv.ParseInt(start, 10, 64)
+	p, err2 := time.ParseDuration(period)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.UnixMilli(ms).Add(p).Sub(b.now()) + b.lease + budgetSlack
 }
 
 func budgetKey(key, window string) string {

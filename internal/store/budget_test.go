@@ -161,6 +161,55 @@ func TestBudgetWindows(t *testing.T) {
 	}
 }
 
+// A window's hash lost while the window is live (a Redis promotion that
+// did not have it) is made again by the next settle, with its charge and
+// the window's expiry, so the window cannot overspend by the calls it had
+// taken; once the window is long over, a settle makes nothing.
+func TestBudgetSettleRemakesALostLiveWindow(t *testing.T) {
+	_, rdb := redistest.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 10, 30, 0, 0, time.UTC)
+	b := store.NewBudgets(rdb, store.BudgetOptions{Now: func() time.Time { return now }})
+	key := "agentq:{budget:lost}:" + strconv.FormatInt(time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC).UnixMilli(), 10) + ":1h0m0s"
+	id, ok, _, err := b.Reserve(ctx, "lost", 100, 60, time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	rdb.Del(ctx, key) // the promotion
+	if err := b.Settle(ctx, "lost", id, 60); err != nil {
+		t.Fatal(err)
+	}
+	if used, _, _ := b.Spent(ctx, "lost", time.Hour); used != 60 {
+		t.Fatalf("used %d after the lost window's settle, want 60", used)
+	}
+	if _, ok, left, _ := b.Reserve(ctx, "lost", 100, 60, time.Hour); ok || left != 40 {
+		t.Fatalf("a second 60 of 100: admitted %v, left %d; want refused with 40 left", ok, left)
+	}
+	if ttl, want := rdb.PTTL(ctx, key).Val(), 30*time.Minute+10*time.Minute+time.Minute; ttl <= want-time.Second || ttl > want {
+		t.Fatalf("the remade hash's TTL %s, want about %s", ttl, want)
+	}
+	// long after the window: its hash expired, and a late settle makes none
+	id2, _, _, _ := b.Reserve(ctx, "lost", 100, 10, time.Hour)
+	rdb.Del(ctx, key)
+	now = now.Add(2 * time.Hour)
+	if err := b.Settle(ctx, "lost", id2, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatal("a settle long after its window made the window's hash again")
+	}
+	// period 0: the key's one window is live for Keep after its last use
+	b0 := store.NewBudgets(rdb, store.BudgetOptions{Keep: time.Hour})
+	id0, _, _, _ := b0.Reserve(ctx, "wf:lost", 10, 4, 0)
+	rdb.Del(ctx, "agentq:{budget:wf:lost}")
+	if err := b0.Settle(ctx, "wf:lost", id0, 4); err != nil {
+		t.Fatal(err)
+	}
+	if used, _, _ := b0.Spent(ctx, "wf:lost", 0); used != 4 {
+		t.Fatalf("period 0: used %d after the lost hash's settle, want 4", used)
+	}
+}
+
 // One call's reservation and settle, with 50 other calls' reservations
 // live in the window (what a busy budget's hash holds).
 func BenchmarkBudgetReserveSettle(b *testing.B) {

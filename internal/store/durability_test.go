@@ -125,3 +125,36 @@ func TestAnExpansionIsConfirmedBeforeItsInstancesAreReleased(t *testing.T) {
 		t.Fatalf("expand again once the replica is back: %+v %v, want %+v confirmed", again, err, e)
 	}
 }
+
+// A concurrency key's slot and a waiter's place in line are confirmed
+// like any acknowledging write: a waiter that a promotion lost would wait
+// for ever, its task ended. Not confirmed, Acquire says so beside what it
+// wrote (held or waiting), and acquiring again, once the replica is back,
+// confirms the same slot or place without taking a second.
+func TestASlotOrAPlaceInLineIsConfirmed(t *testing.T) {
+	s, primary, replica := replicatedStore(t)
+	ctx := t.Context()
+	holder := func(step string) store.SlotHolder {
+		return store.SlotHolder{Key: "tenant", Workflow: "wf", Step: step}
+	}
+	replica.Freeze()
+	t.Cleanup(replica.Thaw)
+	if ok, err := s.Acquire(ctx, holder("a"), 1, time.Minute, "task-a", "default", "{}"); !ok || !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("a free slot with the replica frozen: held %v, %v; want held, not confirmed", ok, err)
+	}
+	if ok, err := s.Acquire(ctx, holder("b"), 1, time.Minute, "task-b", "default", "{}"); ok || !errors.Is(err, store.ErrNotConfirmed) {
+		t.Fatalf("a waiter with the replica frozen: held %v, %v; want waiting, not confirmed", ok, err)
+	}
+	replica.Thaw()
+	redistest.WaitReplicas(t, primary.Addr(), 1)
+	if ok, err := s.Acquire(ctx, holder("a"), 1, time.Minute, "task-a", "default", "{}"); !ok || err != nil {
+		t.Fatalf("the holder again, the replica back: held %v, %v; want held, confirmed", ok, err)
+	}
+	if ok, err := s.Acquire(ctx, holder("b"), 1, time.Minute, "task-b", "default", "{}"); ok || err != nil {
+		t.Fatalf("the waiter again, the replica back: held %v, %v; want waiting, confirmed", ok, err)
+	}
+	loads, inflight, waiting, err := s.KeyLoads(ctx, 10)
+	if err != nil || inflight != 1 || waiting != 1 || len(loads) != 1 {
+		t.Fatalf("key loads %+v in flight %d waiting %d, %v: want one held, one waiting", loads, inflight, waiting, err)
+	}
+}

@@ -137,14 +137,21 @@ return 'wait'
 // every slot held, makes h one of the key's waiters (once: acquiring again
 // changes nothing): the grant that hands it a slot names its task (id
 // taskID and a suffix, on queue, with payload). It reports whether h
-// holds a slot.
+// holds a slot. Under redis.durability the slot or the place in line is
+// confirmed (a waiter a promotion lost would wait for ever): not
+// confirmed, it reports ErrNotConfirmed beside what it wrote, and
+// acquiring again confirms it.
 func (s *Store) Acquire(ctx context.Context, h SlotHolder, limit int, lease time.Duration, taskID, queue, payload string) (bool, error) {
 	entry, _ := json.Marshal(map[string]string{"m": h.member(), "id": taskID, "q": queue, "p": payload})
-	res, err := slotAcquireScript.Run(ctx, s.rdb, ccKeys(h.Key), h.Key, h.member(), limit, s.now().UnixMilli(), lease.Milliseconds(), entry).Text()
+	var res string
+	err := s.acked(ctx, ccTag, func(c redis.Cmdable) (err error) {
+		res, err = slotAcquireScript.Run(ctx, c, ccKeys(h.Key), h.Key, h.member(), limit, s.now().UnixMilli(), lease.Milliseconds(), entry).Text()
+		return err
+	})
 	if err != nil {
-		return false, fmt.Errorf("store: concurrency key %q: acquire: %w", h.Key, err)
+		err = fmt.Errorf("store: concurrency key %q: acquire: %w", h.Key, err)
 	}
-	return res != "wait", nil
+	return res != "" && res != "wait", err
 }
 
 // slotReleaseScript drops a holder's slot and grants free slots to

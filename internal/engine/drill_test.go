@@ -279,7 +279,8 @@ func (d *drill) unanswered(t *testing.T) []string {
 	return out
 }
 
-// submit submits workflow i until it is told done (60s at most), then,
+// submit submits workflow i until it is told done (3 minutes at most:
+// longer than a failover's slowest promotion the drills wait for), then,
 // for a signal wait, sends its signal until it is told done.
 func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 	ws := *d.specs[i%len(d.specs)]
@@ -289,7 +290,7 @@ func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 	}
 	ws.Input = map[string]any{"n": i, "items": items}
 	var opts []producer.SubmitOption
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		sub, err := d.e.Client.SubmitWorkflow(ctx, &ws, opts...)
 		if err == nil {
@@ -322,12 +323,12 @@ func (d *drill) submit(ctx context.Context, t *testing.T, i int) {
 
 // signal sends workflow i's signal (drill.paid, match i) with an
 // idempotency key of its own, again on any error but a bad signal, until
-// it is told done (60s at most): it is delivered, or kept for the step
+// it is told done (3 minutes at most, as submit): it is delivered, or kept for the step
 // that begins waiting on it, once.
 func (d *drill) signal(ctx context.Context, t *testing.T, i int) {
 	s := producer.Signal{Name: "drill.paid", Match: strconv.Itoa(i), Data: []byte(`{"n":` + strconv.Itoa(i) + `}`),
 		IdempotencyKey: "drill-paid-" + strconv.Itoa(i)}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		_, err := d.e.Client.Signal(ctx, s)
 		if err == nil {

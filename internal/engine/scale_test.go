@@ -46,6 +46,11 @@ func workerChild() {
 	if n, err := strconv.Atoi(os.Getenv(workerEnv + "_SHARDS")); err == nil {
 		cfg.Queues = map[string]config.Queue{"default": {Shards: n}}
 	}
+	if l, err := time.ParseDuration(os.Getenv(workerEnv + "_PROVIDER_TIMEOUT")); err == nil {
+		for i := range cfg.Providers {
+			cfg.Providers[i].Timeout = config.Duration(l)
+		}
+	}
 	if l, err := time.ParseDuration(os.Getenv(workerEnv + "_KEY_LEASE")); err == nil {
 		cfg.Worker.KeyLease = config.Duration(l)
 	}

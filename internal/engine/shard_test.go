@@ -195,15 +195,17 @@ func TestAKilledWorkersStepsOnEveryShardAreRecovered(t *testing.T) {
 	}
 	t.Parallel()
 	const n = 60
-	// every call hangs until the kill: a call that reaches the provider's
-	// 5s timeout on a loaded machine is retried and hangs again
+	// every call hangs until the kill, the provider's timeout as long as
+	// the step's: with the test configuration's 5s, calls that timed out
+	// before every step had started (a loaded machine) opened the
+	// provider's breaker, and its fast failures archived the steps
 	e := testenv.Start(t, testenv.Options{Cluster: true, NoWorker: true, Queues: map[string]config.Queue{"default": {Shards: 6}},
 		Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Name: "hang", Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}}}})
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = e.Submit(t, e.Spec("name: killed\ndefaults: { route: solo, timeout: 10m }\nsteps:\n  - { id: a, prompt: one }\n"))
 	}
-	p := startWorkerProcess(t, e, n, workerEnv+"_CLUSTER=1", workerEnv+"_SHARDS=6")
+	p := startWorkerProcess(t, e, n, workerEnv+"_CLUSTER=1", workerEnv+"_SHARDS=6", workerEnv+"_PROVIDER_TIMEOUT=10m")
 	insp := asynq.NewInspectorFromRedisClient(e.Redis)
 	r := spec.Resolved{Queue: "default", Shards: 6}
 	// every step running (its task active on its shard) at one moment,

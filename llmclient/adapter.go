@@ -2,6 +2,7 @@ package llmclient
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -26,6 +27,11 @@ type Options struct {
 	// connections per host, or the transport the program put in
 	// http.DefaultTransport's place, used as it is.
 	Transport http.RoundTripper
+	// RootCAs, when set and Transport is nil, are the certificate
+	// authorities the provider's HTTPS endpoint is checked against
+	// (instead of the system's): a transport like the shared one, with
+	// its own pool of connections, is made for them.
+	RootCAs *x509.CertPool
 	// Now is the clock used for latency and HTTP-date Retry-After; nil means time.Now.
 	Now func() time.Time
 	// MaxResponseBytes bounds what is read of one 2xx answer or stream;

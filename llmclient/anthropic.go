@@ -31,7 +31,7 @@ func newAnthropic(o Options) (*anthropicProvider, error) {
 		return nil, err
 	}
 	a := &anthropicProvider{base: newBase(o)}
-	hc := newHTTPClient(o.Transport, a.maxAnswer)
+	hc := newHTTPClient(o.transport(), a.maxAnswer)
 	for _, k := range o.Keys {
 		opts := []option.RequestOption{
 			option.WithoutEnvironmentDefaults(),

@@ -177,9 +177,6 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // newHTTPClient is the client both adapters use: no client-wide timeout (each
 // call's context carries its deadline) and the bounding, capturing transport.
 func newHTTPClient(base http.RoundTripper, maxAnswer int64) *http.Client {
-	if base == nil {
-		base = defaultTransport()
-	}
 	return &http.Client{Transport: captureTransport{base: base, maxAnswer: maxAnswer}}
 }
 

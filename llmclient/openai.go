@@ -23,7 +23,7 @@ func newOpenAI(o Options) (*openaiProvider, error) {
 		return nil, err
 	}
 	a := &openaiProvider{base: newBase(o)}
-	hc := newHTTPClient(o.Transport, a.maxAnswer)
+	hc := newHTTPClient(o.transport(), a.maxAnswer)
 	for _, k := range o.Keys {
 		cfg := openai.DefaultConfig(k)
 		if o.BaseURL != "" {

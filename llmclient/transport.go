@@ -1,6 +1,8 @@
 package llmclient
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"sync"
 )
@@ -41,4 +43,29 @@ func defaultTransport() http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return pooledTransport()
+}
+
+// rootedTransport is the pooled transport's copy (its idle pool and
+// HTTP/2 as they are) that checks servers against roots: a connection
+// pool of its own.
+func rootedTransport(roots *x509.CertPool) http.RoundTripper {
+	base, ok := pooledTransport().(*http.Transport)
+	if !ok { // the program's transport in http.DefaultTransport's place before the first adapter
+		base = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true,
+			MaxIdleConnsPerHost: idleConnsPerHost, MaxIdleConns: 4 * idleConnsPerHost}
+	}
+	t := base.Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return t
+}
+
+// transport is the adapter's transport as Options say.
+func (o Options) transport() http.RoundTripper {
+	switch {
+	case o.Transport != nil:
+		return o.Transport
+	case o.RootCAs != nil:
+		return rootedTransport(o.RootCAs)
+	}
+	return defaultTransport()
 }

@@ -2,9 +2,11 @@ package llmclient_test
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,5 +110,73 @@ func TestAReplacedDefaultTransportIsUsed(t *testing.T) {
 	}
 	if n := own.n.Load(); n != 1 {
 		t.Fatalf("the program's transport carried %d requests, want 1", n)
+	}
+}
+
+// A provider behind a certificate authority of its own (RootCAs) is
+// reached over HTTPS, and its concurrent calls share HTTP/2 connections
+// (a connection and its two goroutines per call in flight is what
+// HTTP/1.1 costs); without the authority the call fails and names it.
+func TestAProviderBehindItsOwnCAIsReachedOverHTTP2(t *testing.T) {
+	const width = 20
+	srv, err := chaosllm.New(chaosllm.Scenario{Keys: []string{goodKey}, Phases: []chaosllm.Phase{{
+		Latency: chaosllm.Latency{Min: chaosllm.Duration(50 * time.Millisecond), Max: chaosllm.Duration(50 * time.Millisecond)}}}}, chaosllm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h2, other, dialed atomic.Int32
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 {
+			h2.Add(1)
+		} else {
+			other.Add(1)
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	hs.EnableHTTP2 = true
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(hs.Certificate())
+	for name, base := range map[string]string{"openai": hs.URL + "/v1", "anthropic": hs.URL} {
+		p, err := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}, RootCAs: roots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the first call's connection carries the next calls, all at once
+		// (calls that start together before any connection is up dial one
+		// each, as net/http does)
+		if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
+			t.Fatalf("%s over HTTPS with its CA: %v", name, err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, width)
+		for range width {
+			wg.Go(func() {
+				if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("%s over HTTPS with its CA: %v", name, err)
+		}
+		stranger, _ := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
+		if _, err := stranger.Chat(context.Background(), ask("hello")); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("%s without the CA: %v, want a certificate error", name, err)
+		}
+	}
+	if h2.Load() != 2*(width+1) || other.Load() != 0 {
+		t.Fatalf("%d calls over HTTP/2 and %d over HTTP/1, want all %d over HTTP/2", h2.Load(), other.Load(), 2*(width+1))
+	}
+	if n := dialed.Load(); n != 4 {
+		t.Fatalf("two adapters' calls, %d at once each, opened %d connections, want one each and the two refused handshakes", width, n)
 	}
 }

@@ -145,7 +145,11 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 		if len(keys) == 0 {
 			keys = []string{"none"} // a local model without auth
 		}
-		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport,
+		roots, err := p.RootCAs()
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport, RootCAs: roots,
 			MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
 		pr, err := llmclient.NewProvider(p.Kind, o)
 		if err != nil {

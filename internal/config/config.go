@@ -152,6 +152,10 @@ type Provider struct {
 	BaseURL string `yaml:"base_url"`
 	// Keys, primary first. A local model with no auth may leave it empty.
 	Keys []Secret `yaml:"keys"`
+	// CAFile is a PEM file of certificate authorities trusted for the
+	// provider's HTTPS endpoint beside the system's (a gateway or a
+	// self-hosted model behind an internal CA); empty: the system's only.
+	CAFile string `yaml:"ca_file"`
 	// MaxConcurrency caps in-flight calls cluster-wide; 0 = no cap.
 	MaxConcurrency int `yaml:"max_concurrency"`
 	// RPM caps requests per minute cluster-wide; 0 = no cap.

@@ -104,6 +104,8 @@ func TestBadInputs(t *testing.T) {
 		{"duplicate provider", strings.Replace(good, "routes:", "  - { name: openai, kind: openai }\nroutes:", 1), base, []string{"providers[2].name", "used by another"}},
 		{"not a number", good, map[string]string{"OA_KEY": "k", "AN_KEY": "k", "CONC": "many"}, []string{"agentq.yaml:20", `"many" is not a whole number`}},
 		{"bad yaml", "redis: [", base, []string{"agentq.yaml"}},
+		{"missing ca_file", strings.Replace(good, "timeout: 20s", "timeout: 20s\n    ca_file: /nonexistent/ca.pem", 1), base, []string{"providers[0].ca_file", "/nonexistent/ca.pem", "no such file"}},
+		{"ca_file without a certificate", strings.Replace(good, "timeout: 20s", "timeout: 20s\n    ca_file: config_test.go", 1), base, []string{"providers[0].ca_file", "config_test.go holds no PEM certificate"}},
 		{"bad env override", good, map[string]string{"OA_KEY": "k", "AN_KEY": "k", "AGENTQ_CONCURRENCY": "x"}, []string{"AGENTQ_CONCURRENCY", "worker.concurrency", "not a whole number"}},
 	}
 	for _, c := range cases {

@@ -3,7 +3,6 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -54,13 +53,9 @@ func (r Redis) Options() (*redis.Options, error) {
 func (t *RedisTLS) Config() (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", errors.Unwrap(err))
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", t.CAFile)
+		var err error
+		if c.RootCAs, err = loadCAs(t.CAFile, x509.NewCertPool()); err != nil {
+			return nil, err
 		}
 	}
 	if t.CertFile != "" && t.KeyFile != "" {
@@ -71,6 +66,32 @@ func (t *RedisTLS) Config() (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// loadCAs adds the PEM certificates of file to pool.
+func loadCAs(file string, pool *x509.CertPool) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("ca_file: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// RootCAs is the pool the provider's HTTPS endpoint is checked against:
+// the system's roots and CAFile's certificates; nil without a CAFile
+// (Go's default: the system's).
+func (p Provider) RootCAs() (*x509.CertPool, error) {
+	if p.CAFile == "" {
+		return nil, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // no system roots here: the file's alone
+	}
+	return loadCAs(p.CAFile, pool)
 }
 
 // Universal returns options for a standalone server, a Sentinel-watched

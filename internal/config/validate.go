@@ -102,6 +102,11 @@ func (c *Config) validate() error {
 				bad(f+".base_url", "%q is not an http(s) URL", p.BaseURL)
 			}
 		}
+		if p.CAFile != "" {
+			if _, err := p.RootCAs(); err != nil {
+				bad(f+".ca_file", "%v", strings.TrimPrefix(err.Error(), "ca_file: "))
+			}
+		}
 		if len(p.Keys) == 0 && d >= 0 && dialects[d].NeedsKey {
 			bad(f+".keys", "is empty (%s needs at least one key)", p.Kind)
 		}

@@ -106,6 +106,7 @@ func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Clien
 		return err
 	}
 	wg.Wait()
+	peak := peakRSS(cmd.Process.Pid)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func runFollowers(ctx context.Context, p params, out io.Writer, rdb *redis.Clien
 	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	r := FollowersReport{Followers: len(ids), Workflows: len(ids), Steps: len(ids) * sh.steps, Events: events, Seconds: secs, Complete: len(bad) == 0}
 	if ru != nil {
-		r.DashboardPeakRSSMiB = float64(ru.Maxrss) / 1024
+		r.DashboardPeakRSSMiB = peak
 		r.DashboardCPUSec = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	sort.Float64s(lags)

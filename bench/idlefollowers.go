@@ -238,6 +238,16 @@ func idleFollow(ctx context.Context, hc *http.Client, base, id string, history c
 	return time.Time{}, err
 }
 
+// peakRSS is a running child process's own peak resident set, MiB
+// (/proc's VmHWM), read before it is stopped. Not rusage's ru_maxrss:
+// Linux carries into a child the high-water mark of the memory it was
+// started from (this bench's, shared until the exec), so a worker's
+// figure was never under the bench's own peak.
+func peakRSS(pid int) float64 {
+	_, peak := procRSS(pid)
+	return peak
+}
+
 // procRSS is a process's resident set and its peak, MiB (Linux).
 func procRSS(pid int) (rss, peak float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -96,14 +96,18 @@ func measureInflight(ctx context.Context, p params, bin, dir string, workers, ea
 	// the provider's timeout well over the latency: a call in flight
 	// waits for its answer, however many are in flight
 	cfgPath := filepath.Join(dir, fmt.Sprintf("agentq-%d.yaml", each))
+	ca := ""
+	if p.chaosCA != "" {
+		ca = fmt.Sprintf(", ca_file: %q", p.chaosCA)
+	}
 	cfg := fmt.Sprintf(`redis: { addr: %q, db: %d }
 worker: { concurrency: %d, shutdown_timeout: 2m }
 providers:
-  - { name: chaos, kind: openai, base_url: "${CHAOS}/v1", keys: ["bench-key"], timeout: %s }
+  - { name: chaos, kind: openai, base_url: "${CHAOS}/v1", keys: ["bench-key"], timeout: %s%s }
 routes:
   bench: { targets: [ { provider: chaos, model: bench-model } ] }
 retention: 1h
-`, db.Addr, db.DB, each, 6*p.latency+30*time.Second)
+`, db.Addr, db.DB, each, 6*p.latency+30*time.Second, ca)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return x, err
 	}
@@ -218,6 +222,7 @@ retention: 1h
 	}
 	var cpu time.Duration
 	for _, c := range cmds {
+		x.PeakRSSMiB = append(x.PeakRSSMiB, peakRSS(c.Process.Pid))
 		_ = c.Process.Signal(syscall.SIGTERM)
 		if err := c.Wait(); err != nil {
 			return x, fmt.Errorf("worker exit: %w", err)
@@ -226,7 +231,6 @@ retention: 1h
 		if !ok {
 			return x, fmt.Errorf("no rusage on this platform")
 		}
-		x.PeakRSSMiB = append(x.PeakRSSMiB, float64(ru.Maxrss/1024))
 		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	x.WorkerCPUMicrosPerStep = float64(cpu.Microseconds()) / float64(x.Steps)

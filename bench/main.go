@@ -7,12 +7,14 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime/pprof"
 	"sort"
@@ -28,6 +30,8 @@ type params struct {
 	chords, members, concurrency int
 	chains, length               int
 	inflight                     int
+	tls                          bool   // -inflight: chaosllm over HTTPS (HTTP/2), as a provider's endpoint is
+	chaosCA                      string // -tls: the PEM file of chaosllm's certificate, the worker's ca_file
 	onestep                      int
 	cluster                      bool
 	primaries, shards            int
@@ -154,6 +158,7 @@ func main() {
 	flag.IntVar(&p.followers, "followers", 0, "instead of agentq against bare asynq, have one dashboard process serve this many event-stream followers, one per running workflow (chains of -length streaming steps, -latency each); reports the dashboard's peak RSS and the followers' lag")
 	flag.IntVar(&p.idleWorkflows, "idle", 0, "with -followers: the followers idle, spread over this many workflows that wait (no worker); reports Redis commands/s while they idle, the dashboard's RSS, and each follower's latency for one new event")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
+	flag.BoolVar(&p.tls, "tls", false, "with -inflight: chaosllm serves HTTPS, HTTP/2 offered, as a provider's endpoint does (the worker trusts its certificate by ca_file); without it, plain HTTP/1.1, one connection per call in flight")
 	flag.BoolVar(&p.cluster, "cluster", false, "instead of agentq against bare asynq, start a Redis Cluster of -primaries primaries and run -chains chains of -length prompt steps with the default queue in -shards shards, then in one: each primary's commands/s and CPU, and steps per second of the busiest primary's CPU")
 	flag.BoolVar(&p.durable, "durability", false, "instead of agentq against bare asynq, start a Redis primary with one replica and run each shape without and with redis.durability {replicas: 1, timeout: 1s}, back to back; reports steps/s, wall time, Redis commands, WAITs and Redis CPU per step of each and their ratio")
 	flag.IntVar(&p.primaries, "primaries", 3, "with -cluster: the cluster's primaries")
@@ -229,6 +234,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	if p.chords < minChords || p.members < 1 || p.concurrency < 1 || p.chains < 0 || p.length < 1 || p.runs < 1 {
 		return errors.New("-chords, -members, -length, -concurrency and -runs must be at least 1 (-chords 0 allowed with -codestep), -chains at least 0")
 	}
+	if p.tls && p.inflight == 0 {
+		return errors.New("-tls goes with -inflight (chaosllm over HTTPS for the calls in flight)")
+	}
 	if p.durable {
 		if p.cluster || p.codestep || p.floor || p.celery || p.events || p.keys || p.handoff || p.inflight > 0 || p.followers > 0 || p.mapItems != 0 || len(p.resources) > 0 {
 			return errors.New("-durability runs alone")
@@ -284,6 +292,14 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	if p.inflight > 0 {
 		if p.latency <= 0 {
 			return errors.New("-inflight needs -latency (the time each call takes)")
+		}
+		if p.tls {
+			url, ca, stop, err := serveChaosTLS(chaos)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			chaosURL, p.chaosCA = url, ca
 		}
 		return runInflight(ctx, p, out, rdb, db, chaosURL)
 	}
@@ -361,6 +377,27 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	printReport(out, p, &r)
 	return writeReport(p.jsonOut, r)
+}
+
+// serveChaosTLS serves srv over HTTPS with HTTP/2 offered, on a
+// certificate of its own written to a PEM file (for a ca_file): its URL,
+// the file, and what stops it.
+func serveChaosTLS(srv *chaosllm.Server) (string, string, func(), error) {
+	hs := httptest.NewUnstartedServer(srv)
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	f, err := os.CreateTemp("", "agentq-bench-ca-*.pem")
+	if err != nil {
+		hs.Close()
+		return "", "", nil, err
+	}
+	werr := pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
+	if err := errors.Join(werr, f.Close()); err != nil {
+		hs.Close()
+		os.Remove(f.Name())
+		return "", "", nil, err
+	}
+	return hs.URL, f.Name(), func() { hs.Close(); os.Remove(f.Name()) }, nil
 }
 
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {

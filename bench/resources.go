@@ -73,6 +73,7 @@ func measureResources(ctx context.Context, p params, concurrency int, rdb *redis
 		}
 	}
 	secs := time.Since(start).Seconds()
+	peak := peakRSS(cmd.Process.Pid)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return Resources{}, err
 	}
@@ -87,7 +88,7 @@ func measureResources(ctx context.Context, p params, concurrency int, rdb *redis
 	user := time.Duration(ru.Utime.Nano()).Seconds()
 	sys := time.Duration(ru.Stime.Nano()).Seconds()
 	return Resources{Concurrency: concurrency, Steps: steps, Seconds: secs,
-		PeakRSSMiB:     float64(ru.Maxrss) / 1024, // Linux reports KiB
+		PeakRSSMiB:     peak,
 		CPUSecPer1000:  (user + sys) * 1000 / float64(steps),
 		UserSecPer1000: user * 1000 / float64(steps)}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"sort"
@@ -245,7 +246,7 @@ func idleFollow(ctx context.Context, hc *http.Client, base, id string, history c
 // figure was never under the bench's own peak.
 func peakRSS(pid int) float64 {
 	_, peak := procRSS(pid)
-	return peak
+	return math.Round(peak)
 }
 
 // procRSS is a process's resident set and its peak, MiB (Linux).

@@ -230,3 +230,49 @@ steps:
 		return err == nil && inflight == 0, fmt.Sprintf("after the cancel: %d in flight (%v)", inflight, err)
 	})
 }
+
+// A throttled step whose place in its key's line is lost (a promotion of
+// the primary of the keys' slot that did not have it) would wait for
+// ever: nothing holds a task of it, and the release hands the slot to
+// nobody. The reconciler finds it out of line and enqueues its task
+// again, which waits in line or takes the slot, and the step runs once.
+func TestAThrottledStepThatLostItsPlaceInLineIsEnqueuedAgain(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{ReconcileInterval: 200 * time.Millisecond, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
+		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
+	one := `name: one
+input: { tenant: lost }
+concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
+steps:
+  - { id: s, route: solo, prompt: "hello", timeout: 3s, max_retries: 0 }
+`
+	first := e.Submit(t, e.Spec(one))
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "hang") == 1, "the first call does not hang"
+	})
+	second := e.Submit(t, e.Spec(one))
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		wf, err := e.Client.Status(t.Context(), second)
+		return err == nil && wf.Steps[0].State == store.StepThrottled, fmt.Sprintf("not throttled: %+v %v", wf, err)
+	})
+	// the promotion: the waiter's entries are gone from the keys' slot
+	member := second + "\x00s\x000"
+	pipe := e.Redis.TxPipeline()
+	pipe.Del(t.Context(), "agentq:{cc}:q:lost")
+	pipe.HDel(t.Context(), "agentq:{cc}:qm", member)
+	pipe.ZRem(t.Context(), "agentq:{cc}:waiting", "lost")
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.Wait(t, first, 30*time.Second, store.StateBlocked) // its hung call timed out: dead, no retries
+	wf := e.Wait(t, second, 30*time.Second, store.StateCompleted)
+	if wf.Steps[0].Attempts != 1 {
+		t.Fatalf("the step that lost its place ran %d attempts, want 1", wf.Steps[0].Attempts)
+	}
+	if n := e.Chaos.Snapshot().Count("openai", "", "ok"); n != 1 {
+		t.Fatalf("%d answers, want 1: the second step's", n)
+	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		_, inflight, waiting, err := e.Store.KeyLoads(t.Context(), 10)
+		return err == nil && inflight == 0 && waiting == 0, fmt.Sprintf("in flight %d, waiting %d (%v)", inflight, waiting, err)
+	})
+}

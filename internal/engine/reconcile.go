@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,7 +67,8 @@ type ReconcileCounts struct {
 // without a result dead, with the reason, as the handler's own
 // dead-letter path does. A pending or queued step whose task never made
 // it to asynq is enqueued again instead (its task id keeps it from running
-// twice).
+// twice), and so is a throttled step that lost its place in its
+// concurrency key's line.
 type Reconciler struct {
 	h *Handler
 	o ReconcilerOptions
@@ -272,7 +274,7 @@ func (r *Reconciler) due(sp store.StepProgress, now time.Time, enqueued, overdue
 	case store.StepPending:
 		return enqueued && overdue, enqueued // a step with inputs has no task until they settle
 	case store.StepThrottled:
-		return false, true // waits for its concurrency key's slot: no task until a grant
+		return true, true // waits for its concurrency key's slot: no task until a grant; its place in line is looked up
 	}
 	return false, false // settled or canceled
 }
@@ -305,6 +307,9 @@ func (r *Reconciler) instances(ctx context.Context, wf string, wspec *spec.Spec,
 func (r *Reconciler) step(ctx context.Context, wf string, wspec *spec.Spec, st *spec.Step, inst *spec.Instance, sp store.StepProgress, gen int, c *ReconcileCounts) error {
 	res := spec.Resolve(wspec, st)
 	id := sp.ID // the step's, or the instance's
+	if sp.State == store.StepThrottled {
+		return r.throttled(ctx, wf, wspec, st, id, gen, c)
+	}
 	taskID := flow.StepTaskID(wf, id, gen)
 	if sp.State == store.StepRunning && sp.Owner != "" {
 		taskID = sp.Owner // a concurrency grant's task runs it
@@ -357,6 +362,42 @@ func (r *Reconciler) step(ctx context.Context, wf string, wspec *spec.Spec, st *
 	if r.h.settleAbandoned(sctx, p, wspec, st, inst, sp.Attempts, class, reason, string(class)) {
 		c.Settled++
 	}
+	return nil
+}
+
+// throttled looks for a throttled step's place in its concurrency key's
+// line, and enqueues its task again (a new id: its first task ended) if
+// the place is gone: a promotion of the keys' primary that did not have
+// it, or a grant given up on. The new task acquires a slot or waits in
+// line again; a duplicate of it waits once, and Begin's lease and
+// checkpoint keep the step from running twice.
+func (r *Reconciler) throttled(ctx context.Context, wf string, wspec *spec.Spec, st *spec.Step, id string, gen int, c *ReconcileCounts) error {
+	cc := spec.ConcurrencyOf(wspec, st)
+	if cc == nil {
+		return nil
+	}
+	key, err := spec.RenderKey(ctx, cc, wspec.Input)
+	if err != nil {
+		return nil // dead-lettered by its own task already
+	}
+	known, err := r.h.st.SlotHolderKnown(ctx, store.SlotHolder{Key: key, Workflow: wf, Step: id, Gen: gen})
+	if err != nil || known {
+		return err
+	}
+	res := spec.Resolve(wspec, st)
+	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	taskID := flow.StepTaskID(wf, id, gen) + ":rewait:" + strconv.FormatInt(r.o.Now().UnixMilli(), 10)
+	t, err := flow.NewTask(wf, id, gen, wspec, st, r.h.st.Retention())
+	if err == nil {
+		_, err = r.h.o.Client.EnqueueContext(sctx, t, asynq.TaskID(taskID))
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", taskID, err)
+	}
+	c.Requeued++
+	r.h.o.Logger.Warn("reconciler enqueued a throttled step that had lost its place in its concurrency key's line", "wf", wf, "step", id, "key", key)
+	r.h.o.Events(StepEvent{Workflow: wf, Step: id, Route: res.Route, State: store.StepQueued, Reconciled: ReconciledRequeued})
 	return nil
 }
 

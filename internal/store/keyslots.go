@@ -325,6 +325,28 @@ func (s *Store) KeyLoads(ctx context.Context, top int) (loads []KeyLoad, infligh
 	return loads, inflight, waiting, nil
 }
 
+// slotKnownScript says whether a holder is anywhere in its key's state:
+// waiting, granted, or holding a slot. KEYS: ccKeys. ARGV: key, member.
+var slotKnownScript = redis.NewScript(luaCC + `
+if redis.call('HEXISTS', QM, ARGV[2]) == 1 or redis.call('HEXISTS', G, ARGV[2]) == 1 or
+  redis.call('ZSCORE', LEASES, ARGV[1] .. '\0' .. ARGV[2]) then
+  return 1
+end
+return 0
+`)
+
+// SlotHolderKnown says whether h waits for a slot of its key, was granted
+// one, or holds one: a throttled step for which it says no lost its place
+// (a Redis promotion that did not have it, a lapsed grant given up on),
+// and nothing will hand it a slot.
+func (s *Store) SlotHolderKnown(ctx context.Context, h SlotHolder) (bool, error) {
+	n, err := slotKnownScript.Run(ctx, s.rdb, ccKeys(h.Key), h.Key, h.member()).Int()
+	if err != nil {
+		return false, fmt.Errorf("store: concurrency key %q: %w", h.Key, err)
+	}
+	return n == 1, nil
+}
+
 // throttleScript marks a step (or map instance) waiting for a slot of a
 // concurrency key: "throttled", with what it waits for as its output,
 // unless it settled, waits for something else, or its workflow ended.

@@ -160,6 +160,9 @@ type Options struct {
 	// PollInterval is the worker's asynq TaskCheckInterval; 0: 50ms. An
 	// hour makes a test's steps after the first run by hand-offs only.
 	PollInterval time.Duration
+	// ReconcileInterval is the worker's reconciler's interval (its grace
+	// twice that); 0: the worker's default, 30s.
+	ReconcileInterval time.Duration
 	LogOutput    bool      // send worker logs to stderr (debugging)
 	LogTo        io.Writer // send worker logs here, as JSON at debug level (must be safe for concurrent writes)
 	// Middleware wraps the worker's step handler (fault injection).
@@ -276,7 +279,7 @@ func (e *Env) WorkerOptions(log *slog.Logger) worker.Options {
 	return worker.Options{Config: e.Config, Logger: log, Redis: e.Redis,
 		Random:            func() float64 { return 0 },
 		TaskCheckInterval: cmp.Or(e.opts.PollInterval, 50*time.Millisecond), DelayedTaskCheckInterval: 100 * time.Millisecond,
-		Middleware: e.opts.Middleware, Observer: e.Calls, Steps: e.opts.Steps, Tools: e.opts.Tools}
+		Middleware: e.opts.Middleware, Observer: e.Calls, Steps: e.opts.Steps, Tools: e.opts.Tools, ReconcileInterval: e.opts.ReconcileInterval}
 }
 
 // StartWorker runs a worker until the test ends.

@@ -3,8 +3,10 @@ package llmclient
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // idleConnsPerHost is how many idle connections to one provider an
@@ -51,8 +53,10 @@ func defaultTransport() http.RoundTripper {
 func rootedTransport(roots *x509.CertPool) http.RoundTripper {
 	base, ok := pooledTransport().(*http.Transport)
 	if !ok { // the program's transport in http.DefaultTransport's place before the first adapter
-		base = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true,
-			MaxIdleConnsPerHost: idleConnsPerHost, MaxIdleConns: 4 * idleConnsPerHost}
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		base = &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: d.DialContext, ForceAttemptHTTP2: true,
+			MaxIdleConnsPerHost: idleConnsPerHost, MaxIdleConns: 4 * idleConnsPerHost,
+			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
 	}
 	t := base.Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}

@@ -15,6 +15,11 @@ type delivery struct {
 	handoff           bool // run by a hand-off (handoff.go)
 }
 
+// last says whether asynq archives the task should this delivery fail,
+// whatever the error (IsFailure or not): its retries are used up. A wait
+// that uses no retry (unconfirmed, unready) cannot be one then.
+func (d delivery) last() bool { return d.retried >= d.maxRetry }
+
 type deliveryKey struct{}
 
 // withDelivery is ctx carrying a hand-off's delivery.

@@ -237,9 +237,10 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		// was enqueued: the input's own task settles it again; not an
 		// attempt, and it uses no retry
 		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: string(retry.Unready), Class: retry.Unready, Err: err})
-		if d := deliveryOf(ctx); d.retried >= d.maxRetry {
-			// asynq would archive it: its task goes instead, and the
-			// input's settle (or the reconciler) enqueues it again
+		if deliveryOf(ctx).last() || open.State == store.StepDead {
+			// asynq would archive it, or its input was dead-lettered (the
+			// workflow is blocked): its task goes instead, and the input's
+			// settle (a requeue's) or the reconciler enqueues it again
 			log.Warn("step not started: one of its inputs is not settled in the workflow's record; its task goes, to be enqueued again when the input settles", "input", open.Input)
 			return fmt.Errorf("%w: %w", &StepError{Class: retry.Unready, Err: err}, asynq.RevokeTask)
 		}

@@ -96,6 +96,12 @@ func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wsp
 		ok, err = h.st.Acquire(ctx, holder, c.Limit, h.keyLease(), flow.StepTaskID(p.Workflow, p.Step, p.Gen), flow.TaskQueue(p.Workflow, r), string(t.Payload()))
 		return err
 	})
+	if errors.Is(err, store.ErrNotConfirmed) && deliveryOf(ctx).last() {
+		// asynq archives a task on its last retry whatever the error: the
+		// step goes on with what the primary holds, as before the option
+		log.Warn("concurrency key's slot not confirmed by the replicas on the task's last retry: going on with it", "key", key, "err", store.Excerpt(err.Error()))
+		err = nil
+	}
 	if errors.Is(err, store.ErrNotConfirmed) {
 		// the slot or the place in line is on the primary only: the task
 		// comes back (no retry used) and acquiring again confirms it
@@ -124,7 +130,8 @@ func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wsp
 
 // end gives slot back as its task ends with err: released (and handed
 // on) unless asynq retries the task, which keeps it through the backoff;
-// a duplicate delivery (busy) leaves it to the task that runs the step.
+// a duplicate delivery (busy) leaves it to the task that runs the step;
+// a step that did not start (unready: an input open) gives it back.
 func (h *Handler) end(ctx context.Context, slot *keySlot, err error) {
 	if slot == nil {
 		return
@@ -138,7 +145,8 @@ func (h *Handler) end(ctx context.Context, slot *keySlot, err error) {
 	defer cancel()
 	d := deliveryOf(ctx)
 	retried, maxRetry := d.retried, d.maxRetry
-	if err != nil && !errors.Is(err, asynq.SkipRetry) && retried < maxRetry {
+	unready := se != nil && se.Class == retry.Unready
+	if err != nil && !errors.Is(err, asynq.SkipRetry) && retried < maxRetry && !unready {
 		keep := h.keyLease() + h.retryWait(retried, err)
 		if rerr := h.st.Renew(sctx, keep, slot.holder); rerr != nil {
 			h.o.Logger.Warn("could not keep a concurrency slot through a retry's backoff (its lease lapses, and the retry takes a slot again)",

@@ -252,7 +252,9 @@ func (r *Reconciler) visit(ctx context.Context, wf string, now time.Time, c *Rec
 		due, inFlight := r.due(sp, now, len(st.DependsOn) == 0, now.After(pr.CreatedAt.Add(r.o.Grace)))
 		open = open || inFlight
 		if due {
-			c.Lookups++
+			if sp.State != store.StepThrottled { // a place in line is no asynq lookup
+				c.Lookups++
+			}
 			if err := r.step(ctx, wf, wspec, st, nil, sp, pr.Gen, c); err != nil {
 				errs = append(errs, fmt.Errorf("step %s: %w", st.ID, err))
 			}
@@ -293,7 +295,9 @@ func (r *Reconciler) instances(ctx context.Context, wf string, wspec *spec.Spec,
 		}
 		for i, ip := range page {
 			if due, _ := r.due(ip, now, true, true); due && c.Lookups < r.o.Lookups {
-				c.Lookups++
+				if ip.State != store.StepThrottled { // a place in line is no asynq lookup
+					c.Lookups++
+				}
 				if err := r.step(ctx, wf, wspec, st, &spec.Instance{Index: from + i}, ip, gen, c); err != nil {
 					errs = append(errs, fmt.Errorf("instance %s: %w", ip.ID, err))
 				}
@@ -365,6 +369,10 @@ func (r *Reconciler) step(ctx context.Context, wf string, wspec *spec.Spec, st *
 	return nil
 }
 
+// rewaitEvery is how often, at most, the reconciler enqueues again the
+// task of one throttled step that lost its place in line.
+const rewaitEvery = 10 * time.Minute
+
 // throttled looks for a throttled step's place in its concurrency key's
 // line, and enqueues its task again (a new id: its first task ended) if
 // the place is gone: a promotion of the keys' primary that did not have
@@ -387,10 +395,16 @@ func (r *Reconciler) throttled(ctx context.Context, wf string, wspec *spec.Spec,
 	res := spec.Resolve(wspec, st)
 	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	taskID := flow.StepTaskID(wf, id, gen) + ":rewait:" + strconv.FormatInt(r.o.Now().UnixMilli(), 10)
+	// one task per step and rewaitEvery, however many passes find it
+	// before it runs (a backlogged queue): a duplicate would only wait in
+	// line once more
+	taskID := flow.StepTaskID(wf, id, gen) + ":rewait:" + strconv.FormatInt(r.o.Now().UnixMilli()/rewaitEvery.Milliseconds(), 10)
 	t, err := flow.NewTask(wf, id, gen, wspec, st, r.h.st.Retention())
 	if err == nil {
 		_, err = r.h.o.Client.EnqueueContext(sctx, t, asynq.TaskID(taskID))
+	}
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil // enqueued already by an earlier pass: it has not run yet
 	}
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", taskID, err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -28,8 +29,8 @@ import (
 // An attempt starts only when every input's "settled" flag is set: on a
 // Cluster the dependent's task (on the queue's primary) can outlive an
 // input's settle that a promotion of the workflow's primary lost, and it
-// gets {'unready', k} (k: the first open input, from 0), changing nothing,
-// until the input's own task settles it again.
+// gets {'unready', k, its state} (k: the first open input, from 0),
+// changing nothing, until the input's own task settles it again.
 // KEYS: wf. ARGV: now (ms), owner (asynq task id), lease (ms), the task's
 // generation, the step's field prefix ("<step>."), the number of inputs,
 // the step's fields state, owner, lease_until, attempts, started_at (and
@@ -60,7 +61,8 @@ if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- en
     -- an input's settle after its dependent's task was enqueued
     local n = tonumber(ARGV[6])
     for k = 0, n - 1 do
-      if v[#v - 2 - ` + beginInputStride + ` * (n - 1 - k)] ~= '1' then return {'unready', k} end
+      local at = #v - 2 - ` + beginInputStride + ` * (n - 1 - k)
+      if v[at] ~= '1' then return {'unready', k, v[at - ` + beginInputStride + ` + 1] or ''} end
     end
     local attempts = tonumber(v[6] or '0') + 1
     w = {ARGV[7], 'running', ARGV[8], owner, ARGV[9], tostring(now + tonumber(ARGV[3])), ARGV[10], attempts}
@@ -112,9 +114,10 @@ type Attempt struct {
 
 // UnsettledInputError says a step cannot start yet: its input Input is
 // not settled in the workflow's record (on a Cluster, a promotion lost
-// the input's settle after the dependent's task was enqueued). Nothing
-// was written; the input's own task settles it again.
-type UnsettledInputError struct{ Input string }
+// the input's settle after the dependent's task was enqueued), its state
+// State. Nothing was written; the input's own task settles it again,
+// or, dead, its requeue does.
+type UnsettledInputError struct{ Input, State string }
 
 func (e *UnsettledInputError) Error() string {
 	return "input " + e.Input + " is not settled yet"
@@ -144,8 +147,9 @@ var checkpointFields = []string{"input_hash", "output", "tool_calls", "degraded"
 
 // Begin counts an attempt at a step by the asynq task owner, leasing the
 // step for lease, and loads what the handler needs in one round trip. It
-// returns ErrNotFound if the workflow is gone and a *BusyError if another
-// task holds the step.
+// returns ErrNotFound if the workflow is gone, a *BusyError if another
+// task holds the step and an *UnsettledInputError if one of inputs is not
+// settled.
 func (s *Store) Begin(ctx context.Context, wf, step, owner string, gen int, lease time.Duration, inputs []string) (*Attempt, error) {
 	return s.begin(ctx, wf, step, owner, gen, lease, inputs, false)
 }
@@ -190,12 +194,12 @@ func (s *Store) begin(ctx context.Context, wf, step, owner string, gen int, leas
 	if len(res) == 1 && str(res[0]) == "layout" {
 		return nil, fmt.Errorf("store: begin %s/%s: %w", wf, step, ErrOldLayout)
 	}
-	if len(res) == 2 && str(res[0]) == "unready" {
+	if len(res) == 3 && str(res[0]) == "unready" {
 		k, _ := res[1].(int64)
 		if k < 0 || int(k) >= len(inputs) {
 			return nil, fmt.Errorf("store: begin %s/%s: the record answered input %d of %d", wf, step, k, len(inputs))
 		}
-		return nil, &UnsettledInputError{Input: inputs[k]}
+		return nil, &UnsettledInputError{Input: inputs[k], State: cmp.Or(str(res[2]), StepPending)}
 	}
 	if len(res) == 2 && str(res[0]) == "gen" {
 		return nil, fmt.Errorf("store: begin %s/%s of run %d (the workflow is at run %s): %w", wf, step, gen, str(res[1]), ErrOtherRun)

@@ -185,8 +185,8 @@ func TestAStepBeginsOnlyOnSettledInputs(t *testing.T) {
 		open   string
 	}{{[]string{"a", "b", "c"}, "b"}, {[]string{"b", "a"}, "b"}, {[]string{"c", "b"}, "c"}} {
 		_, err := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, c.inputs)
-		if !errors.As(err, &open) || open.Input != c.open {
-			t.Fatalf("begin d on %v: %v, want input %s named (the first open one)", c.inputs, err, c.open)
+		if !errors.As(err, &open) || open.Input != c.open || open.State != store.StepPending {
+			t.Fatalf("begin d on %v: %+v, want input %s named (the first open one), pending", c.inputs, err, c.open)
 		}
 	}
 	wf, _ := s.Get(ctx, "wf")
@@ -201,6 +201,13 @@ func TestAStepBeginsOnlyOnSettledInputs(t *testing.T) {
 	d, err := s.Begin(ctx, "wf", "d", "t-d", 0, time.Minute, []string{"a", "b", "c"})
 	if err != nil || d.Step.Attempts != 1 || d.Deps["b"].Output != "out-b" || d.Deps["c"].State != store.StepDead {
 		t.Fatalf("begin d on settled inputs (c dead, optional): %+v %v", d, err)
+	}
+	// an input dead-lettered (not optional: the workflow blocked) is open,
+	// and named dead: its dependent's task goes until a requeue settles it
+	create(t, s, "wf_dead")
+	settle(ctx, s, "wf_dead", "a", store.Outcome{Done: false, Error: "bad_request: no"}, chordDeps)
+	if _, err := s.Begin(ctx, "wf_dead", "d", "t-d", 0, time.Minute, []string{"a"}); !errors.As(err, &open) || open.Input != "a" || open.State != store.StepDead {
+		t.Fatalf("begin on a dead-lettered input: %+v, want it named, dead", err)
 	}
 }
 

@@ -163,8 +163,8 @@ type Options struct {
 	// ReconcileInterval is the worker's reconciler's interval (its grace
 	// twice that); 0: the worker's default, 30s.
 	ReconcileInterval time.Duration
-	LogOutput    bool      // send worker logs to stderr (debugging)
-	LogTo        io.Writer // send worker logs here, as JSON at debug level (must be safe for concurrent writes)
+	LogOutput         bool      // send worker logs to stderr (debugging)
+	LogTo             io.Writer // send worker logs here, as JSON at debug level (must be safe for concurrent writes)
 	// Middleware wraps the worker's step handler (fault injection).
 	Middleware func(asynq.Handler) asynq.Handler
 	// Metrics serves the worker's /metrics on a loopback port (MetricsURL).

@@ -3,6 +3,7 @@ package llmclient_test
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -39,20 +40,7 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			for round := range 3 {
-				var wg sync.WaitGroup
-				errs := make(chan error, width)
-				for range width {
-					wg.Go(func() {
-						if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
-							errs <- err
-						}
-					})
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					t.Fatalf("round %d: %v", round, err)
-				}
+				chatAtOnce(t, p, width, fmt.Sprintf("round %d", round))
 			}
 			// a connection goes back to the pool just after its call
 			// returns: a few of the next round's may still dial
@@ -60,6 +48,26 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 				t.Errorf("3 rounds of %d concurrent calls opened %d connections, want about %d", width, n, width)
 			}
 		})
+	}
+}
+
+// chatAtOnce makes width calls of p at once, failing on any error (what
+// names the round).
+func chatAtOnce(t *testing.T, p llmclient.Provider, width int, what string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, width)
+	for range width {
+		wg.Go(func() {
+			if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -154,20 +162,7 @@ func TestAProviderBehindItsOwnCAIsReachedOverHTTP2(t *testing.T) {
 		if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
 			t.Fatalf("%s over HTTPS with its CA: %v", name, err)
 		}
-		var wg sync.WaitGroup
-		errs := make(chan error, width)
-		for range width {
-			wg.Go(func() {
-				if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
-					errs <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("%s over HTTPS with its CA: %v", name, err)
-		}
+		chatAtOnce(t, p, width, name+" over HTTPS with its CA")
 		stranger, _ := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
 		if _, err := stranger.Chat(context.Background(), ask("hello")); err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Fatalf("%s without the CA: %v, want a certificate error", name, err)

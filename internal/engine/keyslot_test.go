@@ -149,16 +149,8 @@ func TestAThrottledStepCanceledPassesItsTurnOn(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{NoWorker: true, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
 	e.StartWorker(t)
-	one := `name: one
-input: { tenant: t }
-concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
-steps:
-  - { id: s, route: solo, prompt: "hello", timeout: 3s, max_retries: 0 }
-`
-	first := e.Submit(t, e.Spec(one))
-	poll.Until(t, 10*time.Second, func() (bool, string) {
-		return e.Chaos.Snapshot().Count("openai", "", "hang") == 1, "the first call does not hang"
-	})
+	one := oneKeyedStep("t")
+	first := submitHanging(t, e, one)
 	second, third := e.Submit(t, e.Spec(one)), e.Submit(t, e.Spec(one))
 	for _, id := range []string{second, third} {
 		poll.Until(t, 10*time.Second, func() (bool, string) {
@@ -239,16 +231,8 @@ steps:
 func TestAThrottledStepThatLostItsPlaceInLineIsEnqueuedAgain(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{ReconcileInterval: 200 * time.Millisecond, Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{
 		{Name: "the first call hangs", Requests: 1, Fault: &chaosllm.Fault{Kind: chaosllm.KindHang}}, {Name: "fine"}}}})
-	one := `name: one
-input: { tenant: lost }
-concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
-steps:
-  - { id: s, route: solo, prompt: "hello", timeout: 3s, max_retries: 0 }
-`
-	first := e.Submit(t, e.Spec(one))
-	poll.Until(t, 10*time.Second, func() (bool, string) {
-		return e.Chaos.Snapshot().Count("openai", "", "hang") == 1, "the first call does not hang"
-	})
+	one := oneKeyedStep("lost")
+	first := submitHanging(t, e, one)
 	second := e.Submit(t, e.Spec(one))
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		wf, err := e.Client.Status(t.Context(), second)
@@ -275,4 +259,26 @@ steps:
 		_, inflight, waiting, err := e.Store.KeyLoads(t.Context(), 10)
 		return err == nil && inflight == 0 && waiting == 0, fmt.Sprintf("in flight %d, waiting %d (%v)", inflight, waiting, err)
 	})
+}
+
+// oneKeyedStep is a workflow of one step under tenant's one slot, 3s
+// long at most and never retried.
+func oneKeyedStep(tenant string) string {
+	return `name: one
+input: { tenant: ` + tenant + ` }
+concurrency: { key: "{{ .Input.tenant }}", limit: 1 }
+steps:
+  - { id: s, route: solo, prompt: "hello", timeout: 3s, max_retries: 0 }
+`
+}
+
+// submitHanging submits wf and waits until its call, e's first, hangs
+// (a scenario whose first call hangs).
+func submitHanging(t *testing.T, e *testenv.Env, wf string) string {
+	t.Helper()
+	id := e.Submit(t, e.Spec(wf))
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return e.Chaos.Snapshot().Count("openai", "", "hang") == 1, "the first call does not hang"
+	})
+	return id
 }

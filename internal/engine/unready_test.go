@@ -25,7 +25,7 @@ import (
 // input still runs, as the lost settle leaves it.
 func TestAStepWhoseInputIsNotSettledWaitsForIt(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(4 * time.Second)}}}})
+	e := testenv.Start(t, testenv.Options{Scenario: chaosllm.Scenario{Phases: []chaosllm.Phase{{Latency: chaosllm.Fixed(3 * time.Second)}}}})
 	wspec := e.Spec("name: two\nsteps:\n  - { id: s, route: solo, prompt: \"first\" }\n  - { id: after, route: solo, prompt: \"then {{ .Steps.s.Output }}\", depends_on: [s] }\n")
 	id := e.Submit(t, wspec)
 	poll.Until(t, 10*time.Second, func() (bool, string) {

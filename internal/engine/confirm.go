@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/agentq/agentq/internal/store"
@@ -20,8 +21,17 @@ const unconfirmedRecheck = 2 * time.Second
 // step's retries, finds the step settled (the checkpoint), settles it
 // again and so confirms it; or, should a promotion have lost it, runs it
 // again, the answer taken from this worker's memory when it runs here.
-func (h *Handler) notConfirmed(run stepRun, err error) error {
-	run.log.Warn("outcome not confirmed by the replicas: the step's task is not acknowledged and comes back to confirm it",
+// what names the write (an outcome, an expansion, a key's slot).
+// On the task's last delivery it returns nil instead: asynq archives such
+// a task whatever the error, so the caller goes on with what the primary
+// holds, as without the option, and a warning says so.
+func (h *Handler) notConfirmed(ctx context.Context, run stepRun, what string, err error) error {
+	if deliveryOf(ctx).last() {
+		run.log.Warn(what+" not confirmed by the replicas on the task's last retry: going on as the primary holds it",
+			"attempt", run.attempt, "err", store.Excerpt(err.Error()))
+		return nil
+	}
+	run.log.Warn(what+" not confirmed by the replicas: the step's task is not acknowledged and comes back to confirm it",
 		"attempt", run.attempt, "err", store.Excerpt(err.Error()))
 	h.o.Events(StepEvent{Workflow: run.p.Workflow, Step: run.p.Step, Route: run.r.Route, State: string(retry.Unconfirmed),
 		Attempt: run.attempt, Class: retry.Unconfirmed, Err: err})

@@ -96,18 +96,13 @@ func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wsp
 		ok, err = h.st.Acquire(ctx, holder, c.Limit, h.keyLease(), flow.StepTaskID(p.Workflow, p.Step, p.Gen), flow.TaskQueue(p.Workflow, r), string(t.Payload()))
 		return err
 	})
-	if errors.Is(err, store.ErrNotConfirmed) && deliveryOf(ctx).last() {
-		// asynq archives a task on its last retry whatever the error: the
-		// step goes on with what the primary holds, as before the option
-		log.Warn("concurrency key's slot not confirmed by the replicas on the task's last retry: going on with it", "key", key, "err", store.Excerpt(err.Error()))
-		err = nil
-	}
 	if errors.Is(err, store.ErrNotConfirmed) {
 		// the slot or the place in line is on the primary only: the task
 		// comes back (no retry used) and acquiring again confirms it
-		log.Warn("concurrency key's slot not confirmed by the replicas: the step's task comes back to confirm it", "key", key, "err", store.Excerpt(err.Error()))
-		h.o.Events(StepEvent{Workflow: p.Workflow, Step: p.Step, Route: r.Route, State: string(retry.Unconfirmed), Class: retry.Unconfirmed, Err: err})
-		return nil, false, &StepError{Class: retry.Unconfirmed, Delay: unconfirmedRecheck, Err: err}
+		if err := h.notConfirmed(ctx, stepRun{p: p, r: r, log: log.With("key", key)}, "concurrency key's slot", err); err != nil {
+			return nil, false, err
+		}
+		err = nil
 	}
 	if err != nil {
 		return nil, false, err // retried: acquiring again changes nothing

@@ -58,14 +58,13 @@ func (h *Handler) expand(ctx context.Context, run stepRun, a *store.Attempt, vie
 	case err != nil:
 		return fmt.Errorf("%w: %w", errNotRecorded, err)
 	}
-	if unconfirmed != nil && !deliveryOf(ctx).last() {
+	if unconfirmed != nil {
 		// no instance released before the expansion is confirmed: the
 		// map's task comes back, expands again (the same expansion) and
 		// confirms it
-		return h.notConfirmed(run, unconfirmed)
-	}
-	if unconfirmed != nil { // asynq would archive the map's task: its instances go as the primary holds them
-		log.Warn("expansion not confirmed by the replicas on the map task's last retry: its instances are released all the same", "err", store.Excerpt(unconfirmed.Error()))
+		if err := h.notConfirmed(ctx, run, "map expansion", unconfirmed); err != nil {
+			return err
+		}
 	}
 	if e.Items == 0 {
 		log.Info("map step has no items: done at once")

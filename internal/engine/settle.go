@@ -182,11 +182,10 @@ func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, clas
 	if h.handoffs != nil {
 		h.handoffs.offer(ctx, p.Workflow, wspec, res.Ready, res.Gen)
 	}
-	if unconfirmed != nil && !deliveryOf(ctx).last() {
-		return h.notConfirmed(run, unconfirmed) // its step event when it is confirmed
-	}
-	if unconfirmed != nil { // asynq would archive the task of a settled step: acknowledged as it stands
-		run.log.Warn("outcome not confirmed by the replicas on the task's last retry: acknowledged as the primary holds it", "err", store.Excerpt(unconfirmed.Error()))
+	if unconfirmed != nil {
+		if err := h.notConfirmed(ctx, run, "outcome", unconfirmed); err != nil {
+			return err // its step event when it is confirmed
+		}
 	}
 	stepState := store.StepDone
 	if !o.Done {

@@ -68,7 +68,7 @@ type Signals struct {
 // Events configures each workflow's event log: what happened, in order,
 // for followers (the API's event stream, enqueue follow, the dashboard).
 type Events struct {
-	// Limit bounds each workflow's log: about this many newest entries
+	// Limit bounds each workflow's log: this many newest entries
 	// are kept (a reader of the history is told how many were trimmed).
 	// 0: the default, 10,000; else between 100 and 1,000,000.
 	Limit int `yaml:"limit"`

@@ -19,17 +19,36 @@ import (
 // Event is one entry of a workflow's event log (record.Event).
 type Event = record.Event
 
-// A workflow's event log is a Redis stream beside its record, under its
-// hash tag: one entry a script (a state change and what rode with it),
-// whose field "e" holds its events as JSON, one a line. An event's id is
-// its entry's, followed for the second and later events of an entry by
-// "." and its place ("1764752527774-0", "1764752527774-0.2"): one XADD a
-// change, not one an event (a settle logs an LLM call, streamed text, the
-// step's outcome and the dependents it made ready). The scripts that change a workflow's state append the events
-// that report the change in the same script, so an event is logged
-// exactly when its change lands. The stream is bounded (MAXLEN ~, the
-// store's EventLimit) and expires with the record: each append sets its
-// TTL to the record's.
+// A workflow's event log lives in its record (wfKey), as fields of their
+// own: one entry a script (a state change and what rode with it), field
+// logEntry+n (n = 0, 1, ...), whose value is the entry's time in
+// milliseconds and its events as JSON, one a line ("<ms>\n<json>\n<json>").
+// The field logHead says which entries it holds and when the last was
+// added ("<first> <last> <ms>"). An entry's id is "<ms>-<n>", the shape
+// of a Redis stream's ids (ms never goes back along a log: a clock that
+// does is read as the last entry's); an event's id is its entry's,
+// followed for the second and later events of an entry by "." and its
+// place ("1764752527774-0", "1764752527774-0.2"): one entry a change, not
+// one an event (a settle logs an LLM call, streamed text, the step's
+// outcome and the dependents it made ready). The scripts that change a
+// workflow's state append the events that report the change in the same
+// script, so an event is logged exactly when its change lands. The log
+// keeps the store's EventLimit newest entries, exactly, and lives and
+// expires with the record: no key, TTL or expiry of its own.
+//
+// The log was a Redis stream beside the record (eventsKey) before: each
+// cost Redis a 4 KiB block however short the log (a stream preallocates
+// its first node), about half of what a finished one-step workflow keeps.
+// A workflow whose log is a stream (submitted by a version before the
+// change) keeps appending to it and is read from it: its record has no
+// logHead.
+const (
+	logHead  = "#log"
+	logEntry = "#"
+)
+
+// eventsKey is the key of a workflow's log kept as a stream (see above),
+// and the root of its log's channel's name (EventsChannel).
 func eventsKey(wf string) string { return Prefix + "{wf:" + wf + "}:events" }
 
 // MaxEventTextBytes bounds the text an event carries (streamed text,
@@ -48,10 +67,9 @@ const MaxEventTextBytes = 4 << 10
 // the new entry on the log's channel (EventsChannel). The scripts'
 // comments on their KEYS and ARGV leave these out.
 //
-// Only the create script makes the log (flush(ttl): the record's TTL, in
-// seconds); the others append to it if it exists (NOMKSTREAM: a workflow
-// submitted with the log off has none), and the settle script refreshes
-// its TTL with the record's.
+// Only the create script makes the log (flush(true)); the others append
+// to it if its record holds one (a workflow submitted with the log off
+// has none), or else to the stream an older version made.
 const luaEvents = `
 local EK, EN, EV, ET, ES = table.remove(KEYS), table.remove(ARGV), table.remove(ARGV), table.remove(ARGV), table.remove(ARGV)
 local EVS = {}
@@ -69,14 +87,29 @@ local function flush(make)
     if e == '' then e = own else e = e .. '\n' .. own end
   end
   if e == '' then return end
-  local id
-  if make then
-    id = redis.call('XADD', EK, 'MAXLEN', '~', EN, '*', 'e', e)
-    redis.call('EXPIRE', EK, make)
-  else
-    id = redis.call('XADD', EK, 'NOMKSTREAM', 'MAXLEN', '~', EN, '*', 'e', e)
+  local h = not make and redis.call('HGET', KEYS[1], '` + logHead + `')
+  local first, last, ms = 0, -1, 0
+  if h then
+    first, last, ms = string.match(h, '(%d+) (%d+) (%d+)')
+    first, last, ms = tonumber(first), tonumber(last), tonumber(ms)
+  elseif not make then -- a log kept as a stream (an older version's), or none
+    local id = redis.call('XADD', EK, 'NOMKSTREAM', 'MAXLEN', '~', EN, '*', 'e', e)
+    if id then redis.call('PUBLISH', EK .. '` + noticeSuffix + `', id) end
+    return
   end
-  if id then redis.call('PUBLISH', EK .. '` + noticeSuffix + `', id) end
+  local t = redis.call('TIME')
+  local now = math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ms)
+  last = last + 1
+  local w = {'` + logEntry + `' .. last, now .. '\n' .. e}
+  local drop, bound = {}, tonumber(EN)
+  while last - first + 1 > bound and #drop < 100 do
+    drop[#drop + 1] = '` + logEntry + `' .. first
+    first = first + 1
+  end
+  if #drop > 0 then redis.call('HDEL', KEYS[1], unpack(drop)) end
+  w[3], w[4] = '` + logHead + `', first .. ' ' .. last .. ' ' .. now
+  redis.call('HSET', KEYS[1], unpack(w))
+  redis.call('PUBLISH', EK .. '` + noticeSuffix + `', now .. '-' .. last)
 end
 `
 
@@ -102,7 +135,7 @@ const noticeSuffix = ":new"
 
 // LogOptions say what the store logs of the changes it writes.
 type LogOptions struct {
-	// Limit bounds each workflow's event log to about this many entries
+	// Limit bounds each workflow's event log to this many entries
 	// (older ones are trimmed); 0, as New leaves it, keeps no log.
 	Limit int
 	// Worker names this process in the steps it starts; empty: none.
@@ -255,85 +288,4 @@ func loggedBatch(step string, evs []Event) batch {
 		h.Write(b)
 	}
 	return batch{field: step + ".logged", token: strconv.FormatUint(h.Sum64(), 36)}
-}
-
-// Events returns the events of up to n entries of a workflow's log after
-// the event id after ("": from the start), oldest first.
-func (s *Store) Events(ctx context.Context, wf, after string, n int) ([]Event, error) {
-	evs, _, err := s.EventsPage(ctx, wf, after, n)
-	return evs, err
-}
-
-// EventsPage is Events, saying also whether it read n entries (more may
-// follow at once).
-func (s *Store) EventsPage(ctx context.Context, wf, after string, n int) ([]Event, bool, error) {
-	start, entry, place := "-", "", -1
-	if after != "" {
-		var ok bool
-		if entry, place, ok = record.SplitEventID(after); !ok {
-			return nil, false, fmt.Errorf("store: events of %s after %q: not an event id", wf, after)
-		}
-		start = entry // its later events, then the entries after it
-	}
-	msgs, err := s.rdb.XRangeN(ctx, eventsKey(wf), start, "+", int64(n)).Result()
-	if err != nil {
-		return nil, false, fmt.Errorf("store: events of %s: %w", wf, err)
-	}
-	out := make([]Event, 0, len(msgs))
-	for _, m := range msgs {
-		raw, _ := m.Values["e"].(string)
-		for i, line := range strings.Split(raw, "\n") {
-			if m.ID == entry && i <= place {
-				continue // read already
-			}
-			var e Event
-			if err := json.Unmarshal([]byte(line), &e); err != nil {
-				return nil, false, fmt.Errorf("store: event %s of %s: %w", record.EventID(m.ID, i), wf, err)
-			}
-			e.ID = record.EventID(m.ID, i)
-			out = append(out, e)
-		}
-	}
-	return out, len(msgs) == n, nil
-}
-
-// LastEventID is the id of the last event of a workflow's log ("": the
-// log is empty or there is none).
-func (s *Store) LastEventID(ctx context.Context, wf string) (string, error) {
-	msgs, err := s.rdb.XRevRangeN(ctx, eventsKey(wf), "+", "-", 1).Result()
-	if err != nil {
-		return "", fmt.Errorf("store: last event of %s: %w", wf, err)
-	}
-	if len(msgs) == 0 {
-		return "", nil
-	}
-	raw, _ := msgs[0].Values["e"].(string)
-	return record.EventID(msgs[0].ID, strings.Count(raw, "\n")), nil
-}
-
-// LogInfo is what a workflow's event log holds.
-type LogInfo struct {
-	Length int64  // entries it holds
-	Added  int64  // entries ever appended (Redis 7 reports it; else Length)
-	First  string // the oldest entry's id ("": empty)
-}
-
-// Trimmed is how many entries the log's bound removed.
-func (i LogInfo) Trimmed() int64 { return max(i.Added-i.Length, 0) }
-
-// EventLog describes a workflow's event log; a log that does not exist
-// is empty.
-func (s *Store) EventLog(ctx context.Context, wf string) (LogInfo, error) {
-	info, err := s.rdb.XInfoStream(ctx, eventsKey(wf)).Result()
-	if err != nil {
-		if strings.Contains(err.Error(), "no such key") || errors.Is(err, redis.Nil) {
-			return LogInfo{}, nil
-		}
-		return LogInfo{}, fmt.Errorf("store: event log of %s: %w", wf, err)
-	}
-	out := LogInfo{Length: info.Length, Added: info.EntriesAdded, First: info.FirstEntry.ID}
-	if out.Added < out.Length {
-		out.Added = out.Length
-	}
-	return out, nil
 }

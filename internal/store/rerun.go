@@ -120,7 +120,6 @@ hset(K, w, 1)
 flush()
 local base = string.sub(K, 1, #K - 2)
 redis.call('EXPIRE', K, OTTL)
-redis.call('EXPIRE', base .. 'events', OTTL)
 redis.call('EXPIRE', base .. 'idem', OTTL)
 return out
 `)

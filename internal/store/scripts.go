@@ -62,7 +62,7 @@ end
 // field/value arguments (the first pair the record's id), then the index
 // entries' score (”: no index keys, nothing more follows), per root task
 // its id and message, and now in nanoseconds. Returns 1, or 0 if taken.
-// Its log is made here, with the record's TTL.
+// Its log is made here, in the record.
 var createScript = redis.NewScript(luaEvents + luaEnqueue + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local n = tonumber(ARGV[2])
@@ -78,7 +78,7 @@ if ARGV[a] ~= '' then
     a = a + 2
   end
 end
-flush(ARGV[1])
+flush(true)
 return 1
 `)
 
@@ -354,7 +354,6 @@ if refresh and wfstate == 'completed' then
   ended(ARGV[4], v[ik] == '1') -- the retention counts from the end
 elseif refresh or redis.call('PTTL', K) < tonumber(OTTL) * 750 then
   redis.call('EXPIRE', K, OTTL)
-  redis.call('EXPIRE', EK, OTTL) -- the log lives as long as the record (whether this worker logs or not)
 end
 flush()
 out[1] = wfstate

@@ -165,15 +165,15 @@ func (s *Store) ttls() string {
 }
 
 // luaEnded sets an ended workflow's TTLs (ttls, ended and key; KEYS[1]
-// its record, EK its log: luaEvents comes first): its record, log and
-// idempotency key live the retention from now on. The log and key share
-// the record's slot. noKey: the workflow's idempotency key keeps no
+// its record): its record (and the log in it) and idempotency key live
+// the retention from now on. The key shares the record's slot. (A log an
+// older version kept as a stream keeps the open TTL it was given: it
+// outlives the record, it is not cut short.) noKey: the workflow's idempotency key keeps no
 // record (its "nokey" field: NewWorkflow.KeyRecord).
 const luaEnded = `
 local function ended(ttls, noKey)
   local _, rttl, kttl = string.match(ttls, '(%d+) (%d+) (%d+)')
   redis.call('EXPIRE', KEYS[1], rttl)
-  redis.call('EXPIRE', EK, rttl)
   if not noKey then
     redis.call('EXPIRE', string.sub(KEYS[1], 1, #KEYS[1] - 2) .. 'idem', kttl)
   end

@@ -358,16 +358,15 @@ func TestSettleRefreshesTheTTL(t *testing.T) {
 	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 119*time.Minute {
 		t.Fatalf("TTL %s after the workflow blocked: want every change of state to refresh it", ttl)
 	}
-	// blocked → failed: the retention from the end, for the record, its log
-	// and its idempotency key
+	// blocked → failed: the retention from the end, for the record (its log
+	// is in it) and its idempotency key
 	if _, err := s.Fail(ctx, "wf"); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{key, store.Prefix + "{wf:wf}:events"} {
-		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-			t.Fatalf("%s: TTL %s after the workflow failed, want the retention (1h) from its end", k, ttl)
-		}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("%s: TTL %s after the workflow failed, want the retention (1h) from its end", key, ttl)
 	}
+	logIsInTheRecord(t, rdb, "wf")
 }
 
 // A completed workflow's records live the retention from its end, and so
@@ -406,11 +405,10 @@ func TestTheRetentionCountsFromTheEnd(t *testing.T) {
 	if wf, err := s.Get(ctx, "wf"); err != nil || wf.State != store.StateCompleted {
 		t.Fatalf("%+v %v, want completed", wf, err)
 	}
-	for _, k := range []string{key, store.Prefix + "{wf:wf}:events"} {
-		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-			t.Fatalf("%s: TTL %s after the workflow completed, want the retention (1h) from its end", k, ttl)
-		}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("%s: TTL %s after the workflow completed, want the retention (1h) from its end", key, ttl)
 	}
+	logIsInTheRecord(t, rdb, "wf")
 	if _, _, err := s.Rerun(ctx, "wf", []string{"d"}, map[string][]string{"d": nil}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,8 @@ if state ~= 'canceled' and state ~= 'timed_out' and state ~= 'failed' then -- en
     v[1] = 'running'
   end
   if #w > 0 then
+    flush(false, w)
     redis.call('HSET', K, unpack(w))
-    flush()
   end
 end
 if v[3] == 'done' then

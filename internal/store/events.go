@@ -69,12 +69,17 @@ const MaxEventTextBytes = 4 << 10
 //
 // Only the create script makes the log (flush(true)); the others append
 // to it if its record holds one (a workflow submitted with the log off
-// has none), or else to the stream an older version made.
+// has none), or else to the stream an older version made. A script that
+// writes the record itself gives flush its field/value list (flush(false,
+// w), before its HSET): the entry rides in that HSET. One that read the
+// log's head with its own fields sets LH to it (false: none), sparing
+// flush the read.
 const luaEvents = `
 local EK, EN, EV, ET, ES = table.remove(KEYS), table.remove(ARGV), table.remove(ARGV), table.remove(ARGV), table.remove(ARGV)
 local EVS = {}
+local LH
 local function ev(head) EVS[#EVS + 1] = head .. ET end
-local function flush(make)
+local function flush(make, into)
   if ES ~= '' then
     local sp = cjson.decode(redis.call('HGET', KEYS[1], 'spend') or '{}')
     for p, m in string.gmatch(ES, '(%S+) (%d+)') do sp[p] = (sp[p] or 0) + tonumber(m) end
@@ -87,7 +92,8 @@ local function flush(make)
     if e == '' then e = own else e = e .. '\n' .. own end
   end
   if e == '' then return end
-  local h = not make and redis.call('HGET', KEYS[1], '` + logHead + `')
+  local h = LH
+  if make then h = false elseif h == nil then h = redis.call('HGET', KEYS[1], '` + logHead + `') end
   local first, last, ms = 0, -1, 0
   if h then
     first, last, ms = string.match(h, '(%d+) (%d+) (%d+)')
@@ -100,15 +106,16 @@ local function flush(make)
   local t = redis.call('TIME')
   local now = math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ms)
   last = last + 1
-  local w = {'` + logEntry + `' .. last, now .. '\n' .. e}
   local drop, bound = {}, tonumber(EN)
   while last - first + 1 > bound and #drop < 100 do
     drop[#drop + 1] = '` + logEntry + `' .. first
     first = first + 1
   end
   if #drop > 0 then redis.call('HDEL', KEYS[1], unpack(drop)) end
-  w[3], w[4] = '` + logHead + `', first .. ' ' .. last .. ' ' .. now
-  redis.call('HSET', KEYS[1], unpack(w))
+  local w = into or {}
+  local n = #w
+  w[n + 1], w[n + 2], w[n + 3], w[n + 4] = '` + logEntry + `' .. last, now .. '\n' .. e, '` + logHead + `', first .. ' ' .. last .. ' ' .. now
+  if not into then redis.call('HSET', KEYS[1], unpack(w)) end
   redis.call('PUBLISH', EK .. '` + noticeSuffix + `', now .. '-' .. last)
 end
 `

@@ -178,7 +178,8 @@ q[#q + 1] = 'nwaiting'
 q[#q + 1] = 'deadline_at'
 q[#q + 1] = 'gen'
 q[#q + 1] = 'nokey'
-local iw, idl, ig, ik = #q - 3, #q - 2, #q - 1, #q
+q[#q + 1] = '` + logHead + `'
+local iw, idl, ig, ik, ih = #q - 4, #q - 3, #q - 2, #q - 1, #q
 local il
 if lid ~= '' then q[#q + 1] = lf; il = #q end
 local v = hmget(K, q)
@@ -342,6 +343,8 @@ if not over then
 end
 if nsettled ~= nsettled0 then w[#w + 1] = 'nsettled'; w[#w + 1] = nsettled end
 if nfailed ~= nfailed0 then w[#w + 1] = 'nfailed'; w[#w + 1] = nfailed end
+LH = v[ih] or false
+flush(false, w) -- the log's entry rides in the record's HSET
 hset(K, w, 1)
 -- the step's durable calls (a step that may make some) are history once
 -- it settles: kept the retention
@@ -355,7 +358,6 @@ if refresh and wfstate == 'completed' then
 elseif refresh or redis.call('PTTL', K) < tonumber(OTTL) * 750 then
   redis.call('EXPIRE', K, OTTL)
 end
-flush()
 out[1] = wfstate
 -- an ended workflow's parent step (a child's), for the caller to tell
 if wfstate == 'completed' or wfstate == 'failed' or wfstate == 'canceled' or wfstate == 'timed_out' then

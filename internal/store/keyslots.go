@@ -356,7 +356,7 @@ func (s *Store) SlotHolderKnown(ctx context.Context, h SlotHolder) (bool, error)
 // text, the task's id, its generation. Returns {the workflow's state
 // (empty if gone), 1 if the step was marked}.
 var throttleScript = redis.NewScript(luaEvents + `
-local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[3], 'gen')
+local v = redis.call('HMGET', KEYS[1], 'state', ARGV[1], ARGV[3], 'gen', '` + logHead + `')
 local s = v[1]
 if not s then return {'', 0} end
 if s == 'canceled' or s == 'timed_out' or s == 'completed' or s == 'failed' then return {s, 0} end
@@ -364,8 +364,10 @@ if (v[4] or '0') ~= ARGV[6] then return {s, 0} end
 local st = v[2]
 if st == 'done' or st == 'dead' or st == 'waiting' or st == 'mapped' or st == 'canceled' or st == 'throttled' then return {s, 0} end
 if st == 'running' and v[3] ~= ARGV[5] then return {s, 0} end
-redis.call('HSET', KEYS[1], ARGV[1], 'throttled', ARGV[2], ARGV[4])
-flush()
+local w = {ARGV[1], 'throttled', ARGV[2], ARGV[4]}
+LH = v[5] or false
+flush(false, w)
+redis.call('HSET', KEYS[1], unpack(w))
 return {s, 1}
 `)
 

@@ -44,7 +44,10 @@ var beginScript = redis.NewScript(luaEvents + luaHelpers + `
 local K, now, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local q = {'state', 'nsettled'}
 for i = 7, #ARGV do q[#q + 1] = ARGV[i] end
+q[#q + 1] = '` + logHead + `' -- the log's head, for flush (taken off v at once)
 local v = hmget(K, q)
+LH = v[#v]
+v[#v] = nil
 local state = v[1]
 if not state then return {} end
 if not v[2] then return {'layout'} end

@@ -143,7 +143,8 @@ const noticeSuffix = ":new"
 // LogOptions say what the store logs of the changes it writes.
 type LogOptions struct {
 	// Limit bounds each workflow's event log to this many entries
-	// (older ones are trimmed); 0, as New leaves it, keeps no log.
+	// (older ones are trimmed); 0 (or less), as New leaves it, keeps no
+	// log.
 	Limit int
 	// Worker names this process in the steps it starts; empty: none.
 	Worker string
@@ -151,7 +152,7 @@ type LogOptions struct {
 
 // SetLog sets what the store logs; call it before the store is used.
 func (s *Store) SetLog(o LogOptions) {
-	s.eventLimit = o.Limit
+	s.eventLimit = max(o.Limit, 0) // below 0: no log, as 0
 	if o.Worker != "" {
 		w, _ := json.Marshal(o.Worker)
 		s.workerField = `,"worker":` + string(w)

@@ -289,6 +289,82 @@ func TestALogKeptAsAStreamIsReadAndAppendedTo(t *testing.T) {
 	if after, _ := s.Events(ctx, "wf", old, 100); len(after) != 1 || after[0].Text != "more" {
 		t.Fatalf("after %s: %+v", old, after)
 	}
+	// the stream lives as long as the record: through its end and a rerun
+	sameTTL := func(when string) {
+		t.Helper()
+		rec, log := rdb.TTL(ctx, rec).Val(), rdb.TTL(ctx, stream).Val()
+		if log <= 0 || rec-log > time.Second || log-rec > time.Second {
+			t.Fatalf("%s: the stream's TTL %s, the record's %s", when, log, rec)
+		}
+	}
+	rdb.Expire(ctx, stream, time.Minute)
+	if _, err := s.Cancel(ctx, "wf", []string{"a", "b", "c", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	sameTTL("canceled")
+	if _, _, err := s.Rerun(ctx, "wf", []string{"a"}, map[string][]string{"a": nil}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sameTTL("rerun")
+	if err := s.Log(ctx, "wf", store.Event{Type: record.EventDelta, Step: "a", Text: "after the rerun"}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := s.Events(ctx, "wf", "", 100); len(evs) < 4 || evs[len(evs)-1].Text != "after the rerun" {
+		t.Fatalf("events after the rerun %+v", evs)
+	}
+}
+
+// A reader's id that is not one of the log's (from before the workflow's
+// id was submitted again, or made up) gets what orders after it, by time
+// then number, not what its number alone would say; a page reads as
+// many entries as asked, past Lua's unpack bound.
+func TestAReaderAfterAnotherLogsIDGetsWhatOrdersAfterIt(t *testing.T) {
+	s, _ := loggingStore(t, 20000)
+	ctx := context.Background()
+	create(t, s, "wf")
+	for i := range 9000 {
+		if err := s.Log(ctx, "wf", store.Event{Type: record.EventDelta, Step: "a", Text: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, full, err := s.EventsPage(ctx, "wf", "", 9001)
+	if err != nil || len(all) != 9001 || !full {
+		t.Fatalf("one page of 9,001 entries: %d events, full %v, %v", len(all), full, err)
+	}
+	first, _, _ := strings.Cut(all[0].ID, "-")
+	lastMS, _, _ := strings.Cut(all[len(all)-1].ID, "-")
+	for _, c := range []struct {
+		after string
+		want  int // events after it
+	}{
+		{all[100].ID, len(all) - 101},
+		{"99999999999999-3", 0},                           // later than every entry: nothing, not entry 4 on
+		{"1-8999", len(all)},                              // earlier than every entry: all, not nothing
+		{first + "-99999", countAfter(all, first, 99999)}, // past the last number at the first entry's time
+		{lastMS + "-0", countAfter(all, lastMS, 0)},
+	} {
+		got, err := s.Events(ctx, "wf", c.after, 10000)
+		if err != nil || len(got) != c.want {
+			t.Errorf("after %s: %d events, want %d (%v)", c.after, len(got), c.want, err)
+		}
+		for _, e := range got {
+			if !record.EventIDBefore(c.after, e.ID) {
+				t.Fatalf("after %s: event %s", c.after, e.ID)
+			}
+		}
+	}
+}
+
+// countAfter is how many of evs order after the entry id "<ms>-<n>".
+func countAfter(evs []store.Event, ms string, n int) int {
+	id := ms + "-" + fmt.Sprint(n)
+	c := 0
+	for _, e := range evs {
+		if record.EventIDBefore(id, e.ID) {
+			c++
+		}
+	}
+	return c
 }
 
 // An entry's id never goes back, even when the clock does (a promoted

@@ -18,15 +18,21 @@ import (
 // version submitted, a stream.
 
 // logReadScript reads a workflow's log. KEYS: its record, its stream.
-// ARGV: what to read ("range": up to ARGV[4] entries from the entry
-// numbered ARGV[3], ” from the first, the stream's from id ARGV[2];
-// "last": the last entry; "info": the first entry and the bounds).
+// ARGV: what to read ("range": up to ARGV[4] entries after the entry id
+// ARGV[2] ("-": from the first), whose number and time are ARGV[3] and
+// ARGV[5] (” for none); "last": the last entry; "info": the first entry
+// and the bounds). A range after an entry of this log starts at that
+// entry (the caller skips the events it read); after an id that is not
+// one of this log's (a reader's id from before the workflow's id was
+// submitted again, or a made-up one), at the first entry whose id orders
+// after it (its time, then its number: both only grow along a log).
 // Returns, for a log in the record: {1, the first entry's number, its
 // entries...} ("range" and "last"), or {1, first, last, the first
 // entry} ("info"); for a stream: {0, XRANGE's or XREVRANGE's entries}
 // ("info": {0}, the caller asks the stream itself).
-var logReadScript = redis.NewScript(`
-local h = redis.call('HGET', KEYS[1], '` + logHead + `')
+var logReadScript = redis.NewScript(luaHelpers + `
+local K = KEYS[1]
+local h = redis.call('HGET', K, '` + logHead + `')
 if not h then
   if ARGV[1] == 'range' then return {0, redis.call('XRANGE', KEYS[2], ARGV[2], '+', 'COUNT', ARGV[4])} end
   if ARGV[1] == 'last' then return {0, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)} end
@@ -34,16 +40,31 @@ if not h then
 end
 local first, last = string.match(h, '(%d+) (%d+)')
 first, last = tonumber(first), tonumber(last)
-if ARGV[1] == 'info' then return {1, first, last, redis.call('HGET', KEYS[1], '` + logEntry + `' .. first)} end
-if ARGV[1] == 'last' then return {1, last, redis.call('HGET', KEYS[1], '` + logEntry + `' .. last)} end
+local function entry(n) return redis.call('HGET', K, '` + logEntry + `' .. n) end
+if ARGV[1] == 'info' then return {1, first, last, entry(first)} end
+if ARGV[1] == 'last' then return {1, last, entry(last)} end
 local from = first
-if ARGV[3] ~= '' then from = math.max(first, tonumber(ARGV[3])) end
+if ARGV[3] ~= '' then
+  local an, ams = tonumber(ARGV[3]), tonumber(ARGV[5])
+  local e = an >= first and an <= last and entry(an)
+  if e and tonumber(string.match(e, '^(%d+)')) == ams then
+    from = an
+  else -- the first entry whose (time, number) is past the id's
+    local lo, hi = first, last + 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local m = tonumber(string.match(entry(mid), '^(%d+)'))
+      if m > ams or (m == ams and mid > an) then hi = mid else lo = mid + 1 end
+    end
+    from = lo
+  end
+end
 local to = math.min(last, from + tonumber(ARGV[4]) - 1)
 local out = {1, from}
 if to < from then return out end
 local f = {}
 for n = from, to do f[#f + 1] = '` + logEntry + `' .. n end
-for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(f))) do out[#out + 1] = v end
+for _, v in ipairs(hmget(K, f)) do out[#out + 1] = v end
 return out
 `)
 
@@ -56,7 +77,14 @@ type logEntryText struct {
 // readLog runs logReadScript and returns the entries it read; legacy
 // says the log is a stream with no entries read ("info").
 func (s *Store) readLog(ctx context.Context, wf, mode, start, from string, n int) (entries []logEntryText, first, last int64, legacy bool, err error) {
-	v, err := logReadScript.Run(ctx, s.rdb, []string{wfKey(wf), eventsKey(wf)}, mode, start, from, n).Slice()
+	// start: the stream's first id to read ("-": its first); from: the
+	// entry id ("<ms>-<n>") the record's log is read after ("": from its
+	// first)
+	seq, ms := "", ""
+	if from != "" {
+		ms, seq, _ = strings.Cut(from, "-")
+	}
+	v, err := logReadScript.Run(ctx, s.rdb, []string{wfKey(wf), eventsKey(wf)}, mode, start, seq, n, ms).Slice()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			err = nil
@@ -137,8 +165,7 @@ func (s *Store) EventsPage(ctx context.Context, wf, after string, n int) ([]Even
 		if entry, place, ok = record.SplitEventID(after); !ok {
 			return nil, false, fmt.Errorf("store: events of %s after %q: not an event id", wf, after)
 		}
-		start = entry // its later events, then the entries after it
-		_, from, _ = strings.Cut(entry, "-")
+		start, from = entry, entry // its later events, then the entries after it
 	}
 	entries, _, _, _, err := s.readLog(ctx, wf, "range", start, from, n)
 	if err != nil {

@@ -120,6 +120,7 @@ hset(K, w, 1)
 flush()
 local base = string.sub(K, 1, #K - 2)
 redis.call('EXPIRE', K, OTTL)
+redis.call('EXPIRE', EK, OTTL) -- a log kept as a stream (an older version's); none: nothing
 redis.call('EXPIRE', base .. 'idem', OTTL)
 return out
 `)

@@ -357,6 +357,7 @@ if refresh and wfstate == 'completed' then
   ended(ARGV[4], v[ik] == '1') -- the retention counts from the end
 elseif refresh or redis.call('PTTL', K) < tonumber(OTTL) * 750 then
   redis.call('EXPIRE', K, OTTL)
+  if not LH then redis.call('EXPIRE', EK, OTTL) end -- a log kept as a stream (an older version's) lives as long
 end
 out[1] = wfstate
 -- an ended workflow's parent step (a child's), for the caller to tell

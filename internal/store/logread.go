@@ -240,5 +240,14 @@ func (s *Store) streamLog(ctx context.Context, wf string) (LogInfo, error) {
 	if out.Added < out.Length {
 		out.Added = out.Length
 	}
+	if out.First == "" && out.Length > 0 { // a server whose XINFO leaves it out
+		first, err := s.rdb.XRangeN(ctx, eventsKey(wf), "-", "+", 1).Result()
+		if err != nil {
+			return LogInfo{}, fmt.Errorf("store: event log of %s: %w", wf, err)
+		}
+		if len(first) > 0 {
+			out.First = first[0].ID
+		}
+	}
 	return out, nil
 }

@@ -14,7 +14,10 @@ import (
 // its scripts (SCRIPT FLUSH, a restart, a failover) answers NOSCRIPT, and
 // the store loads them again and sends the round trip again, once.
 func TestCreateSendsItsScriptBySHAAndSurvivesAScriptFlush(t *testing.T) {
-	_, rdb := redistest.New(t)
+	db, rdb := redistest.New(t)
+	if db.Kind == "miniredis" {
+		t.Skip("counting the commands sent needs a real redis-server (INFO commandstats)")
+	}
 	s := store.New(rdb, time.Hour, nil)
 	s.SetLog(store.LogOptions{Limit: 100})
 	ctx := context.Background()

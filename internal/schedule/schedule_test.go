@@ -103,6 +103,9 @@ func tickEntries(t *testing.T, rdb redis.UniversalClient) []schedule.Entry {
 // slot sequence has no gap and no slot is doubled.
 func TestThreeReplicasFireEachSlotOnceThroughAFailover(t *testing.T) {
 	db, rdb := redistest.New(t)
+	if db.Kind == "miniredis" {
+		t.Skip("a killed holder's lease that lapses in real time needs a real redis-server (miniredis expires keys only when told to)")
+	}
 	entries := tickEntries(t, rdb)
 	f := &fires{}
 	replicas := map[string]*replica{}

@@ -74,21 +74,17 @@ type logEntryText struct {
 	lines string
 }
 
-// readLog runs logReadScript and returns the entries it read; legacy
-// says the log is a stream with no entries read ("info").
-func (s *Store) readLog(ctx context.Context, wf, mode, start, from string, n int) (entries []logEntryText, first, last int64, legacy bool, err error) {
-	// start: the stream's first id to read ("-": its first); from: the
-	// entry id ("<ms>-<n>") the record's log is read after ("": from its
-	// first)
-	seq, ms := "", ""
-	if from != "" {
-		ms, seq, _ = strings.Cut(from, "-")
+// readLog runs logReadScript and returns the entries it read after the
+// entry id after ("": from the first); legacy says the log is a stream
+// with no entries read ("info").
+func (s *Store) readLog(ctx context.Context, wf, mode, after string, n int) (entries []logEntryText, first, last int64, legacy bool, err error) {
+	start, ms, seq := "-", "", ""
+	if after != "" {
+		start = after
+		ms, seq, _ = strings.Cut(after, "-")
 	}
 	v, err := logReadScript.Run(ctx, s.rdb, []string{wfKey(wf), eventsKey(wf)}, mode, start, seq, n, ms).Slice()
 	if err != nil {
-		if errors.Is(err, redis.Nil) {
-			err = nil
-		}
 		return nil, 0, 0, false, err
 	}
 	if len(v) == 0 {
@@ -159,15 +155,14 @@ func (s *Store) Events(ctx context.Context, wf, after string, n int) ([]Event, e
 // EventsPage is Events, saying also whether it read n entries (more may
 // follow at once).
 func (s *Store) EventsPage(ctx context.Context, wf, after string, n int) ([]Event, bool, error) {
-	start, from, entry, place := "-", "", "", -1
+	entry, place := "", -1
 	if after != "" {
 		var ok bool
 		if entry, place, ok = record.SplitEventID(after); !ok {
 			return nil, false, fmt.Errorf("store: events of %s after %q: not an event id", wf, after)
 		}
-		start, from = entry, entry // its later events, then the entries after it
 	}
-	entries, _, _, _, err := s.readLog(ctx, wf, "range", start, from, n)
+	entries, _, _, _, err := s.readLog(ctx, wf, "range", entry, n) // its later events, then the entries after it
 	if err != nil {
 		return nil, false, fmt.Errorf("store: events of %s: %w", wf, err)
 	}
@@ -191,7 +186,7 @@ func (s *Store) EventsPage(ctx context.Context, wf, after string, n int) ([]Even
 // LastEventID is the id of the last event of a workflow's log ("": the
 // log is empty or there is none).
 func (s *Store) LastEventID(ctx context.Context, wf string) (string, error) {
-	entries, _, _, _, err := s.readLog(ctx, wf, "last", "", "", 1)
+	entries, _, _, _, err := s.readLog(ctx, wf, "last", "", 1)
 	if err != nil {
 		return "", fmt.Errorf("store: last event of %s: %w", wf, err)
 	}
@@ -214,7 +209,7 @@ func (i LogInfo) Trimmed() int64 { return max(i.Added-i.Length, 0) }
 // EventLog describes a workflow's event log; a log that does not exist
 // is empty.
 func (s *Store) EventLog(ctx context.Context, wf string) (LogInfo, error) {
-	entries, first, last, legacy, err := s.readLog(ctx, wf, "info", "", "", 1)
+	entries, first, last, legacy, err := s.readLog(ctx, wf, "info", "", 1)
 	if err != nil {
 		return LogInfo{}, fmt.Errorf("store: event log of %s: %w", wf, err)
 	}

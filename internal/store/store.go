@@ -166,10 +166,11 @@ func (s *Store) ttls() string {
 
 // luaEnded sets an ended workflow's TTLs (ttls, ended and key; KEYS[1]
 // its record): its record (and the log in it) and idempotency key live
-// the retention from now on, and so does the log an older version kept as
-// a stream (EK: unless the script read the log's head, LH, in the
-// record). The key and the stream share the record's slot. noKey: the workflow's idempotency key keeps no
-// record (its "nokey" field: NewWorkflow.KeyRecord).
+// the retention from now on, and so does the log an older version kept
+// as a stream (EK: unless the script read the log's head, LH, in the
+// record). The key and the stream share the record's slot. noKey: the
+// workflow's idempotency key keeps no record (its "nokey" field:
+// NewWorkflow.KeyRecord).
 const luaEnded = `
 local function ended(ttls, noKey)
   local _, rttl, kttl = string.match(ttls, '(%d+) (%d+) (%d+)')

@@ -28,10 +28,13 @@ import (
 // then in one of 500 for the per-step cost to compare: single-step
 // workflows, three waves of them (3×concurrency steps), submitted by 32
 // producers before the workers start (the span measured, from the first
-// step's start to the last one's end, is the workers'). Reported: steps/s against concurrency ÷ latency,
-// each process's peak RSS, steps run more than once, asynq's retried and
-// archived tasks (a lease that lapsed shows there), and Redis and worker
-// CPU per step.
+// step's start to the last one's end, is the workers'). Reported: steps/s
+// against concurrency ÷ latency, the most the span allows at the rate the
+// slots filled, the rate once they were full, each process's peak RSS,
+// steps run more than once, asynq's retried and archived tasks (a lease
+// that lapsed shows there), and Redis, worker and bench CPU per step. The
+// bench waits on the queue's counts, not on each workflow, and reads the
+// workflows once the measure has stopped.
 
 // inflightWaves is how many times over the workload fills the slots.
 const inflightWaves = 3
@@ -55,6 +58,15 @@ type InflightResult struct {
 	// they have slots (the first wave, all pending at the start): their
 	// dequeue rate is slots over it.
 	FillSeconds float64
+	// FillBound is the most steps/s the span allows at the fill measured:
+	// slot i is busy from its first step's start s_i at best, so the span
+	// is at least waves × latency + the mean of the s_i (from the first
+	// start), whatever the rate once every slot is busy.
+	FillBound float64
+	// SustainedPerSec is the rate once the slots are full: the steps that
+	// started after the first slots' worth, over the time from that fill
+	// to the last start (each such start waited for a slot to free).
+	SustainedPerSec float64
 }
 
 func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
@@ -72,15 +84,15 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 			return fmt.Errorf("%d worker(s) of %d: %w", r.workers, r.each, err)
 		}
 		res = append(res, x)
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %.0f steps/s (%.0f%%)\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds)
+			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.SustainedPerSec, 100*x.SustainedPerSec/x.Target)
 	}
-	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
 	for _, x := range res {
-		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
-			100*x.StepsPerSec/x.Target, x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
+		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %.1f%% | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
+			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, 100*x.SustainedPerSec/x.Target, x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
 	}
 	return nil
 }
@@ -165,7 +177,14 @@ retention: 1h
 	if err := waitForWorkers(ctx, rdb, workers); err != nil {
 		return x, err
 	}
-	// wait for every workflow, 64 at a time
+	// wait until the queue has no step left to run, asking asynq's counts
+	// once a second: waiting on each workflow would poll Redis thousands
+	// of times during the run, and the measure would charge that CPU to
+	// the steps; every workflow is read after the measure stops
+	if err := waitDrained(ctx, rdb, 20*p.latency+5*time.Minute); err != nil {
+		return x, err
+	}
+	m.stop(ctx)
 	sem := make(chan struct{}, 64)
 	var mu sync.Mutex
 	var first, last time.Time
@@ -176,14 +195,12 @@ retention: 1h
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			wctx, cancel := context.WithTimeout(ctx, 20*p.latency+5*time.Minute)
-			defer cancel()
-			wf, err := client.Wait(wctx, id, min(p.latency/4, 2*time.Second), nil) // seldom: the waits cost Redis too
+			wf, err := client.Status(ctx, id)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil:
-				werr = fmt.Errorf("waiting for %s: %w", id, err)
+				werr = fmt.Errorf("reading %s: %w", id, err)
 			case wf.State != store.StateCompleted:
 				werr = fmt.Errorf("workflow %s is %s", id, wf.State)
 			default:
@@ -204,7 +221,6 @@ retention: 1h
 		}()
 	}
 	wg.Wait()
-	m.stop(ctx)
 	if werr != nil {
 		return x, werr
 	}
@@ -212,6 +228,16 @@ retention: 1h
 	slices.SortFunc(starts, time.Time.Compare)
 	if n := workers * each; len(starts) >= n {
 		x.FillSeconds = starts[n-1].Sub(starts[0]).Seconds()
+		var offsets float64
+		for _, st := range starts[:n] {
+			offsets += st.Sub(starts[0]).Seconds()
+		}
+		x.FillBound = float64(x.Steps) / (inflightWaves*p.latency.Seconds() + offsets/float64(n))
+	}
+	if n := workers * each; len(starts) > n {
+		if w := starts[len(starts)-1].Sub(starts[n-1]).Seconds(); w > 0 {
+			x.SustainedPerSec = float64(len(starts)-n) / w
+		}
 	}
 	// the first wave's calls start together and the last wave's end
 	// together: steps over the span of the waves
@@ -236,6 +262,27 @@ retention: 1h
 	x.WorkerCPUMicrosPerStep = float64(cpu.Microseconds()) / float64(x.Steps)
 	x.Ceiling = float64(runtime.NumCPU()) * 1e6 / (x.WorkerCPUMicrosPerStep + x.RedisMicrosPerStep + x.BenchCPUMicrosPerStep)
 	return x, nil
+}
+
+// waitDrained waits, up to limit, until the default queue has no task
+// pending, running, scheduled or waiting for a retry.
+func waitDrained(ctx context.Context, rdb *redis.Client, limit time.Duration) error {
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		qi, err := insp.GetQueueInfo("default")
+		if err == nil && qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the queue did not drain in %s (last read: %+v, %v)", limit, qi, err)
+		case <-t.C:
+		}
+	}
 }
 
 // waitForWorkers waits until n workers advertise themselves.

@@ -139,12 +139,9 @@ var anthropicDialect = &dialect{
 		}
 	},
 	answer: func(w http.ResponseWriter, id, model, text string, in, out int) {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": id, "type": "message", "role": "assistant", "model": model,
-			"content":     []any{map[string]string{"type": "text", "text": text}},
-			"stop_reason": "end_turn", "stop_sequence": nil,
-			"usage": map[string]int{"input_tokens": in, "output_tokens": out},
-		})
+		writeJSON(w, http.StatusOK, anthropicAnswer{ID: id, Type: "message", Role: "assistant", Model: model,
+			Content: []anthropicText{{Type: "text", Text: text}}, StopReason: "end_turn",
+			Usage: anthropicUsage{InputTokens: in, OutputTokens: out}})
 	},
 	toolAnswer: func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int) {
 		var content []any
@@ -211,3 +208,26 @@ var anthropicDialect = &dialect{
 }
 
 func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) { s.serve(anthropicDialect, w, r) }
+
+// anthropicAnswer is a plain answer's body: a struct, not maps, for what
+// every answered call costs the server to encode.
+type anthropicAnswer struct {
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Role         string          `json:"role"`
+	Model        string          `json:"model"`
+	Content      []anthropicText `json:"content"`
+	StopReason   string          `json:"stop_reason"`
+	StopSequence *string         `json:"stop_sequence"` // always null
+	Usage        anthropicUsage  `json:"usage"`
+}
+
+type anthropicText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anthropicUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}

@@ -105,11 +105,9 @@ var openAIDialect = &dialect{
 		}
 	},
 	answer: func(w http.ResponseWriter, id, model, text string, in, out int) {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": id, "object": "chat.completion", "created": 1, "model": model,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]string{"role": "assistant", "content": text}, "finish_reason": "stop"}},
-			"usage":   map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
-		})
+		writeJSON(w, http.StatusOK, openAICompletion{ID: id, Object: "chat.completion", Created: 1, Model: model,
+			Choices: []openAIChoice{{Message: openAIMessage{Role: "assistant", Content: text}, FinishReason: "stop"}},
+			Usage:   openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}})
 	},
 	toolAnswer: func(w http.ResponseWriter, id, model, text string, calls []toolCall, in, out int) {
 		var content any // null without text
@@ -170,6 +168,34 @@ var openAIDialect = &dialect{
 	authError: func(key string) (int, any) {
 		return http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "Incorrect API key provided: " + key + ". You can find your API key in your account settings.", "type": "invalid_request_error", "param": nil, "code": "invalid_api_key"}}
 	},
+}
+
+// openAICompletion is a plain answer's body: a struct, not maps, for
+// what every answered call costs the server to encode.
+type openAICompletion struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int            `json:"created"`
+	Model   string         `json:"model"`
+	Choices []openAIChoice `json:"choices"`
+	Usage   openAIUsage    `json:"usage"`
+}
+
+type openAIChoice struct {
+	Index        int           `json:"index"`
+	Message      openAIMessage `json:"message"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+type openAIMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type openAIUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
 }
 
 func (s *Server) openAI(w http.ResponseWriter, r *http.Request) { s.serve(openAIDialect, w, r) }

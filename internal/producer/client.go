@@ -150,19 +150,28 @@ func (c *Client) Parse(source string, data []byte) (*spec.Spec, error) {
 // Status returns the workflow with all its steps; a pending or queued
 // step that no live worker serves says so in its Unserved.
 func (c *Client) Status(ctx context.Context, id string) (*Workflow, error) {
-	wf, err := c.store.Get(ctx, id)
+	wf, wspec, err := c.withSpec(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.markUnserved(ctx, wf); err != nil {
+	if err := c.markUnserved(ctx, wf, wspec); err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", id, err)
-	}
-	wspec, err := c.spec(ctx, id)
-	if err != nil {
-		return nil, err
 	}
 	parseOutputs(wspec, wf)
 	return wf, nil
+}
+
+// withSpec reads workflow id and its spec in one go (two round trips).
+func (c *Client) withSpec(ctx context.Context, id string) (*Workflow, *spec.Spec, error) {
+	wf, raw, err := c.store.GetWithSpec(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	wspec, err := parseStoredSpec(id, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wf, wspec, nil
 }
 
 // parseOutputs sets JSON, beside Output, on each done step whose output
@@ -197,11 +206,7 @@ type Result struct {
 
 // Result returns the workflow and its final steps. It does not wait.
 func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
-	wf, err := c.store.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	wspec, err := c.spec(ctx, id)
+	wf, wspec, err := c.withSpec(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +238,11 @@ func (c *Client) spec(ctx context.Context, id string) (*spec.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseStoredSpec(id, raw)
+}
+
+// parseStoredSpec parses workflow id's stored spec.
+func parseStoredSpec(id string, raw []byte) (*spec.Spec, error) {
 	var s spec.Spec
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("workflow %s: stored spec is unreadable: %w", id, err)

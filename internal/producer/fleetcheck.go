@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -217,9 +216,9 @@ func checkServed(wspec *spec.Spec, ads []store.WorkerAd, shards map[string]int) 
 }
 
 // markUnserved fills in Unserved on each pending or queued step of an
-// unfinished workflow that no live worker serves. It reads the spec and
-// the advertisements only when there is such a step.
-func (c *Client) markUnserved(ctx context.Context, wf *Workflow) error {
+// unfinished workflow (of spec wspec) that no live worker serves. It
+// reads the advertisements only when there is such a step.
+func (c *Client) markUnserved(ctx context.Context, wf *Workflow, wspec *spec.Spec) error {
 	if store.Terminal(wf.State) {
 		return nil
 	}
@@ -232,14 +231,6 @@ func (c *Client) markUnserved(ctx context.Context, wf *Workflow) error {
 	if len(waiting) == 0 {
 		return nil
 	}
-	raw, err := c.store.Spec(ctx, wf.ID)
-	if err != nil {
-		return err
-	}
-	var wspec spec.Spec
-	if json.Unmarshal(raw, &wspec) != nil {
-		return nil // an unreadable spec says nothing of what serves it
-	}
 	ads, err := c.fleet.Live(ctx)
 	if err != nil {
 		return err
@@ -247,7 +238,7 @@ func (c *Client) markUnserved(ctx context.Context, wf *Workflow) error {
 	v := newFleetView(ads)
 	for _, n := range wspec.Needs() {
 		i, ok := waiting[n.Step]
-		if !ok || wf.Steps[i].Unserved != "" || !mustServe(&wspec, n) {
+		if !ok || wf.Steps[i].Unserved != "" || !mustServe(wspec, n) {
 			continue
 		}
 		wf.Steps[i].Unserved = v.unserved(n, wspec.Shards[n.Queue])

@@ -76,3 +76,56 @@ func getWithAChangeBetweenReads(t *testing.T, set ...any) *store.Workflow {
 	}
 	return wf
 }
+
+// countCommands counts the reads of a hash a client sends.
+type countCommands struct{ n atomic.Int64 }
+
+func (*countCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "hmget" || n == "hget" || n == "hgetall" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*countCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// GetWithSpec reads the spec in Get's second read: the workflow, its
+// steps and its spec of one moment, in Get's two round trips; a record
+// written again between the reads is read again whole, spec included.
+func TestGetWithSpecReadsTheSpecWithItsSteps(t *testing.T) {
+	_, rdb := redistest.New(t)
+	s := store.New(rdb, time.Hour, nil)
+	if _, err := s.Create(t.Context(), store.NewWorkflow{ID: "wf1", Name: "chord", Spec: []byte(`{"name":"chord"}`), Steps: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	counted := redis.NewClient(rdb.Options())
+	t.Cleanup(func() { _ = counted.Close() })
+	n := &countCommands{}
+	counted.AddHook(n)
+	wf, raw, err := store.New(counted, time.Hour, nil).GetWithSpec(t.Context(), "wf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != `{"name":"chord"}` || wf.Name != "chord" || len(wf.Steps) != 2 || n.n.Load() != 2 {
+		t.Fatalf("read %s with %d steps and spec %s in %d reads; want chord, 2 steps, its spec, 2 reads", wf.Name, len(wf.Steps), raw, n.n.Load())
+	}
+
+	hooked := redis.NewClient(rdb.Options())
+	t.Cleanup(func() { _ = hooked.Close() })
+	hook := &changeBetweenReads{rdb: rdb, set: []any{"name", "other", "steps", `["x"]`, "nsteps", 1, "x.state", store.StepDone, "spec", `{"name":"other"}`}}
+	hooked.AddHook(hook)
+	wf, raw, err = store.New(hooked, time.Hour, nil).GetWithSpec(t.Context(), "wf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hook.done.Load() {
+		t.Fatal("nothing changed between the reads: the test proves nothing")
+	}
+	if wf.Name != "other" || len(wf.Steps) != 1 || string(raw) != `{"name":"other"}` {
+		t.Fatalf("read %s with %d steps and spec %s; want the second record whole (other, x, its spec)", wf.Name, len(wf.Steps), raw)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -78,15 +79,45 @@ type schemaJSON map[string]any
 
 func (s schemaJSON) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(s)) }
 
-// Chat implements Provider.
+// Chat implements Provider. The call waits, for as long as the provider
+// takes, at the bottom of a worker's deepest stack, so what is built
+// before it and read after it is done in functions of their own (their
+// frames are gone while it waits): a goroutine's stack is sized by its
+// deepest moment, and a worker holds one such stack per call in flight.
 func (a *openaiProvider) Chat(ctx context.Context, req Request) (*Response, error) {
 	k := a.keyIndex(ctx)
 	cctx, c := withCapture(ctx)
 	start := a.now()
-	resp, err := a.clients[k].CreateChatCompletion(cctx, a.request(req, false))
+	resp, err := a.send(cctx, k, a.chatRequest(&req))
 	if err != nil {
 		return nil, a.toError(ctx, req.Model, k, c, err, parseOpenAIError)
 	}
+	return a.response(ctx, &req, k, c, resp, start)
+}
+
+// chatRequest is request(req, false) on the heap.
+//
+//go:noinline
+func (a *openaiProvider) chatRequest(req *Request) *openai.ChatCompletionRequest {
+	r := a.request(*req, false)
+	return &r
+}
+
+// send makes the call with key k.
+//
+//go:noinline
+func (a *openaiProvider) send(ctx context.Context, k int, r *openai.ChatCompletionRequest) (*openai.ChatCompletionResponse, error) {
+	resp, err := a.clients[k].CreateChatCompletion(ctx, *r)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// response is the call's answer, or its error.
+//
+//go:noinline
+func (a *openaiProvider) response(ctx context.Context, req *Request, k int, c *capture, resp *openai.ChatCompletionResponse, start time.Time) (*Response, error) {
 	if len(resp.Choices) == 0 || (resp.Choices[0].Message.Content == "" && len(resp.Choices[0].Message.ToolCalls) == 0) {
 		return nil, a.toError(ctx, req.Model, k, c, errEmptyAnswer, parseOpenAIError)
 	}

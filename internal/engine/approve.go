@@ -25,7 +25,7 @@ import (
 
 // park runs an approval step's task: the step waits for a person, and a
 // task due at its timeout rejects it if no one decided.
-func (h *Handler) park(ctx context.Context, run stepRun, views map[string]spec.StepView) error {
+func (h *Handler) park(ctx context.Context, run *stepRun, views map[string]spec.StepView) error {
 	p, wspec, st := run.p, run.spec, run.st
 	msg, err := spec.RenderData(ctx, spec.MessageTemplate(st), spec.DataOf(wspec.Input, views, nil))
 	if err != nil {
@@ -122,7 +122,7 @@ func (h *Handler) decided(ctx context.Context, t *asynq.Task) error {
 // approvalRun parks an approval step until its decision.
 type approvalRun struct{}
 
-func (approvalRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (approvalRun) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	if a.Step.State == store.StepWaiting || a.Step.State == store.StepDone {
 		return nil // parked already (a redelivery), or decided
 	}

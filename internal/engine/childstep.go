@@ -37,7 +37,7 @@ import (
 // childRun runs a child workflow step's task, and its child's end.
 type childRun struct{}
 
-func (childRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (childRun) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	switch {
 	case a.Step.State == store.StepDone:
 		return nil
@@ -50,7 +50,7 @@ func (childRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attem
 }
 
 // startChild parks the step and creates its child workflow.
-func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]spec.StepView) error {
+func (h *Handler) startChild(ctx context.Context, run *stepRun, views map[string]spec.StepView) error {
 	p, st := run.p, run.st
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
@@ -136,7 +136,7 @@ func (h *Handler) startChild(ctx context.Context, run stepRun, views map[string]
 // with its parent's deadline if that comes first, and enqueues its roots;
 // a child that exists already is left as it is (its roots enqueued again
 // change nothing: their task ids).
-func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec *spec.Spec, depth int, root string) error {
+func (h *Handler) createChild(ctx context.Context, run *stepRun, id string, wspec *spec.Spec, depth int, root string) error {
 	data, err := json.Marshal(wspec)
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func (h *Handler) createChild(ctx context.Context, run stepRun, id string, wspec
 // resumeChild finishes starting child id, created already with cspec: the
 // step parked and linked, the child's roots enqueued (again: their task
 // ids keep them from running twice).
-func (h *Handler) resumeChild(ctx context.Context, run stepRun, id string, cspec *spec.Spec) error {
+func (h *Handler) resumeChild(ctx context.Context, run *stepRun, id string, cspec *spec.Spec) error {
 	p := run.p
 	state, err := h.st.Wait(ctx, p.Workflow, p.Step, fmt.Sprintf("waits for child workflow %s (%s)", id, run.st.Workflow.Spec))
 	if err != nil {
@@ -193,7 +193,7 @@ func (h *Handler) resumeChild(ctx context.Context, run stepRun, id string, cspec
 // attempt; its tree holds it), so a link that cannot be written is
 // logged, not retried: a retry of a step whose child exists could end in
 // a second child, should the first end meanwhile.
-func (h *Handler) linkChild(ctx context.Context, run stepRun, id string) {
+func (h *Handler) linkChild(ctx context.Context, run *stepRun, id string) {
 	if err := untilStored(ctx, func() error {
 		return h.st.SetChild(ctx, run.p.Workflow, run.p.Step, id, run.p.Gen, run.attempt)
 	}); err != nil {
@@ -229,7 +229,7 @@ func (h *Handler) childPlace(ctx context.Context, wf string) (int, string, error
 // dead-letters the step (class limit; a requeue after the bound is raised
 // starts the child); a tree whose root ended starts nothing more: the
 // workflow that would have started the child is canceled with it.
-func (h *Handler) reserveChild(ctx context.Context, run stepRun, root, id string) error {
+func (h *Handler) reserveChild(ctx context.Context, run *stepRun, root, id string) error {
 	bound := cmp.Or(h.o.MaxTreeWorkflows, defaults.MaxTreeWorkflows)
 	_, err := h.st.ReserveChild(ctx, root, run.p.Workflow, id, bound)
 	var full *store.TreeFullError
@@ -260,7 +260,7 @@ func ids(wspec *spec.Spec) []string {
 
 // childEnded settles a child workflow step whose child ended: done with
 // the child's output, or dead with its reason (only if it still waits).
-func (h *Handler) childEnded(ctx context.Context, run stepRun) error {
+func (h *Handler) childEnded(ctx context.Context, run *stepRun) error {
 	p := run.p
 	id := flow.ChildID(p.Workflow, p.Step, p.Gen, run.attempt)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -334,7 +334,7 @@ func childSpend(child *store.Workflow) (store.Usage, int64, map[string]int64) {
 
 // childFailed dead-letters a child workflow step (if it still waits) with
 // reason: class handler, as for a code step whose function failed.
-func (h *Handler) childFailed(ctx context.Context, run stepRun, reason string) error {
+func (h *Handler) childFailed(ctx context.Context, run *stepRun, reason string) error {
 	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: run.st.Optional, Error: store.Excerpt(reason), Class: string(retry.Handler), Attempt: run.attempt}
 	if err := h.settle(ctx, run, o, retry.Handler); errors.Is(err, store.ErrAlreadySettled) {
 		return nil

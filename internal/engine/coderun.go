@@ -19,7 +19,7 @@ import (
 const notServedRecheck = 5 * time.Second
 
 // runCode runs one attempt of a code step that Begin let through.
-func (h *Handler) runCode(ctx context.Context, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (h *Handler) runCode(ctx context.Context, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	p, wspec, st := run.p, run.spec, run.st
 	log := run.log.With("handler", st.Run)
 	fn, ok := h.o.Steps[st.Run]
@@ -114,7 +114,7 @@ func callStep(ctx context.Context, fn StepFunc, s *CodeStep) (out any, err error
 
 // codeFailed decides what a failed code step becomes, as failed does for a
 // prompt step, honouring the step's own verdict.
-func (h *Handler) codeFailed(ctx context.Context, run stepRun, err error, hash, target string) error {
+func (h *Handler) codeFailed(ctx context.Context, run *stepRun, err error, hash, target string) error {
 	p, st, attempt := run.p, run.st, run.attempt
 	var pe *PanicError
 	if errors.As(err, &pe) {
@@ -164,6 +164,6 @@ func (codeRun) servedBy(h *Handler, st *spec.Step) bool {
 	return ok
 }
 
-func (codeRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (codeRun) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	return h.runCode(ctx, run, a, views)
 }

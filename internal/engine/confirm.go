@@ -25,7 +25,7 @@ const unconfirmedRecheck = 2 * time.Second
 // On the task's last delivery it returns nil instead: asynq archives such
 // a task whatever the error, so the caller goes on with what the primary
 // holds, as without the option, and a warning says so.
-func (h *Handler) notConfirmed(ctx context.Context, run stepRun, what string, err error) error {
+func (h *Handler) notConfirmed(ctx context.Context, run *stepRun, what string, err error) error {
 	if deliveryOf(ctx).last() {
 		run.log.Warn(what+" not confirmed by the replicas on the task's last retry: going on as the primary holds it",
 			"attempt", run.attempt, "err", store.Excerpt(err.Error()))

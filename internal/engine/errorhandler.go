@@ -100,7 +100,7 @@ func abandonedReason(err error, r spec.Resolved) (retry.Class, string) {
 func (h *Handler) settleAbandoned(ctx context.Context, p tasks.Payload, wspec *spec.Spec, st *spec.Step, inst *spec.Instance, attempt int, class retry.Class, reason, reconciled string) bool {
 	reason = store.Excerpt(reason)
 	o := store.Outcome{Done: false, OnlyIfOpen: true, Optional: st.Optional, Error: reason, Class: string(class), Attempt: attempt}
-	run := stepRun{p: p, spec: wspec, st: st, r: spec.Resolve(wspec, st), attempt: attempt, inst: inst, log: stepLogger(h.o.Logger, p.Workflow, p.Step)}
+	run := &stepRun{p: p, spec: wspec, st: st, r: spec.Resolve(wspec, st), attempt: attempt, inst: inst, log: stepLogger(h.o.Logger, p.Workflow, p.Step)}
 	err := h.settleAs(ctx, run, o, class, reconciled)
 	var se *StepError
 	switch {

@@ -44,7 +44,7 @@ type stepLogKey struct{}
 // withStepLog returns ctx carrying the attempt's log and hearing the
 // router's calls under it. It is there with the log off too: the calls'
 // cost by provider is counted with their events.
-func (h *Handler) withStepLog(ctx context.Context, run stepRun) context.Context {
+func (h *Handler) withStepLog(ctx context.Context, run *stepRun) context.Context {
 	l := &stepLog{h: h, ctx: context.WithoutCancel(ctx), wf: run.p.Workflow, step: run.p.Step, attempt: run.attempt}
 	ctx = context.WithValue(ctx, stepLogKey{}, l)
 	return router.WithCallHook(ctx, l.call)

@@ -99,7 +99,7 @@ func (h *Handler) admit(ctx context.Context, t *asynq.Task, p tasks.Payload, wsp
 	if errors.Is(err, store.ErrNotConfirmed) {
 		// the slot or the place in line is on the primary only: the task
 		// comes back (no retry used) and acquiring again confirms it
-		if err := h.notConfirmed(ctx, stepRun{p: p, r: r, log: log.With("key", key)}, "concurrency key's slot", err); err != nil {
+		if err := h.notConfirmed(ctx, &stepRun{p: p, r: r, log: log.With("key", key)}, "concurrency key's slot", err); err != nil {
 			return nil, false, err
 		}
 		err = nil

@@ -10,7 +10,7 @@ import (
 // runner is a step kind's run side: one attempt of a step Begin let
 // through, views its inputs. A kind's spec side (Kind) names it.
 type runner interface {
-	run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error
+	run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error
 }
 
 // kind is a whole step kind: its spec side and its run side.

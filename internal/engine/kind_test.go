@@ -81,7 +81,7 @@ func (echoKind) Prepare(*spec.Step) error                        { return nil }
 func (echoKind) Need(*spec.Step, spec.Resolved) (string, string) { return "", "" }
 func (echoKind) JSONOutput(*spec.Step) bool                      { return true }
 
-func (echoKind) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, _ map[string]spec.StepView) error {
+func (echoKind) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, _ map[string]spec.StepView) error {
 	text, hold, _ := echoArgs(run.st)
 	v, _ := echoRuns.LoadOrStore(run.p.Workflow+"/"+run.st.ID, new(atomic.Int32))
 	if n := v.(*atomic.Int32).Add(1); hold && n == 1 {

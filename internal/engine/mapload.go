@@ -42,7 +42,7 @@ func mapPages(ctx context.Context, st *store.Store, wf string, wspec *spec.Spec,
 // loadMapViews fills in the views of the map steps among a step's inputs
 // that its templates read; a code step's function reads the rest itself
 // (CodeStep.Outputs).
-func (h *Handler) loadMapViews(ctx context.Context, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (h *Handler) loadMapViews(ctx context.Context, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	reads := spec.TemplateReads(run.st)
 	budget := maxMapViewBytes
 	for id, d := range a.Deps {

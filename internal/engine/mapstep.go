@@ -21,7 +21,7 @@ import (
 
 // expand runs a map step's own task: it sizes the map and releases its
 // first instances. Run again (a redelivery), it releases the same ones.
-func (h *Handler) expand(ctx context.Context, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (h *Handler) expand(ctx context.Context, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	p, wspec, st := run.p, run.spec, run.st
 	log := run.log
 	var items []string
@@ -112,7 +112,7 @@ func splitArray(raw string) ([]string, error) {
 // instances, and each instance runs as a step of its kind (each).
 type mapRun struct{ each runner }
 
-func (m mapRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (m mapRun) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	if run.inst == nil {
 		return h.expand(ctx, run, a, views)
 	}

@@ -54,13 +54,13 @@ func untilStored(ctx context.Context, write func() error) error {
 // settle records the outcome and enqueues the dependents it made ready.
 // It runs even when the attempt's context has ended (a timeout must still
 // be recorded), bounded by settleTimeout.
-func (h *Handler) settle(ctx context.Context, run stepRun, o store.Outcome, class retry.Class) error {
+func (h *Handler) settle(ctx context.Context, run *stepRun, o store.Outcome, class retry.Class) error {
 	return h.settleAs(ctx, run, o, class, "")
 }
 
 // settleAs is settle; reconciled, when set, says why the reconciler settled
 // the step (its StepEvent carries it).
-func (h *Handler) settleAs(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
+func (h *Handler) settleAs(ctx context.Context, run *stepRun, o store.Outcome, class retry.Class, reconciled string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	return h.record(ctx, run, o, class, reconciled)
@@ -90,7 +90,7 @@ func answerContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // record records an outcome within ctx (see settle). Past the workflow's
 // deadline nothing is recorded: the workflow ends timed out.
-func (h *Handler) record(ctx context.Context, run stepRun, o store.Outcome, class retry.Class, reconciled string) error {
+func (h *Handler) record(ctx context.Context, run *stepRun, o store.Outcome, class retry.Class, reconciled string) error {
 	p, wspec, st, r, attempt := run.p, run.spec, run.st, run.r, run.attempt
 	if pastDeadline(run.deadline) {
 		run.log.Info("outcome not recorded: the workflow's deadline passed while the step ran")
@@ -218,7 +218,7 @@ func (h *Handler) stale(p tasks.Payload, attempt int, err error) error {
 // cannot take it (Redis away for longer than settleTimeout) or refuses it
 // as stale, the answer is kept in memory (bounded) so that the step's next
 // attempt on this worker records it instead of paying the provider again.
-func (h *Handler) recordAnswer(ctx context.Context, run stepRun, key answerKey, o store.Outcome) error {
+func (h *Handler) recordAnswer(ctx context.Context, run *stepRun, key answerKey, o store.Outcome) error {
 	p, r := run.p, run.r
 	actx, cancel := answerContext(ctx)
 	err := h.record(actx, run, o, "", "")

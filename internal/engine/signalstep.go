@@ -30,7 +30,7 @@ import (
 // signalRun runs a signal step's task, and its timeout's task.
 type signalRun struct{}
 
-func (signalRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+func (signalRun) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
 	switch {
 	case a.Step.State == store.StepDone:
 		return nil // signaled
@@ -44,7 +44,7 @@ func (signalRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Atte
 }
 
 // signalOf renders signal step run's match value.
-func signalOf(ctx context.Context, run stepRun, views map[string]spec.StepView) (name, match string, err error) {
+func signalOf(ctx context.Context, run *stepRun, views map[string]spec.StepView) (name, match string, err error) {
 	match, err = spec.RenderData(ctx, spec.MatchTemplate(run.st), spec.DataOf(run.spec.Input, views, nil))
 	if err != nil {
 		return "", "", fmt.Errorf("wait_for.match: %w", err)
@@ -57,7 +57,7 @@ func signalOf(ctx context.Context, run stepRun, views map[string]spec.StepView) 
 
 // awaitSignal parks a signal step, schedules its timeout and registers
 // it as a waiter, or completes it with a kept signal.
-func (h *Handler) awaitSignal(ctx context.Context, run stepRun, views map[string]spec.StepView) error {
+func (h *Handler) awaitSignal(ctx context.Context, run *stepRun, views map[string]spec.StepView) error {
 	p := run.p
 	name, match, err := signalOf(ctx, run, views)
 	if err != nil {
@@ -123,7 +123,7 @@ func (h *Handler) specOf(ctx context.Context, wf string) (*spec.Spec, error) {
 // waiting after timeout: one per attempt (a requeued dead letter waits
 // again, with a timeout of its own), due at the next whole second after it
 // (asynq keeps due times in whole seconds, rounded down).
-func (h *Handler) scheduleSignalTimeout(ctx context.Context, run stepRun, timeout time.Duration) error {
+func (h *Handler) scheduleSignalTimeout(ctx context.Context, run *stepRun, timeout time.Duration) error {
 	p := run.p
 	due := time.Now().Add(timeout)
 	if due.Truncate(time.Second) != due {
@@ -140,7 +140,7 @@ func (h *Handler) scheduleSignalTimeout(ctx context.Context, run stepRun, timeou
 
 // signalTimedOut dead-letters a signal step still waiting at its timeout
 // (settled only if it is still open: a signal that came first wins).
-func (h *Handler) signalTimedOut(ctx context.Context, run stepRun, views map[string]spec.StepView) error {
+func (h *Handler) signalTimedOut(ctx context.Context, run *stepRun, views map[string]spec.StepView) error {
 	p, st := run.p, run.st
 	name, match, err := signalOf(ctx, run, views)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 
 // failed decides what a failed attempt becomes: degraded answer, delayed
 // retry, or dead letter.
-func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash string) error {
+func (h *Handler) failed(ctx context.Context, run *stepRun, err error, hash string) error {
 	p, st, r, attempt := run.p, run.st, run.r, run.attempt
 	class := classOf(err)
 	if class == retry.Canceled {
@@ -67,7 +67,7 @@ func (h *Handler) failed(ctx context.Context, run stepRun, err error, hash strin
 }
 
 // deadLetter settles the step as dead and archives the task with the reason.
-func (h *Handler) deadLetter(ctx context.Context, run stepRun, class retry.Class, err error) error {
+func (h *Handler) deadLetter(ctx context.Context, run *stepRun, class retry.Class, err error) error {
 	p, st := run.p, run.st
 	reason := store.Excerpt(fmt.Sprintf("%s: %v", class, err))
 	o := store.Outcome{Done: false, Optional: st.Optional, Error: reason, Class: string(class), Attempt: run.attempt}

@@ -15,7 +15,7 @@ import (
 // the conversation of toolLoop, then the model's text answer settles the
 // step like any prompt step's (its output checks included), with every
 // call and result in its tool_calls.
-func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
+func (h *Handler) runTools(ctx context.Context, run *stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
 	p, st, r := run.p, run.st, run.r
 	log := run.log
 	attempt := a.Step.Attempts
@@ -69,7 +69,7 @@ func (h *Handler) runTools(ctx context.Context, run stepRun, a *store.Attempt, k
 // toolsNotServed hands a step that names a tool this worker lacks back to
 // the queue for a worker that has it, as a code step without its function
 // is; one that no worker took after many offers is dead-lettered.
-func (h *Handler) toolsNotServed(ctx context.Context, run stepRun, a *store.Attempt, err error) error {
+func (h *Handler) toolsNotServed(ctx context.Context, run *stepRun, a *store.Attempt, err error) error {
 	p := run.p
 	maxRetry := deliveryOf(ctx).maxRetry
 	if a.Step.Attempts > 3*(maxRetry+1) {
@@ -87,8 +87,8 @@ func (toolLoopRun) servedBy(h *Handler, st *spec.Step) bool {
 	return missingTool(st, h.tools, h.o.MCP) == nil
 }
 
-func (toolLoopRun) run(ctx context.Context, h *Handler, run stepRun, a *store.Attempt, views map[string]spec.StepView) error {
-	return h.runPrompt(ctx, run, a, views, func(ctx context.Context, run stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
+func (toolLoopRun) run(ctx context.Context, h *Handler, run *stepRun, a *store.Attempt, views map[string]spec.StepView) error {
+	return h.runPrompt(ctx, run, a, views, func(ctx context.Context, run *stepRun, a *store.Attempt, key answerKey, system, prompt string) error {
 		if runsTools(run.st, h.tools) {
 			return h.runTools(ctx, run, a, key, system, prompt)
 		}

@@ -36,7 +36,7 @@ func (r *Router) attempt(ctx context.Context, route string, t Target, req ask, r
 	}
 	var resp *answer
 	if err == nil {
-		resp, err = r.callKeys(ctx, route, t, req, probe, rerr)
+		resp, err = r.callKeys(ctx, route, &t, &req, probe, rerr)
 	} else {
 		rerr.Attempts = append(rerr.Attempts, err)
 	}

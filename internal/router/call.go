@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/agentq/agentq/llmclient"
 
@@ -44,21 +45,13 @@ func openStream(ctx context.Context, p llmclient.Provider, req llmclient.Request
 
 // call makes one call with min(target timeout, time left), records it in
 // the target's breaker and logs it. A streamed call counts as answered
-// once its first piece arrives.
-func (r *Router) call(ctx context.Context, route string, t Target, k int, req ask, probe bool) (*answer, error) {
-	timeout := t.Timeout
-	if dl, ok := ctx.Deadline(); ok {
-		if left := dl.Sub(r.now()); timeout == 0 || left < timeout {
-			timeout = left
-		}
-	}
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		cctx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	var span trace.Span
-	if tracegate.On() { // else every span is a no-op: not started at all
-		cctx, span = startCallSpan(cctx, route, t, req.Request)
+// once its first piece arrives. The call waits at the bottom of a
+// worker's deepest stack: what is done before and after it runs in
+// functions of their own (callContext, recordCall), whose frames are gone
+// while it waits.
+func (r *Router) call(ctx context.Context, route string, t *Target, k int, req *ask, probe bool) (*answer, error) {
+	cctx, cancel, span, timeout := r.callContext(ctx, route, t, req)
+	if span != nil {
 		defer span.End()
 	}
 	start := r.now()
@@ -75,6 +68,38 @@ func (r *Router) call(ctx context.Context, route string, t Target, k int, req as
 		}
 		cancel()
 	}
+	return r.recordCall(ctx, route, t, req, probe, span, start, timeout, resp, err)
+}
+
+// callContext is the call's context: its timeout, min(target timeout,
+// time left), and its span (nil when traces are off).
+//
+//go:noinline
+func (r *Router) callContext(ctx context.Context, route string, t *Target, req *ask) (context.Context, context.CancelFunc, trace.Span, time.Duration) {
+	timeout := t.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		if left := dl.Sub(r.now()); timeout == 0 || left < timeout {
+			timeout = left
+		}
+	}
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	var span trace.Span
+	if tracegate.On() { // else every span is a no-op: not started at all
+		cctx, span = startCallSpan(cctx, route, *t, req.Request)
+	}
+	return cctx, cancel, span, timeout
+}
+
+// recordCall checks the call's answer and records how it went: its span,
+// the target's breaker and health, the observer, the call hook and the
+// log line.
+//
+//go:noinline
+func (r *Router) recordCall(ctx context.Context, route string, t *Target, req *ask, probe bool, span trace.Span, start time.Time, timeout time.Duration,
+	resp *answer, err error) (*answer, error) {
 	dur := r.now().Sub(start)
 	class, key, usage := retry.OK, "", llmclient.Usage{}
 	if err == nil {
@@ -90,13 +115,13 @@ func (r *Router) call(ctx context.Context, route string, t Target, k int, req as
 		}
 	}
 	if span != nil {
-		endCallSpan(span, t, resp, usage, key, class)
+		endCallSpan(span, *t, resp, usage, key, class)
 	}
 	r.breakers.Record(ctx, t.Provider.Name(), t.Model, class, probe)
 	r.health.observe(t.Provider.Name(), t.Model, class, dur)
-	r.obs.Call(route, t, key, class, dur, usage)
+	r.obs.Call(route, *t, key, class, dur, usage)
 	if hook := callHookOf(ctx); hook != nil {
-		rep := CallReport{Route: route, Target: t, Key: key, Class: class, Latency: dur, Usage: usage, Request: req.Request}
+		rep := CallReport{Route: route, Target: *t, Key: key, Class: class, Latency: dur, Usage: usage, Request: req.Request}
 		if resp != nil && resp.stream != nil {
 			// a stream is reported when it ends: its usage, its whole time
 			resp.stream.ended = func(err error) {

@@ -152,11 +152,7 @@ func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, erro
 		// target that gave the invalid answer
 		if delay := r.hedgeDelay(rt, t); delay > 0 && n+1 < len(order) && !req.stream && req.Output == nil {
 			var won int
-			resp, won, err = r.hedged(ctx, route, rt, order[n], order[n+1], req, delay, rerr)
-			if err == nil {
-				if won != order[0] || n > 0 {
-					r.obs.Fallback(route, rt.Targets[order[0]].String(), rt.Targets[won].String())
-				}
+			if resp, won, err = r.tryHedged(ctx, route, &rt, order, n, &req, delay, rerr); err == nil {
 				return resp, nil
 			}
 			if won >= 0 {
@@ -168,30 +164,58 @@ func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, erro
 			}
 			return resp, nil
 		} else if inv := (*InvalidOutputError)(nil); errors.As(err, &inv) {
-			// one repair on the same target, told what was wrong; then the next target
-			if resp, err = r.attempt(ctx, route, t, repairRequest(req, inv), rerr); err == nil {
-				if n > 0 {
-					r.obs.Fallback(route, rt.Targets[order[0]].String(), t.String())
-				}
+			if resp, err = r.repair(ctx, route, &rt, order[0], n, &t, &req, inv, rerr); err == nil {
 				return resp, nil
 			}
 		}
-		switch class := retry.ClassOf(err); {
-		case class == retry.Canceled:
-			return nil, rerr
-		case class.RequestFault():
-			// the request, not the target, is the problem: only the route's
-			// fallback for this class can help
-			if fb := rt.fallbackFor(class); fb != nil && !slices.Contains(req.skip, fb.String()) {
-				if resp, err := r.attempt(ctx, route, *fb, req, rerr); err == nil {
-					r.obs.Fallback(route, t.String(), fb.String())
-					return resp, nil
-				}
-			}
-			return nil, rerr
+		if class := retry.ClassOf(err); class == retry.Canceled || class.RequestFault() {
+			return r.requestRefused(ctx, route, &rt, &t, &req, class, rerr)
 		}
 		if ctx.Err() != nil {
 			break
+		}
+	}
+	return nil, rerr
+}
+
+// tryHedged calls the route's nth and next targets, hedged (hedge.go).
+//
+//go:noinline
+func (r *Router) tryHedged(ctx context.Context, route string, rt *Route, order []int, n int, req *ask, delay time.Duration, rerr *RouteError) (*answer, int, error) {
+	resp, won, err := r.hedged(ctx, route, *rt, order[n], order[n+1], *req, delay, rerr)
+	if err == nil && (won != order[0] || n > 0) {
+		r.obs.Fallback(route, rt.Targets[order[0]].String(), rt.Targets[won].String())
+	}
+	return resp, won, err
+}
+
+// repair asks target t once more, told what was wrong with its answer
+// (inv), as the route's nth target (first is the route's first).
+//
+//go:noinline
+func (r *Router) repair(ctx context.Context, route string, rt *Route, first, n int, t *Target, req *ask, inv *InvalidOutputError, rerr *RouteError) (*answer, error) {
+	resp, err := r.attempt(ctx, route, *t, repairRequest(*req, inv), rerr)
+	if err == nil && n > 0 {
+		r.obs.Fallback(route, rt.Targets[first].String(), t.String())
+	}
+	return resp, err
+}
+
+// requestRefused ends a route whose target t refused the request itself
+// (class): canceled, or the route's fallback for the class, if it has one
+// and it answers.
+//
+//go:noinline
+func (r *Router) requestRefused(ctx context.Context, route string, rt *Route, t *Target, req *ask, class retry.Class, rerr *RouteError) (*answer, error) {
+	if class == retry.Canceled {
+		return nil, rerr
+	}
+	// the request, not the target, is the problem: only the route's
+	// fallback for this class can help
+	if fb := rt.fallbackFor(class); fb != nil && !slices.Contains(req.skip, fb.String()) {
+		if resp, err := r.attempt(ctx, route, *fb, *req, rerr); err == nil {
+			r.obs.Fallback(route, t.String(), fb.String())
+			return resp, nil
 		}
 	}
 	return nil, rerr

@@ -130,7 +130,8 @@ func (r *Router) Chat(ctx context.Context, route string, req llmclient.Request) 
 // chat sends req along the named route: the targets in the route's order,
 // each through the policies (attempt); an invalid answer is repaired once
 // on its target; a request the targets refuse goes to the route's fallback
-// for its class.
+// for its class. (The hedge, the repair and the fallback run in functions
+// of their own: a call waits under this frame, call.go says why.)
 func (r *Router) chat(ctx context.Context, route string, req ask) (*answer, error) {
 	rt, ok := r.routes[route]
 	if !ok {

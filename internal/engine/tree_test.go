@@ -195,7 +195,10 @@ func TestCancelOfARootWithTwoThousandChildren(t *testing.T) {
 		t.Fatalf("cancel: %s %v", state, err)
 	}
 	t.Logf("cancel of a root with %d waiting children returned in %s", n, took)
-	poll.Until(t, 30*time.Second, func() (bool, string) {
+	// 3s alone; beside a loaded make test (a killed Redis's reconnects,
+	// the race detector) past 30s once: the tree's cancel reaches every
+	// child, how fast is bench's to say
+	poll.Until(t, 240*time.Second, func() (bool, string) {
 		c := countNamed(t, e, "held", store.StateCanceled)
 		return c == n, fmt.Sprintf("%d of %d children canceled %s after the cancel", c, n, time.Since(start).Round(time.Millisecond))
 	})

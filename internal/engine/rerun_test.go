@@ -435,9 +435,15 @@ steps:
 		wf, err := e.Client.Status(t.Context(), id)
 		return err == nil && wf.Steps[1].State == store.StepDone, fmt.Sprintf("x not done: %v", err)
 	})
-	if _, err := e.Client.Rerun(t.Context(), id, "x"); err != nil {
-		t.Fatal(err)
-	}
+	// blocked as soon as instance 1 is dead: the other instances may still
+	// be settling, and a rerun waits for them (ErrNotFinished naming m)
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		_, err := e.Client.Rerun(t.Context(), id, "x")
+		if err != nil && !errors.Is(err, producer.ErrNotFinished) {
+			t.Fatal(err)
+		}
+		return err == nil, fmt.Sprintf("rerun: %v", err)
+	})
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()

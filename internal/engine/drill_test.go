@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,6 +280,23 @@ func (d *drill) unanswered(t *testing.T) []string {
 	return out
 }
 
+// answeredAgain is each prompt the provider answered more than once, with
+// how many times.
+func (d *drill) answeredAgain() []string {
+	n := map[string]int{}
+	for _, p := range d.e.Chaos.Answered() {
+		n[strings.TrimSpace(p)]++
+	}
+	var out []string
+	for p, c := range n {
+		if c > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", p, c))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // submit submits workflow i until it is told done (3 minutes at most:
 // longer than a failover's slowest promotion the drills wait for), then,
 // for a signal wait, sends its signal until it is told done.
@@ -361,8 +379,8 @@ func (d *drill) finish(t *testing.T) (steps, answers int) {
 	}
 	answers = d.e.Chaos.Snapshot().Count("openai", "", "ok")
 	if answers != steps {
-		t.Errorf("%d provider answers for %d calls: %s; never answered: %q", answers, steps,
-			map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps], d.unanswered(t))
+		t.Errorf("%d provider answers for %d calls: %s; never answered: %q; answered more than once: %q", answers, steps,
+			map[bool]string{true: "a step was paid for twice", false: "a step was never asked"}[answers > steps], d.unanswered(t), d.answeredAgain())
 	}
 	return steps, answers
 }

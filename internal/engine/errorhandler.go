@@ -68,7 +68,7 @@ func (h *Handler) HandleError(ctx context.Context, t *asynq.Task, err error) {
 // abandonedReason is the class and readable reason of an error asynq
 // archives a step task with.
 func abandonedReason(err error, r spec.Resolved) (retry.Class, string) {
-	var pe *panicError // a hand-off's (handoff.go)
+	var pe *panicError // ProcessTask's, or a hand-off's
 	switch {
 	case errors.As(err, &pe):
 		return retry.Panic, "panic: " + pe.msg

@@ -197,7 +197,9 @@ func (ho *Handoffs) runOwn(ctx context.Context, next asynq.Handler, t *asynq.Tas
 	p, perr := tasks.DecodePayload(t.Payload())
 	until, ok := ctx.Deadline()
 	if perr != nil || p.Slack <= 0 || !ok {
-		return next.ProcessTask(ctx, t)
+		err := next.ProcessTask(ctx, t)
+		ho.logPanic(t, err) // a step's panic comes back an error (ProcessTask)
+		return err
 	}
 	ctx, cancel := context.WithDeadline(ctx, until.Add(-time.Duration(p.Slack)*time.Second))
 	defer cancel()

@@ -119,7 +119,8 @@ func process(ctx context.Context, h asynq.Handler, task *asynq.Task) (err error)
 	return h.ProcessTask(ctx, task)
 }
 
-// panicError is a handed-off step's panic (asynq's own is internal to it).
+// panicError is a step's panic, recovered by ProcessTask or a hand-off's
+// run (asynq's own is internal to it).
 type panicError struct{ msg, stack string }
 
 func (e *panicError) Error() string { return "panic error cause by: panic " + e.msg }

@@ -26,7 +26,7 @@ import (
 // concurrency over the call latency. N calls in flight at -latency each,
 // in one worker process of concurrency N, then in 4 processes of N/4,
 // then in one of 500 for the per-step cost to compare: single-step
-// workflows, three waves of them (3×concurrency steps), submitted by 32
+// workflows, -waves of them (waves × concurrency steps), submitted by 32
 // producers before the workers start (the span measured, from the first
 // step's start to the last one's end, is the workers'). Reported: steps/s
 // against concurrency ÷ latency, the most the span allows at the rate the
@@ -35,9 +35,6 @@ import (
 // that lapsed shows there), and Redis, worker and bench CPU per step. The
 // bench waits on the queue's counts, not on each workflow, and reads the
 // workflows once the measure has stopped.
-
-// inflightWaves is how many times over the workload fills the slots.
-const inflightWaves = 3
 
 // InflightResult is one -inflight run.
 type InflightResult struct {
@@ -58,15 +55,74 @@ type InflightResult struct {
 	// they have slots (the first wave, all pending at the start): their
 	// dequeue rate is slots over it.
 	FillSeconds float64
-	// FillBound is the most steps/s the span allows at the fill measured:
-	// slot i is busy from its first step's start s_i at best, so the span
-	// is at least waves × latency + the mean of the s_i (from the first
-	// start), whatever the rate once every slot is busy.
+	// FillBound is the most steps/s the span allows at the fill measured,
+	// whatever the rate once every slot is busy (fillBound).
 	FillBound float64
-	// SustainedPerSec is the rate once the slots are full: the steps that
-	// started after the first slots' worth, over the time from that fill
-	// to the last start (each such start waited for a slot to free).
+	// SustainedPerSec is the rate the slots sustain once full (sustained).
 	SustainedPerSec float64
+}
+
+// fillBound is the most steps/s a run of steps calls of latency seconds
+// each can show over its span when its slots' first calls started at
+// offsets (seconds from the first start; one per slot): a slot whose
+// first call started at s has finished at most ⌊(T−s)/latency⌋ calls by
+// T, so the span is at least the least T at which the slots' sums reach
+// steps. Calls are whole: with three waves, every slot must make three
+// calls, and the span is at least three latencies plus the last slot's
+// offset, not the mean one.
+func fillBound(offsets []float64, steps int, latency float64) float64 {
+	if len(offsets) == 0 || steps <= 0 || latency <= 0 {
+		return 0
+	}
+	done := func(t float64) int {
+		n := 0
+		for _, s := range offsets {
+			if t >= s {
+				n += int((t - s) / latency)
+			}
+		}
+		return n
+	}
+	lo, hi := 0.0, latency*float64(steps/len(offsets)+1)+slices.Max(offsets)
+	for hi-lo > 1e-4 {
+		if mid := (lo + hi) / 2; done(mid) >= steps {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return float64(steps) / hi
+}
+
+// sustained is the rate slots sustain once full, from the steps' starts
+// and ends: each start after the first slots' worth waited for a slot to
+// free, so the k-th of them (in time) took the slot the k-th end freed.
+// A slot's cycle is then a step's mean span plus the mean time from an
+// end to the start that took its slot (the dequeue, the begin, asynq's
+// completion of the task before), and slots ÷ cycle is the rate. Starts
+// are counted from their first slot's, not over a window of time: the
+// waves of a run that fills at once come in bursts a latency apart,
+// which a window's ends would cut.
+func sustained(starts, ends []time.Time, slots int) float64 {
+	starts, ends = slices.Clone(starts), slices.Clone(ends)
+	slices.SortFunc(starts, time.Time.Compare)
+	slices.SortFunc(ends, time.Time.Compare)
+	refills := min(len(starts)-slots, len(ends))
+	if slots <= 0 || refills <= 0 || len(starts) != len(ends) {
+		return 0
+	}
+	var span, gap time.Duration
+	for i := range starts {
+		span += ends[i].Sub(starts[i]) // sorted apart: the sum is the same
+	}
+	for k := range refills {
+		gap += starts[slots+k].Sub(ends[k])
+	}
+	cycle := span.Seconds()/float64(len(starts)) + gap.Seconds()/float64(refills)
+	if cycle <= 0 {
+		return 0
+	}
+	return float64(slots) / cycle
 }
 
 func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
@@ -76,7 +132,7 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 	}
 	defer os.RemoveAll(dir)
 	runs := []struct{ workers, each int }{{1, p.inflight}, {4, p.inflight / 4}, {1, 500}}
-	fmt.Fprintf(out, "bench: %d calls in flight at %s each (chaosllm), %d waves of single-step workflows\n", p.inflight, p.latency, inflightWaves)
+	fmt.Fprintf(out, "bench: %d calls in flight at %s each (chaosllm), %d waves of single-step workflows\n", p.inflight, p.latency, p.waves)
 	var res []InflightResult
 	for _, r := range runs {
 		x, err := measureInflight(ctx, p, bin, dir, r.workers, r.each, rdb, db, chaosURL)
@@ -100,7 +156,7 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 const inflightSpec = "name: inflight\ndefaults: { route: bench }\nsteps:\n  - { id: call, prompt: \"call {{ .Input.n }}\" }\n"
 
 func measureInflight(ctx context.Context, p params, bin, dir string, workers, each int, rdb *redis.Client, db redistest.DB, chaosURL string) (InflightResult, error) {
-	x := InflightResult{Workers: workers, Concurrency: each, Steps: inflightWaves * workers * each,
+	x := InflightResult{Workers: workers, Concurrency: each, Steps: p.waves * workers * each,
 		Target: float64(workers*each) / p.latency.Seconds()}
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		return x, err
@@ -188,7 +244,7 @@ retention: 1h
 	sem := make(chan struct{}, 64)
 	var mu sync.Mutex
 	var first, last time.Time
-	var starts []time.Time
+	var starts, ends []time.Time
 	var werr error
 	for _, id := range ids {
 		sem <- struct{}{}
@@ -214,8 +270,11 @@ retention: 1h
 						first = *s.StartedAt
 					}
 				}
-				if s.FinishedAt != nil && s.FinishedAt.After(last) {
-					last = *s.FinishedAt
+				if s.FinishedAt != nil {
+					ends = append(ends, *s.FinishedAt)
+					if s.FinishedAt.After(last) {
+						last = *s.FinishedAt
+					}
 				}
 			}
 		}()
@@ -228,17 +287,13 @@ retention: 1h
 	slices.SortFunc(starts, time.Time.Compare)
 	if n := workers * each; len(starts) >= n {
 		x.FillSeconds = starts[n-1].Sub(starts[0]).Seconds()
-		var offsets float64
-		for _, st := range starts[:n] {
-			offsets += st.Sub(starts[0]).Seconds()
+		offsets := make([]float64, n)
+		for i, st := range starts[:n] {
+			offsets[i] = st.Sub(starts[0]).Seconds()
 		}
-		x.FillBound = float64(x.Steps) / (inflightWaves*p.latency.Seconds() + offsets/float64(n))
+		x.FillBound = fillBound(offsets, x.Steps, p.latency.Seconds())
 	}
-	if n := workers * each; len(starts) > n {
-		if w := starts[len(starts)-1].Sub(starts[n-1]).Seconds(); w > 0 {
-			x.SustainedPerSec = float64(len(starts)-n) / w
-		}
-	}
+	x.SustainedPerSec = sustained(starts, ends, workers*each)
 	// the first wave's calls start together and the last wave's end
 	// together: steps over the span of the waves
 	x.StepsPerSec = float64(x.Steps) / x.Seconds

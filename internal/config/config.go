@@ -282,6 +282,13 @@ type Worker struct {
 	// settles a step runs the steps it made ready at once when it serves
 	// their queue and has a free slot (docs/operations.md, "Hand-offs").
 	NoHandoffs bool `yaml:"no_handoffs"`
+	// Profiling serves Go's runtime profiles on MetricsAddr under
+	// /debug/pprof/ (CPU, heap, allocations, goroutines, blocking,
+	// mutexes, threads, an execution trace), for `go tool pprof`. Off by
+	// default (false): a CPU profile or a trace costs the worker while it
+	// is taken. The command line (/debug/pprof/cmdline) is never served:
+	// it may hold a password given as a flag.
+	Profiling bool `yaml:"profiling"`
 }
 
 // Limits bound what a submitted workflow may hold.

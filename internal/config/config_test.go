@@ -106,6 +106,7 @@ func TestBadInputs(t *testing.T) {
 		{"bad yaml", "redis: [", base, []string{"agentq.yaml"}},
 		{"missing ca_file", strings.Replace(good, "timeout: 20s", "timeout: 20s\n    ca_file: /nonexistent/ca.pem", 1), base, []string{"providers[0].ca_file", "/nonexistent/ca.pem", "no such file"}},
 		{"ca_file without a certificate", strings.Replace(good, "timeout: 20s", "timeout: 20s\n    ca_file: config_test.go", 1), base, []string{"providers[0].ca_file", "config_test.go holds no PEM certificate"}},
+		{"profiling without a metrics address", strings.Replace(good, "worker:\n", "worker:\n  profiling: true\n", 1), base, []string{"worker.profiling", "needs worker.metrics_addr"}},
 		{"bad env override", good, map[string]string{"OA_KEY": "k", "AN_KEY": "k", "AGENTQ_CONCURRENCY": "x"}, []string{"AGENTQ_CONCURRENCY", "worker.concurrency", "not a whole number"}},
 	}
 	for _, c := range cases {

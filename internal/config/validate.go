@@ -195,6 +195,9 @@ func (c *Config) validate() error {
 	if l := c.Worker.KeyLease.D(); l < 3*time.Second || l > 10*time.Minute {
 		bad("worker.key_lease", "%s is not between 3s and 10m", l)
 	}
+	if c.Worker.Profiling && c.Worker.MetricsAddr == "" {
+		bad("worker.profiling", "needs worker.metrics_addr (the profiles are served there)")
+	}
 	if c.Worker.Concurrency < 1 {
 		bad("worker.concurrency", "%d is under 1", c.Worker.Concurrency)
 	}

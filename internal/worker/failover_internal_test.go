@@ -64,7 +64,7 @@ func TestClientsFollowAClusterFailover(t *testing.T) {
 	}
 	t.Cleanup(func() { forAsynq.Close() })
 
-	workerProbe := httptest.NewServer(serveMux(probes, metrics.New(nil, nil), &advertiser{}))
+	workerProbe := httptest.NewServer(serveMux(probes, metrics.New(nil, nil), &advertiser{}, false))
 	t.Cleanup(workerProbe.Close)
 	dash, err := dashboard.New(ctx, dashboard.Options{Config: cfg, Redis: probes, AsynqOpt: asynqOpt})
 	if err != nil {

@@ -233,7 +233,7 @@ func Run(ctx context.Context, o Options) error {
 			srv.Shutdown()
 			return fmt.Errorf("worker.metrics_addr %s: %w", addr, err)
 		}
-		hs = &http.Server{Handler: serveMux(rdb, mets, ad), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: serveMux(rdb, mets, ad, cfg.Worker.Profiling), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(ln) }()
 		if o.MetricsListening != nil {
 			o.MetricsListening(ln.Addr())
@@ -267,8 +267,11 @@ func Run(ctx context.Context, o Options) error {
 // answers (app.PrimariesAnswer: on a Cluster, each of them) and the
 // worker's advertisement is current (submits count on it), else 503 with
 // one line saying which.
-func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics, ad *advertiser) http.Handler {
+func serveMux(rdb redis.UniversalClient, mets *metrics.Metrics, ad *advertiser, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		serveProfiles(mux)
+	}
 	mux.Handle("GET /metrics", mets.Handler())
 	live := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
 	mux.HandleFunc("GET /livez", live)

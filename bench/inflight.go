@@ -94,6 +94,18 @@ func fillBound(offsets []float64, steps int, latency float64) float64 {
 	return float64(steps) / hi
 }
 
+// sustainedText is the rate once full (long: with steps/s) as a share of
+// the target; "–" for a run with no refill (-waves 1).
+func (x InflightResult) sustainedText(long bool) string {
+	switch {
+	case x.SustainedPerSec <= 0:
+		return "–"
+	case long:
+		return fmt.Sprintf("%.0f steps/s (%.0f%%)", x.SustainedPerSec, 100*x.SustainedPerSec/x.Target)
+	}
+	return fmt.Sprintf("%.1f%%", 100*x.SustainedPerSec/x.Target)
+}
+
 // sustained is the rate slots sustain once full, from the steps' starts
 // and ends: each start after the first slots' worth waited for a slot to
 // free, so the k-th of them (in time) took the slot the k-th end freed.
@@ -140,15 +152,15 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 			return fmt.Errorf("%d worker(s) of %d: %w", r.workers, r.each, err)
 		}
 		res = append(res, x)
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %.0f steps/s (%.0f%%)\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.SustainedPerSec, 100*x.SustainedPerSec/x.Target)
+			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
 	}
 	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
 	for _, x := range res {
-		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %.1f%% | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
-			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, 100*x.SustainedPerSec/x.Target, x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
+		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %s | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
+			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, x.sustainedText(false), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
 	}
 	return nil
 }
@@ -168,14 +180,24 @@ func measureInflight(ctx context.Context, p params, bin, dir string, workers, ea
 	if p.chaosCA != "" {
 		ca = fmt.Sprintf(", ca_file: %q", p.chaosCA)
 	}
+	// -workerprofile: the widest worker serves its profiles on a port of
+	// its own
+	profileAddr, wextra := "", ""
+	if p.workerProfile != "" && workers == 1 && each == p.inflight {
+		addr, err := freeAddr()
+		if err != nil {
+			return x, err
+		}
+		profileAddr, wextra = addr, fmt.Sprintf(", metrics_addr: %q, profiling: true", addr)
+	}
 	cfg := fmt.Sprintf(`redis: { addr: %q, db: %d }
-worker: { concurrency: %d, shutdown_timeout: 2m }
+worker: { concurrency: %d, shutdown_timeout: 2m%s }
 providers:
   - { name: chaos, kind: openai, base_url: "${CHAOS}/v1", keys: ["bench-key"], timeout: %s%s }
 routes:
   bench: { targets: [ { provider: chaos, model: bench-model } ] }
 retention: 1h
-`, db.Addr, db.DB, each, 6*p.latency+30*time.Second, ca)
+`, db.Addr, db.DB, each, wextra, 6*p.latency+30*time.Second, ca)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return x, err
 	}
@@ -233,6 +255,12 @@ retention: 1h
 	if err := waitForWorkers(ctx, rdb, workers); err != nil {
 		return x, err
 	}
+	profiled := make(chan error, 1)
+	if profileAddr != "" {
+		go func() { profiled <- profileWorker(ctx, profileAddr, p.workerProfile, p.latency) }()
+	} else {
+		profiled <- nil
+	}
 	// wait until the queue has no step left to run, asking asynq's counts
 	// once a second: waiting on each workflow would poll Redis thousands
 	// of times during the run, and the measure would charge that CPU to
@@ -241,6 +269,9 @@ retention: 1h
 		return x, err
 	}
 	m.stop(ctx)
+	if err := <-profiled; err != nil {
+		return x, fmt.Errorf("-workerprofile: %w", err)
+	}
 	sem := make(chan struct{}, 64)
 	var mu sync.Mutex
 	var first, last time.Time

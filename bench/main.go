@@ -30,6 +30,7 @@ type params struct {
 	chords, members, concurrency int
 	chains, length               int
 	inflight, waves              int
+	workerProfile                string // -inflight: a directory for the widest worker's profiles
 	tls                          bool   // -inflight: chaosllm over HTTPS (HTTP/2), as a provider's endpoint is
 	chaosCA                      string // -tls: the PEM file of chaosllm's certificate, the worker's ca_file
 	onestep                      int
@@ -159,6 +160,7 @@ func main() {
 	flag.IntVar(&p.idleWorkflows, "idle", 0, "with -followers: the followers idle, spread over this many workflows that wait (no worker); reports Redis commands/s while they idle, the dashboard's RSS, and each follower's latency for one new event")
 	flag.IntVar(&p.mapParallel, "map-parallel", 200, "with -map: the map step's max_parallel (instances in flight)")
 	flag.IntVar(&p.waves, "waves", 3, "with -inflight: how many times over each run fills its slots (waves × concurrency single-step workflows, all submitted before the workers start)")
+	flag.StringVar(&p.workerProfile, "workerprofile", "", "with -inflight: write the widest worker's profiles here (worker.profiling): CPU over its first latency from the start, then, a latency in (the slots full when they filled within it), its live heap and its goroutines")
 	flag.BoolVar(&p.tls, "tls", false, "with -inflight: chaosllm serves HTTPS, HTTP/2 offered, as a provider's endpoint does (the worker trusts its certificate by ca_file); without it, plain HTTP/1.1, one connection per call in flight")
 	flag.BoolVar(&p.cluster, "cluster", false, "instead of agentq against bare asynq, start a Redis Cluster of -primaries primaries and run -chains chains of -length prompt steps with the default queue in -shards shards, then in one: each primary's commands/s and CPU, and steps per second of the busiest primary's CPU")
 	flag.BoolVar(&p.durable, "durability", false, "instead of agentq against bare asynq, start a Redis primary with one replica and run each shape without and with redis.durability {replicas: 1, timeout: 1s}, back to back; reports steps/s, wall time, Redis commands, WAITs and Redis CPU per step of each and their ratio")
@@ -237,6 +239,9 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	if p.inflight > 0 && p.waves < 1 {
 		return errors.New("-waves must be at least 1")
+	}
+	if p.workerProfile != "" && p.inflight == 0 {
+		return errors.New("-workerprofile goes with -inflight")
 	}
 	if p.tls && p.inflight == 0 {
 		return errors.New("-tls goes with -inflight (chaosllm over HTTPS for the calls in flight)")

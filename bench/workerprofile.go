@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// profileWorker writes the profiles of the worker serving them at addr
+// (worker.profiling) into dir: its CPU over the first latency from now
+// (the slots filling and their first calls), then its live heap (after a
+// collection) and its goroutines grouped by stack: every slot busy if
+// they filled within that latency.
+func profileWorker(ctx context.Context, addr, dir string, latency time.Duration) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	secs := max(1, int(latency.Seconds()))
+	for _, f := range []struct{ path, file string }{
+		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), "worker-cpu.pprof"},
+		{"/debug/pprof/heap?gc=1", "worker-heap.pprof"},
+		{"/debug/pprof/goroutine?debug=1", "worker-goroutines.txt"},
+	} {
+		if err := fetchTo(ctx, "http://"+addr+f.path, filepath.Join(dir, f.file), time.Duration(secs+30)*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchTo writes url's body to file.
+func fetchTo(ctx context.Context, url, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -67,9 +67,10 @@ type InflightResult struct {
 // offsets (seconds from the first start; one per slot): a slot whose
 // first call started at s has finished at most ⌊(T−s)/latency⌋ calls by
 // T, so the span is at least the least T at which the slots' sums reach
-// steps. Calls are whole: with three waves, every slot must make three
-// calls, and the span is at least three latencies plus the last slot's
-// offset, not the mean one.
+// steps. Calls are whole: with three waves whose slots filled within a
+// latency, every slot must make three calls, and the span is at least
+// three latencies plus the last slot's offset, not the mean one (a
+// longer fill lets the first slots make a fourth).
 func fillBound(offsets []float64, steps int, latency float64) float64 {
 	if len(offsets) == 0 || steps <= 0 || latency <= 0 {
 		return 0
@@ -119,7 +120,7 @@ func sustained(starts, ends []time.Time, slots int) float64 {
 	starts, ends = slices.Clone(starts), slices.Clone(ends)
 	slices.SortFunc(starts, time.Time.Compare)
 	slices.SortFunc(ends, time.Time.Compare)
-	refills := min(len(starts)-slots, len(ends))
+	refills := len(starts) - slots
 	if slots <= 0 || refills <= 0 || len(starts) != len(ends) {
 		return 0
 	}
@@ -146,12 +147,15 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 	runs := []struct{ workers, each int }{{1, p.inflight}, {4, p.inflight / 4}, {1, 500}}
 	fmt.Fprintf(out, "bench: %d calls in flight at %s each (chaosllm), %d waves of single-step workflows\n", p.inflight, p.latency, p.waves)
 	var res []InflightResult
-	for _, r := range runs {
-		x, err := measureInflight(ctx, p, bin, dir, r.workers, r.each, rdb, db, chaosURL)
+	for i, r := range runs {
+		x, err := measureInflight(ctx, p, bin, dir, r.workers, r.each, i == 0 && p.workerProfile != "", rdb, db, chaosURL)
 		if err != nil {
 			return fmt.Errorf("%d worker(s) of %d: %w", r.workers, r.each, err)
 		}
 		res = append(res, x)
+		if i == 0 && p.workerProfile != "" {
+			fmt.Fprintf(out, "bench: profiled (-workerprofile %s): this run's share, CPU and RSS include the profiles' own cost (a CPU profile over the fill, a collection, a goroutine dump)\n", p.workerProfile)
+		}
 		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
 			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
@@ -167,7 +171,7 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 
 const inflightSpec = "name: inflight\ndefaults: { route: bench }\nsteps:\n  - { id: call, prompt: \"call {{ .Input.n }}\" }\n"
 
-func measureInflight(ctx context.Context, p params, bin, dir string, workers, each int, rdb *redis.Client, db redistest.DB, chaosURL string) (InflightResult, error) {
+func measureInflight(ctx context.Context, p params, bin, dir string, workers, each int, profile bool, rdb *redis.Client, db redistest.DB, chaosURL string) (InflightResult, error) {
 	x := InflightResult{Workers: workers, Concurrency: each, Steps: p.waves * workers * each,
 		Target: float64(workers*each) / p.latency.Seconds()}
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
@@ -183,7 +187,7 @@ func measureInflight(ctx context.Context, p params, bin, dir string, workers, ea
 	// -workerprofile: the widest worker serves its profiles on a port of
 	// its own
 	profileAddr, wextra := "", ""
-	if p.workerProfile != "" && workers == 1 && each == p.inflight {
+	if profile {
 		addr, err := freeAddr()
 		if err != nil {
 			return x, err
@@ -295,17 +299,16 @@ retention: 1h
 				if s.Attempts > 1 {
 					x.RanTwice++
 				}
-				if s.StartedAt != nil {
-					starts = append(starts, *s.StartedAt)
-					if first.IsZero() || s.StartedAt.Before(first) {
-						first = *s.StartedAt
-					}
+				if s.StartedAt == nil || s.FinishedAt == nil {
+					werr = fmt.Errorf("workflow %s completed without its step's start or end time", id)
+					return
 				}
-				if s.FinishedAt != nil {
-					ends = append(ends, *s.FinishedAt)
-					if s.FinishedAt.After(last) {
-						last = *s.FinishedAt
-					}
+				starts, ends = append(starts, *s.StartedAt), append(ends, *s.FinishedAt)
+				if first.IsZero() || s.StartedAt.Before(first) {
+					first = *s.StartedAt
+				}
+				if s.FinishedAt.After(last) {
+					last = *s.FinishedAt
 				}
 			}
 		}()

@@ -284,10 +284,10 @@ type Worker struct {
 	NoHandoffs bool `yaml:"no_handoffs"`
 	// Profiling serves Go's runtime profiles on MetricsAddr under
 	// /debug/pprof/ (CPU, heap, allocations, goroutines, blocking,
-	// mutexes, threads, an execution trace), for `go tool pprof`. Off by
-	// default (false): a CPU profile or a trace costs the worker while it
-	// is taken. The command line (/debug/pprof/cmdline) is never served:
-	// it may hold a password given as a flag.
+	// mutexes, threads), for `go tool pprof`. Off by default (false): a
+	// CPU profile costs the worker while it is taken. The command line is
+	// never served (it may hold a password given as a flag), nor an
+	// execution trace.
 	Profiling bool `yaml:"profiling"`
 }
 

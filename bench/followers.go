@@ -152,13 +152,11 @@ func startDashboard(ctx context.Context, db redistest.DB, chaosURL string) (*exe
 		os.RemoveAll(dir)
 		return nil, "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, "", nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cmd := exec.Command(bin, "--config", cfgPath, "--addr", addr, "--log-level", "error")
 	cmd.Env = append(os.Environ(), "CHAOS="+chaosURL)
 	cmd.Stderr = os.Stderr

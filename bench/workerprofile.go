@@ -4,22 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 )
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
 
 // profileWorker writes the profiles of the worker serving them at addr
 // (worker.profiling) into dir: its CPU over the first latency from now

@@ -60,6 +60,10 @@ type InflightResult struct {
 	FillBound float64
 	// SustainedPerSec is the rate the slots sustain once full (sustained).
 	SustainedPerSec float64
+	// Connections is how many connections chaosllm accepted during the
+	// run: about the slots when the workers reuse theirs, about the steps
+	// when each call dials again.
+	Connections int64
 }
 
 func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client, db redistest.DB, chaosURL string) error {
@@ -80,15 +84,15 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 		if i == 0 && p.workerProfile != "" {
 			fmt.Fprintf(out, "bench: profiled (-workerprofile %s): this run's share, CPU and RSS include the profiles' own cost (a CPU profile over the fill, a collection, a goroutine dump)\n", p.workerProfile)
 		}
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
+			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
 	}
-	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step | connections opened |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
 	for _, x := range res {
-		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %s | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
-			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, x.sustainedText(false), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep)
+		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %s | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f | %d |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
+			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, x.sustainedText(false), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep, x.Connections)
 	}
 	return nil
 }
@@ -138,6 +142,7 @@ retention: 1h
 	}
 	m := &meter{rdb: rdb, steps: x.Steps}
 	m.start(ctx)
+	conns := chaosConnsOpened.Load()
 	ids := make([]string, x.Steps)
 	errs := make(chan error, 32)
 	var wg sync.WaitGroup
@@ -197,6 +202,7 @@ retention: 1h
 		return x, err
 	}
 	m.stop(ctx)
+	x.Connections = chaosConnsOpened.Load() - conns
 	if err := <-profiled; err != nil {
 		return x, fmt.Errorf("-workerprofile: %w", err)
 	}

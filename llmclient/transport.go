@@ -10,52 +10,75 @@ import (
 )
 
 // idleConnsPerHost is how many idle connections to one provider an
-// adapter built without a transport keeps for its next calls: a worker's
-// concurrency worth, so its calls reuse their connections instead of
-// dialing (and, against a real provider, shaking hands over TLS) again.
+// adapter built without a transport keeps for its next calls, at least:
+// Options.IdleConnsPerHost raises it to the calls a program makes at once
+// (a worker's concurrency), so that its calls reuse their connections
+// instead of dialing (and, against a real provider, shaking hands over
+// TLS) again.
 const idleConnsPerHost = 256
 
 // goDefaultTransport is net/http's own http.DefaultTransport, as it was
 // when this package was loaded.
 var goDefaultTransport = http.DefaultTransport
 
+// pooled holds the copies of http.DefaultTransport made for adapters
+// built without a transport, one per idle pool size: adapters of one
+// size share a pool of connections per host.
+var pooled struct {
+	sync.Mutex
+	byIdle map[int]*http.Transport
+}
+
 // pooledTransport is a copy of http.DefaultTransport (proxy from the
 // environment, dial, TLS and idle timeouts, HTTP/2, and whatever the
-// program set on it before the first adapter was built) with an idle pool
-// sized for a worker: http.DefaultTransport keeps 2 idle connections per
-// host, so of 50 concurrent calls to one provider 48 would dial again the
-// next time. One, shared, so that adapters of one host share their pool.
-var pooledTransport = sync.OnceValue(func() http.RoundTripper {
-	t, ok := goDefaultTransport.(*http.Transport)
+// program set on it before the first adapter was built) whose idle pool
+// keeps idle connections per host (and four times that in all):
+// http.DefaultTransport keeps 2 per host, so of 50 concurrent calls to one
+// provider 48 would dial again the next time. One per size, shared; nil
+// when http.DefaultTransport is not an *http.Transport.
+func pooledTransport(idle int) *http.Transport {
+	base, ok := goDefaultTransport.(*http.Transport)
 	if !ok {
-		return goDefaultTransport
+		return nil
 	}
-	t = t.Clone()
-	t.MaxIdleConnsPerHost = idleConnsPerHost
-	t.MaxIdleConns = 4 * idleConnsPerHost
+	pooled.Lock()
+	defer pooled.Unlock()
+	if t := pooled.byIdle[idle]; t != nil {
+		return t
+	}
+	t := base.Clone()
+	t.MaxIdleConnsPerHost = idle
+	t.MaxIdleConns = 4 * idle
+	if pooled.byIdle == nil {
+		pooled.byIdle = map[int]*http.Transport{}
+	}
+	pooled.byIdle[idle] = t
 	return t
-})
+}
 
 // defaultTransport is the transport of an adapter built without one
 // (Options.Transport nil): the pooled copy of http.DefaultTransport, or
 // the transport the program put in http.DefaultTransport's place (a
 // tracing or proxying one), used as it is.
-func defaultTransport() http.RoundTripper {
+func defaultTransport(idle int) http.RoundTripper {
 	if http.DefaultTransport != goDefaultTransport {
 		return http.DefaultTransport
 	}
-	return pooledTransport()
+	if t := pooledTransport(idle); t != nil {
+		return t
+	}
+	return goDefaultTransport
 }
 
 // rootedTransport is the pooled transport's copy (its idle pool and
 // HTTP/2 as they are) that checks servers against roots: a connection
 // pool of its own.
-func rootedTransport(roots *x509.CertPool) http.RoundTripper {
-	base, ok := pooledTransport().(*http.Transport)
-	if !ok { // the program's transport in http.DefaultTransport's place before the first adapter
+func rootedTransport(roots *x509.CertPool, idle int) http.RoundTripper {
+	base := pooledTransport(idle)
+	if base == nil { // the program's transport in http.DefaultTransport's place before this package was loaded
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 		base = &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: d.DialContext, ForceAttemptHTTP2: true,
-			MaxIdleConnsPerHost: idleConnsPerHost, MaxIdleConns: 4 * idleConnsPerHost,
+			MaxIdleConnsPerHost: idle, MaxIdleConns: 4 * idle,
 			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
 	}
 	t := base.Clone()
@@ -69,7 +92,13 @@ func (o Options) transport() http.RoundTripper {
 	case o.Transport != nil:
 		return o.Transport
 	case o.RootCAs != nil:
-		return rootedTransport(o.RootCAs)
+		return rootedTransport(o.RootCAs, o.idleConns())
 	}
-	return defaultTransport()
+	return defaultTransport(o.idleConns())
+}
+
+// idleConns is the idle pool per host of an adapter built without a
+// transport: IdleConnsPerHost, at least idleConnsPerHost.
+func (o Options) idleConns() int {
+	return max(o.IdleConnsPerHost, idleConnsPerHost)
 }

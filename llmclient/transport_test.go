@@ -51,6 +51,37 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	}
 }
 
+// A worker wider than the shared pool's 256 idle connections per host
+// (IdleConnsPerHost: its concurrency) keeps one for each of its calls:
+// three rounds of 400 concurrent calls to a plain HTTP/1.1 endpoint (a
+// local model's) open about 400 connections; with the pool at 256 each
+// round after the first closes the 144 its pool has no room for and dials
+// them again.
+func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
+	const width = 400
+	for _, c := range []struct {
+		idle     int
+		min, max int32
+	}{
+		{idle: width, min: width, max: width + width/4},
+		{idle: 0, min: width + (width-256)*3/2, max: 3 * width},
+	} {
+		t.Run(fmt.Sprintf("idle %d", c.idle), func(t *testing.T) {
+			url, dialed := countedChaos(t)
+			p, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}, IdleConnsPerHost: c.idle})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round := range 3 {
+				chatAtOnce(t, p, width, fmt.Sprintf("round %d", round))
+			}
+			if n := dialed.Load(); n < c.min || n > c.max {
+				t.Errorf("3 rounds of %d concurrent calls with IdleConnsPerHost %d opened %d connections, want %d to %d", width, c.idle, n, c.min, c.max)
+			}
+		})
+	}
+}
+
 // chatAtOnce makes width calls of p at once, failing on any error (what
 // names the round).
 func chatAtOnce(t *testing.T, p llmclient.Provider, width int, what string) {

@@ -149,8 +149,10 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 		}
+		// the shared transport keeps a worker's concurrency of idle
+		// connections per provider: a slot's next call finds one
 		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport, RootCAs: roots,
-			MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
+			IdleConnsPerHost: cfg.Worker.Concurrency, MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
 		pr, err := llmclient.NewProvider(p.Kind, o)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -23,17 +24,21 @@ type Options struct {
 	Keys    []string // primary first; at least one (a local model takes any string)
 	// Transport is the HTTP transport; nil means one shared by the
 	// adapters built without one: a copy of http.DefaultTransport (as the
-	// program left it before the first adapter) with an idle pool of
-	// IdleConnsPerHost connections per host, or the transport the program
-	// put in http.DefaultTransport's place, used as it is.
+	// program left it before the first adapter of its pool's size) with
+	// an idle pool of IdleConnsPerHost connections per host, or the
+	// transport the program put in http.DefaultTransport's place, used as
+	// it is.
 	Transport http.RoundTripper
 	// IdleConnsPerHost is how many idle connections to the provider the
 	// shared transport keeps for the next calls when Transport is nil:
 	// the most calls the program makes to it at once (a worker's
-	// concurrency). Below 256, 256 (the zero value too). A call past it
-	// that finds no idle connection dials a new one, and over HTTP/1.1
-	// (a local model's plain endpoint) each call in flight holds one; a
-	// connection that ends a call with the pool full is closed.
+	// concurrency). Below 256, 256 (the zero value too); at most
+	// MaxIdleConnsPerHost. A call that finds no idle connection dials a
+	// new one, and over HTTP/1.1 (a local model's plain endpoint) each
+	// call in flight holds one; a connection that ends a call with the
+	// pool full is closed. An idle HTTP/1.1 connection keeps two
+	// goroutines and 8 KiB of buffers until it is used again or idle for
+	// the transport's IdleConnTimeout (90 s).
 	IdleConnsPerHost int
 	// RootCAs, when set and Transport is nil, are the certificate
 	// authorities the provider's HTTPS endpoint is checked against
@@ -62,8 +67,8 @@ func (o Options) validate() error {
 	if o.MaxResponseBytes < 0 {
 		return errors.New("llmclient: provider " + o.Name + ": max response bytes is negative")
 	}
-	if o.IdleConnsPerHost < 0 {
-		return errors.New("llmclient: provider " + o.Name + ": idle connections per host is negative")
+	if o.IdleConnsPerHost < 0 || o.IdleConnsPerHost > MaxIdleConnsPerHost {
+		return fmt.Errorf("llmclient: provider %s: idle connections per host %d is outside 0 to %d", o.Name, o.IdleConnsPerHost, MaxIdleConnsPerHost)
 	}
 	return nil
 }

@@ -17,6 +17,11 @@ import (
 // TLS) again.
 const idleConnsPerHost = 256
 
+// MaxIdleConnsPerHost bounds Options.IdleConnsPerHost: a pool of 65,536
+// idle connections to one host (262,144 in all) is past what one process's
+// file descriptors allow anyway.
+const MaxIdleConnsPerHost = 1 << 16
+
 // goDefaultTransport is net/http's own http.DefaultTransport, as it was
 // when this package was loaded.
 var goDefaultTransport = http.DefaultTransport
@@ -31,7 +36,7 @@ var pooled struct {
 
 // pooledTransport is a copy of http.DefaultTransport (proxy from the
 // environment, dial, TLS and idle timeouts, HTTP/2, and whatever the
-// program set on it before the first adapter was built) whose idle pool
+// program set on it before the first adapter of its size was built) whose idle pool
 // keeps idle connections per host (and four times that in all):
 // http.DefaultTransport keeps 2 per host, so of 50 concurrent calls to one
 // provider 48 would dial again the next time. One per size, shared; nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
+	"github.com/agentq/agentq/internal/llmtest"
 	"github.com/agentq/agentq/llmclient"
 )
 
@@ -53,10 +54,11 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 
 // A worker wider than the shared pool's 256 idle connections per host
 // (IdleConnsPerHost: its concurrency) keeps one for each of its calls:
-// three rounds of 400 concurrent calls to a plain HTTP/1.1 endpoint (a
-// local model's) open about 400 connections; with the pool at 256 each
-// round after the first closes the 144 its pool has no room for and dials
-// them again.
+// three rounds of 400 calls in flight together to a plain HTTP/1.1
+// endpoint (a local model's) open 400 connections; with the pool at 256
+// each round after the first finds 256 idle and dials 144 (688 in all).
+// The server answers a round's calls only once all 400 are in, so that
+// every round holds 400 connections at once.
 func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
 	const width = 400
 	for _, c := range []struct {
@@ -64,10 +66,10 @@ func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
 		min, max int32
 	}{
 		{idle: width, min: width, max: width + width/4},
-		{idle: 0, min: width + (width-256)*3/2, max: 3 * width},
+		{idle: 0, min: width + 2*(width-256), max: 3 * width},
 	} {
 		t.Run(fmt.Sprintf("idle %d", c.idle), func(t *testing.T) {
-			url, dialed := countedChaos(t)
+			url, dialed := llmtest.Rounds(t, width)
 			p, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}, IdleConnsPerHost: c.idle})
 			if err != nil {
 				t.Fatal(err)
@@ -76,9 +78,12 @@ func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
 				chatAtOnce(t, p, width, fmt.Sprintf("round %d", round))
 			}
 			if n := dialed.Load(); n < c.min || n > c.max {
-				t.Errorf("3 rounds of %d concurrent calls with IdleConnsPerHost %d opened %d connections, want %d to %d", width, c.idle, n, c.min, c.max)
+				t.Errorf("3 rounds of %d calls in flight together with IdleConnsPerHost %d opened %d connections, want %d to %d", width, c.idle, n, c.min, c.max)
 			}
 		})
+	}
+	if _, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", Keys: []string{goodKey}, IdleConnsPerHost: llmclient.MaxIdleConnsPerHost + 1}); err == nil || !strings.Contains(err.Error(), "idle connections per host") {
+		t.Errorf("IdleConnsPerHost past its bound: %v, want an error naming it", err)
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 // RouterOptions tune the Router part. The zero value is production's.
 type RouterOptions struct {
 	// Transport carries LLM calls; nil: a copy of http.DefaultTransport
-	// that keeps 256 idle connections per host (llmclient.Options).
+	// that keeps the worker's concurrency (at least 256) of idle
+	// connections per host (llmclient.Options.IdleConnsPerHost).
 	Transport http.RoundTripper
 	// Random feeds the breakers' jitter; nil: math/rand/v2.
 	Random func() float64
@@ -152,7 +153,7 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 		// the shared transport keeps a worker's concurrency of idle
 		// connections per provider: a slot's next call finds one
 		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport, RootCAs: roots,
-			IdleConnsPerHost: cfg.Worker.Concurrency, MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
+			IdleConnsPerHost: min(cfg.Worker.Concurrency, llmclient.MaxIdleConnsPerHost), MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
 		pr, err := llmclient.NewProvider(p.Kind, o)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)

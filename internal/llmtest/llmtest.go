@@ -4,7 +4,11 @@
 package llmtest
 
 import (
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentq/agentq/internal/chaosllm"
@@ -54,4 +58,40 @@ func (f *Fixture) Providers() map[string]llmclient.Provider {
 // Ask is a one-message request.
 func Ask(prompt string) llmclient.Request {
 	return llmclient.Request{Model: "m-1", Messages: []llmclient.Message{{Role: "user", Content: prompt}}}
+}
+
+// Rounds starts a chaosllm server over plain HTTP/1.1 (closed at the
+// test's end) that answers calls in rounds of width: a call is answered
+// once the width-th call of its round has come in, so that a round holds
+// width connections at once. It returns the server's URL and the count
+// of connections opened to it.
+func Rounds(t *testing.T, width int) (string, *atomic.Int32) {
+	t.Helper()
+	srv, err := chaosllm.New(chaosllm.Scenario{Keys: []string{GoodKey}}, chaosllm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	arrived := 0
+	full := sync.NewCond(&mu)
+	dialed := new(atomic.Int32)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived++
+		end := (arrived + width - 1) / width * width // the count that completes this call's round
+		full.Broadcast()
+		for arrived < end {
+			full.Wait()
+		}
+		mu.Unlock()
+		srv.ServeHTTP(w, r)
+	}))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return hs.URL, dialed
 }

@@ -46,8 +46,14 @@ type InflightResult struct {
 	RedisMicrosPerStep          float64
 	WorkerCPUMicrosPerStep      float64 // all worker processes, user + system
 	// BenchCPUMicrosPerStep is this process's: chaosllm answering, the
-	// producers submitting, the waits.
-	BenchCPUMicrosPerStep float64
+	// producers submitting, the waits. ProducerCPUMicrosPerStep is its
+	// part while the producers submitted (before the workers started),
+	// ChaosCPUMicrosPerStep the rest: chaosllm answering, and the bench's
+	// wait on the queue's counts once a second.
+	BenchCPUMicrosPerStep, ProducerCPUMicrosPerStep, ChaosCPUMicrosPerStep float64
+	// RedisSubmitMicrosPerStep is the part of Redis's CPU per step spent
+	// while the producers submitted: the create scripts.
+	RedisSubmitMicrosPerStep float64
 	// Ceiling is the steps/s this machine's cores carry at the CPU per
 	// step measured (worker, Redis and bench together).
 	Ceiling float64
@@ -84,15 +90,15 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 		if i == 0 && p.workerProfile != "" {
 			fmt.Fprintf(out, "bench: profiled (-workerprofile %s): this run's share, CPU and RSS include the profiles' own cost (a CPU profile over the fill, a collection, a goroutine dump)\n", p.workerProfile)
 		}
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f, workers %.0f, bench %.0f; %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f (the submits' %.0f), workers %.0f, bench %.0f (producers %.0f, chaosllm and the waits %.0f); %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
+			x.RedisMicrosPerStep, x.RedisSubmitMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.ProducerCPUMicrosPerStep, x.ChaosCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
 	}
-	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step | connections opened |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step | producers, chaosllm CPU µs/step | connections opened |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
 	for _, x := range res {
-		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %s | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f | %d |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
-			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, x.sustainedText(false), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep, x.Connections)
+		fmt.Fprintf(out, "| %d × %d | %d | %.0f | %.0f | %.1f%% | %.1f%% | %s | %.0f | %v | %d | %d | %d | %.0f | %.2f | %.0f | %.0f, %.0f | %d |\n", x.Workers, x.Concurrency, x.Steps, x.StepsPerSec, x.Target,
+			100*x.StepsPerSec/x.Target, 100*x.FillBound/x.Target, x.sustainedText(false), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived, x.RedisMicrosPerStep, x.RedisMicrosPerStep/base, x.WorkerCPUMicrosPerStep, x.ProducerCPUMicrosPerStep, x.ChaosCPUMicrosPerStep, x.Connections)
 	}
 	return nil
 }
@@ -167,6 +173,9 @@ retention: 1h
 	if err := <-errs; err != nil {
 		return x, err
 	}
+	submitted := markCPU(ctx, rdb)
+	x.ProducerCPUMicrosPerStep = float64((submitted.proc - m.from.proc).Microseconds()) / float64(x.Steps)
+	x.RedisSubmitMicrosPerStep = float64((submitted.redis - m.from.redis).Microseconds()) / float64(x.Steps)
 	var cmds []*exec.Cmd
 	defer func() {
 		for _, c := range cmds {
@@ -262,6 +271,7 @@ retention: 1h
 	// together: steps over the span of the waves
 	x.StepsPerSec = float64(x.Steps) / x.Seconds
 	x.RedisMicrosPerStep, x.BenchCPUMicrosPerStep = m.cost.RedisCPUMicros, m.cost.ProcCPUMicros
+	x.ChaosCPUMicrosPerStep = x.BenchCPUMicrosPerStep - x.ProducerCPUMicrosPerStep
 	if qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo("default"); err == nil {
 		x.Retried, x.Archived = qi.Retry+int(qi.FailedTotal), qi.Archived
 	}

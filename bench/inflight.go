@@ -48,8 +48,10 @@ type InflightResult struct {
 	// BenchCPUMicrosPerStep is this process's: chaosllm answering, the
 	// producers submitting, the waits. ProducerCPUMicrosPerStep is its
 	// part while the producers submitted (before the workers started),
-	// ChaosCPUMicrosPerStep the rest: chaosllm answering, and the bench's
-	// wait on the queue's counts once a second.
+	// ChaosCPUMicrosPerStep the rest: chaosllm answering, and the bench
+	// starting the workers, waiting on the queue's counts once a second
+	// and, with -workerprofile, fetching the profiles. All three are zero
+	// when Redis's statistics cannot be reset (as Cost's figures are).
 	BenchCPUMicrosPerStep, ProducerCPUMicrosPerStep, ChaosCPUMicrosPerStep float64
 	// RedisSubmitMicrosPerStep is the part of Redis's CPU per step spent
 	// while the producers submitted: the create scripts.
@@ -148,7 +150,7 @@ retention: 1h
 	}
 	m := &meter{rdb: rdb, steps: x.Steps}
 	m.start(ctx)
-	conns := chaosConnsOpened.Load()
+	conns := chaosConns.Opened()
 	ids := make([]string, x.Steps)
 	errs := make(chan error, 32)
 	var wg sync.WaitGroup
@@ -173,9 +175,7 @@ retention: 1h
 	if err := <-errs; err != nil {
 		return x, err
 	}
-	submitted := markCPU(ctx, rdb)
-	x.ProducerCPUMicrosPerStep = float64((submitted.proc - m.from.proc).Microseconds()) / float64(x.Steps)
-	x.RedisSubmitMicrosPerStep = float64((submitted.redis - m.from.redis).Microseconds()) / float64(x.Steps)
+	m.mark(ctx) // the producers' share of the CPU ends here
 	var cmds []*exec.Cmd
 	defer func() {
 		for _, c := range cmds {
@@ -211,7 +211,7 @@ retention: 1h
 		return x, err
 	}
 	m.stop(ctx)
-	x.Connections = chaosConnsOpened.Load() - conns
+	x.Connections = chaosConns.Opened() - conns
 	if err := <-profiled; err != nil {
 		return x, fmt.Errorf("-workerprofile: %w", err)
 	}
@@ -271,6 +271,7 @@ retention: 1h
 	// together: steps over the span of the waves
 	x.StepsPerSec = float64(x.Steps) / x.Seconds
 	x.RedisMicrosPerStep, x.BenchCPUMicrosPerStep = m.cost.RedisCPUMicros, m.cost.ProcCPUMicros
+	x.ProducerCPUMicrosPerStep, x.RedisSubmitMicrosPerStep = m.cost.LeadProcCPUMicros, m.cost.LeadRedisCPUMicros
 	x.ChaosCPUMicrosPerStep = x.BenchCPUMicrosPerStep - x.ProducerCPUMicrosPerStep
 	if qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo("default"); err == nil {
 		x.Retried, x.Archived = qi.Retry+int(qi.FailedTotal), qi.Archived

@@ -19,7 +19,6 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
@@ -395,7 +394,7 @@ func run(ctx context.Context, p params, out io.Writer) error {
 func serveChaosTLS(srv *chaosllm.Server) (string, string, func(), error) {
 	hs := httptest.NewUnstartedServer(srv)
 	hs.EnableHTTP2 = true
-	hs.Config.ConnState = countChaosConn
+	hs.Config.ConnState = chaosConns.Count
 	hs.StartTLS()
 	f, err := os.CreateTemp("", "agentq-bench-ca-*.pem")
 	if err != nil {
@@ -411,16 +410,10 @@ func serveChaosTLS(srv *chaosllm.Server) (string, string, func(), error) {
 	return hs.URL, f.Name(), func() { hs.Close(); os.Remove(f.Name()) }, nil
 }
 
-// chaosConnsOpened counts the connections chaosllm's servers accepted:
-// a run's share of them says whether its workers reused their
-// connections or dialed again for each call.
-var chaosConnsOpened atomic.Int64
-
-func countChaosConn(_ net.Conn, s http.ConnState) {
-	if s == http.StateNew {
-		chaosConnsOpened.Add(1)
-	}
-}
+// chaosConns counts the connections chaosllm's servers accepted: a
+// run's share of them says whether its workers reused their connections
+// or dialed again for each call.
+var chaosConns chaosllm.ConnCounter
 
 func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error) {
 	var sc chaosllm.Scenario
@@ -435,7 +428,7 @@ func serveChaos(latency time.Duration) (*chaosllm.Server, string, func(), error)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ConnState: countChaosConn}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ConnState: chaosConns.Count}
 	go func() { _ = hs.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), func() { hs.Close() }, nil
 }

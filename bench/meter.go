@@ -19,6 +19,10 @@ import (
 // Against a server without these statistics (miniredis) it stays zero.
 type Cost struct {
 	ProcCPUMicros, RedisCPUMicros float64
+	// LeadProcCPUMicros and LeadRedisCPUMicros are the part of the two
+	// spent before the meter's mark (-inflight: the producers' submits);
+	// zero without a mark.
+	LeadProcCPUMicros, LeadRedisCPUMicros float64 `json:",omitempty"`
 	// AllocsPerStep and AllocKiBPerStep are this process's heap
 	// allocations (what its garbage collector then pays for).
 	AllocsPerStep, AllocKiBPerStep float64
@@ -42,13 +46,21 @@ type meter struct {
 	rdb   *redis.Client
 	steps int
 	from  cpuMark
-	stats bool // Redis's statistics were reset at the start
+	mid   *cpuMark // mark's, if it was called
+	stats bool     // Redis's statistics were reset at the start
 	cost  Cost
 }
 
 func (m *meter) start(ctx context.Context) {
 	m.stats = m.rdb.ConfigResetStat(ctx).Err() == nil
 	m.from = markCPU(ctx, m.rdb)
+}
+
+// mark splits the run: what was spent until now is also reported on its
+// own (Cost's Lead figures).
+func (m *meter) mark(ctx context.Context) {
+	c := markCPU(ctx, m.rdb)
+	m.mid = &c
 }
 
 func (m *meter) stop(ctx context.Context) {
@@ -60,6 +72,10 @@ func (m *meter) stop(ctx context.Context) {
 	n := float64(m.steps)
 	m.cost.ProcCPUMicros = float64((to.proc - m.from.proc).Microseconds()) / n
 	m.cost.RedisCPUMicros = float64((to.redis - m.from.redis).Microseconds()) / n
+	if m.mid != nil {
+		m.cost.LeadProcCPUMicros = float64((m.mid.proc - m.from.proc).Microseconds()) / n
+		m.cost.LeadRedisCPUMicros = float64((m.mid.redis - m.from.redis).Microseconds()) / n
+	}
 	m.cost.AllocsPerStep = float64(to.mallocs-m.from.mallocs) / n
 	m.cost.AllocKiBPerStep = float64(to.allocd-m.from.allocd) / 1024 / n
 }

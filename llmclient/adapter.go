@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,8 +31,8 @@ type Options struct {
 	// IdleConnsPerHost is how many idle connections to the provider the
 	// shared transport keeps for the next calls when Transport is nil:
 	// the most calls the program makes to it at once (a worker's
-	// concurrency). Below 256, 256 (the zero value too); at most
-	// MaxIdleConnsPerHost. A call that finds no idle connection dials a
+	// concurrency). Below 256, 256 (the zero value too); above 65,536,
+	// 65,536. A call that finds no idle connection dials a
 	// new one, and over HTTP/1.1 (a local model's plain endpoint) each
 	// call in flight holds one; a connection that ends a call with the
 	// pool full is closed. An idle HTTP/1.1 connection keeps two
@@ -67,8 +66,8 @@ func (o Options) validate() error {
 	if o.MaxResponseBytes < 0 {
 		return errors.New("llmclient: provider " + o.Name + ": max response bytes is negative")
 	}
-	if o.IdleConnsPerHost < 0 || o.IdleConnsPerHost > MaxIdleConnsPerHost {
-		return fmt.Errorf("llmclient: provider %s: idle connections per host %d is outside 0 to %d", o.Name, o.IdleConnsPerHost, MaxIdleConnsPerHost)
+	if o.IdleConnsPerHost < 0 {
+		return errors.New("llmclient: provider " + o.Name + ": idle connections per host is negative")
 	}
 	return nil
 }

@@ -17,10 +17,10 @@ import (
 // TLS) again.
 const idleConnsPerHost = 256
 
-// MaxIdleConnsPerHost bounds Options.IdleConnsPerHost: a pool of 65,536
-// idle connections to one host (262,144 in all) is past what one process's
-// file descriptors allow anyway.
-const MaxIdleConnsPerHost = 1 << 16
+// maxIdleConnsPerHost bounds the pool: 65,536 idle connections to one
+// host (262,144 in all) is past what one process's file descriptors
+// allow anyway, and four times it still fits an int.
+const maxIdleConnsPerHost = 1 << 16
 
 // goDefaultTransport is net/http's own http.DefaultTransport, as it was
 // when this package was loaded.
@@ -103,7 +103,8 @@ func (o Options) transport() http.RoundTripper {
 }
 
 // idleConns is the idle pool per host of an adapter built without a
-// transport: IdleConnsPerHost, at least idleConnsPerHost.
+// transport: IdleConnsPerHost, at least idleConnsPerHost and at most
+// maxIdleConnsPerHost.
 func (o Options) idleConns() int {
-	return max(o.IdleConnsPerHost, idleConnsPerHost)
+	return min(max(o.IdleConnsPerHost, idleConnsPerHost), maxIdleConnsPerHost)
 }

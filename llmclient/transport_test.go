@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"net"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -45,7 +45,7 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 			}
 			// a connection goes back to the pool just after its call
 			// returns: a few of the next round's may still dial
-			if n := dialed.Load(); n < width || n > width+width/4 {
+			if n := dialed.Opened(); n < width || n > width+width/4 {
 				t.Errorf("3 rounds of %d concurrent calls opened %d connections, want about %d", width, n, width)
 			}
 		})
@@ -63,7 +63,7 @@ func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
 	const width = 400
 	for _, c := range []struct {
 		idle     int
-		min, max int32
+		min, max int64
 	}{
 		{idle: width, min: width, max: width + width/4},
 		{idle: 0, min: width + 2*(width-256), max: 3 * width},
@@ -77,13 +77,26 @@ func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
 			for round := range 3 {
 				chatAtOnce(t, p, width, fmt.Sprintf("round %d", round))
 			}
-			if n := dialed.Load(); n < c.min || n > c.max {
+			if n := dialed.Opened(); n < c.min || n > c.max {
 				t.Errorf("3 rounds of %d calls in flight together with IdleConnsPerHost %d opened %d connections, want %d to %d", width, c.idle, n, c.min, c.max)
 			}
 		})
 	}
-	if _, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", Keys: []string{goodKey}, IdleConnsPerHost: llmclient.MaxIdleConnsPerHost + 1}); err == nil || !strings.Contains(err.Error(), "idle connections per host") {
-		t.Errorf("IdleConnsPerHost past its bound: %v, want an error naming it", err)
+	// a size past the bound is kept at the bound, not wrapped around (four
+	// times it is the pool's size across hosts)
+	url, dialed := llmtest.Rounds(t, 20)
+	p, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", BaseURL: url + "/v1", Keys: []string{goodKey}, IdleConnsPerHost: math.MaxInt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		chatAtOnce(t, p, 20, fmt.Sprintf("IdleConnsPerHost MaxInt, round %d", round))
+	}
+	if n := dialed.Opened(); n < 20 || n > 25 {
+		t.Errorf("3 rounds of 20 calls with IdleConnsPerHost MaxInt opened %d connections, want about 20", n)
+	}
+	if _, err := llmclient.NewProvider("openai", llmclient.Options{Name: "oa", Keys: []string{goodKey}, IdleConnsPerHost: -1}); err == nil || !strings.Contains(err.Error(), "idle connections per host") {
+		t.Errorf("a negative IdleConnsPerHost: %v, want an error naming it", err)
 	}
 }
 
@@ -109,19 +122,15 @@ func chatAtOnce(t *testing.T, p llmclient.Provider, width int, what string) {
 
 // countedChaos is a chaosllm server over real HTTP that answers after 50ms
 // (so that calls overlap) and counts the connections opened to it.
-func countedChaos(t *testing.T) (string, *atomic.Int32) {
+func countedChaos(t *testing.T) (string, *chaosllm.ConnCounter) {
 	srv, err := chaosllm.New(chaosllm.Scenario{Keys: []string{goodKey}, Phases: []chaosllm.Phase{{
 		Latency: chaosllm.Latency{Min: chaosllm.Duration(50 * time.Millisecond), Max: chaosllm.Duration(50 * time.Millisecond)}}}}, chaosllm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dialed := new(atomic.Int32)
+	dialed := new(chaosllm.ConnCounter)
 	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			dialed.Add(1)
-		}
-	}
+	hs.Config.ConnState = dialed.Count
 	hs.Start()
 	t.Cleanup(hs.Close)
 	return hs.URL, dialed
@@ -168,7 +177,8 @@ func TestAProviderBehindItsOwnCAIsReachedOverHTTP2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h2, other, dialed atomic.Int32
+	var h2, other atomic.Int32
+	var dialed chaosllm.ConnCounter
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 {
 			h2.Add(1)
@@ -178,11 +188,7 @@ func TestAProviderBehindItsOwnCAIsReachedOverHTTP2(t *testing.T) {
 		srv.ServeHTTP(w, r)
 	}))
 	hs.EnableHTTP2 = true
-	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			dialed.Add(1)
-		}
-	}
+	hs.Config.ConnState = dialed.Count
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
 	roots := x509.NewCertPool()
@@ -207,7 +213,7 @@ func TestAProviderBehindItsOwnCAIsReachedOverHTTP2(t *testing.T) {
 	if h2.Load() != 2*(width+1) || other.Load() != 0 {
 		t.Fatalf("%d calls over HTTP/2 and %d over HTTP/1, want all %d over HTTP/2", h2.Load(), other.Load(), 2*(width+1))
 	}
-	if n := dialed.Load(); n != 4 {
+	if n := dialed.Opened(); n != 4 {
 		t.Fatalf("two adapters' calls, %d at once each, opened %d connections, want one each and the two refused handshakes", width, n)
 	}
 }

@@ -153,7 +153,7 @@ func buildProviders(cfg config.Config, transport http.RoundTripper, a *App) (map
 		// the shared transport keeps a worker's concurrency of idle
 		// connections per provider: a slot's next call finds one
 		o := llmclient.Options{Name: p.Name, BaseURL: p.BaseURL, Keys: keys, Transport: transport, RootCAs: roots,
-			IdleConnsPerHost: min(cfg.Worker.Concurrency, llmclient.MaxIdleConnsPerHost), MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
+			IdleConnsPerHost: cfg.Worker.Concurrency, MaxResponseBytes: p.MaxResponseBytes, Redactor: a.Redactor}
 		pr, err := llmclient.NewProvider(p.Kind, o)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)

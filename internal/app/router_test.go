@@ -54,7 +54,7 @@ worker: { concurrency: %d }
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
-	if n := dialed.Load(); n < width || n > width+width/4 {
+	if n := dialed.Opened(); n < width || n > width+width/4 {
 		t.Errorf("3 rounds of %d calls in flight together opened %d connections, want about %d", width, n, width)
 	}
 }

@@ -4,12 +4,11 @@
 package llmtest
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentq/agentq/internal/chaosllm"
 	"github.com/agentq/agentq/llmclient"
@@ -63,9 +62,10 @@ func Ask(prompt string) llmclient.Request {
 // Rounds starts a chaosllm server over plain HTTP/1.1 (closed at the
 // test's end) that answers calls in rounds of width: a call is answered
 // once the width-th call of its round has come in, so that a round holds
-// width connections at once. It returns the server's URL and the count
-// of connections opened to it.
-func Rounds(t *testing.T, width int) (string, *atomic.Int32) {
+// width connections at once. A round that does not fill within
+// roundWait fails the test and its calls are answered 503. It returns
+// the server's URL and its count of connections.
+func Rounds(t *testing.T, width int) (string, *chaosllm.ConnCounter) {
 	t.Helper()
 	srv, err := chaosllm.New(chaosllm.Scenario{Keys: []string{GoodKey}}, chaosllm.Options{})
 	if err != nil {
@@ -73,25 +73,37 @@ func Rounds(t *testing.T, width int) (string, *atomic.Int32) {
 	}
 	var mu sync.Mutex
 	arrived := 0
-	full := sync.NewCond(&mu)
-	dialed := new(atomic.Int32)
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	full := map[int]chan struct{}{} // closed when round k has all its calls
+	join := func() (int, chan struct{}) {
 		mu.Lock()
+		defer mu.Unlock()
+		k := arrived / width
 		arrived++
-		end := (arrived + width - 1) / width * width // the count that completes this call's round
-		full.Broadcast()
-		for arrived < end {
-			full.Wait()
+		if full[k] == nil {
+			full[k] = make(chan struct{})
 		}
-		mu.Unlock()
-		srv.ServeHTTP(w, r)
-	}))
-	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			dialed.Add(1)
+		if arrived%width == 0 {
+			close(full[k])
 		}
+		return k, full[k]
 	}
+	conns := new(chaosllm.ConnCounter)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, ch := join()
+		select {
+		case <-ch:
+			srv.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		case <-time.After(roundWait):
+			t.Errorf("llmtest.Rounds: round %d did not reach %d calls within %s", k, width, roundWait)
+			http.Error(w, "round did not fill", http.StatusServiceUnavailable)
+		}
+	}))
+	hs.Config.ConnState = conns.Count
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return hs.URL, dialed
+	return hs.URL, conns
 }
+
+// roundWait is how long Rounds waits for a round to fill.
+const roundWait = 20 * time.Second

@@ -43,7 +43,8 @@ type Options struct {
 	// start (with backoff) for up to this long; zero: one try.
 	WaitForRedis time.Duration
 	// Transport carries LLM calls; nil: a copy of http.DefaultTransport
-	// that keeps 256 idle connections per host (llmclient.Options).
+	// that keeps worker.concurrency (at least 256) idle connections per
+	// host (llmclient.Options.IdleConnsPerHost).
 	Transport http.RoundTripper
 	// Events hears each settled step; may be nil.
 	Events func(engine.StepEvent)

@@ -32,12 +32,12 @@ type Options struct {
 	// shared transport keeps for the next calls when Transport is nil:
 	// the most calls the program makes to it at once (a worker's
 	// concurrency). Below 256, 256 (the zero value too); above 65,536,
-	// 65,536. A call that finds no idle connection dials a
-	// new one, and over HTTP/1.1 (a local model's plain endpoint) each
-	// call in flight holds one; a connection that ends a call with the
-	// pool full is closed. An idle HTTP/1.1 connection keeps two
-	// goroutines and 8 KiB of buffers until it is used again or idle for
-	// the transport's IdleConnTimeout (90 s).
+	// 65,536. A call that finds no idle connection dials a new one, and
+	// over HTTP/1.1 (a local model's plain endpoint) each call in flight
+	// holds one; a connection that ends a call with the pool full is
+	// closed. An idle HTTP/1.1 connection keeps two goroutines and 8 KiB
+	// of buffers until it is used again or idle for the transport's
+	// IdleConnTimeout (90 s).
 	IdleConnsPerHost int
 	// RootCAs, when set and Transport is nil, are the certificate
 	// authorities the provider's HTTPS endpoint is checked against

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,20 +103,10 @@ func TestAWideWorkersCallsReuseTheirConnections(t *testing.T) {
 // names the round).
 func chatAtOnce(t *testing.T, p llmclient.Provider, width int, what string) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, width)
-	for range width {
-		wg.Go(func() {
-			if _, err := p.Chat(context.Background(), ask("hello")); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("%s: %v", what, err)
-	}
+	llmtest.AtOnce(t, width, what, func() error {
+		_, err := p.Chat(context.Background(), ask("hello"))
+		return err
+	})
 }
 
 // countedChaos is a chaosllm server over real HTTP that answers after 50ms

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/agentq/agentq/internal/app"
@@ -39,20 +38,10 @@ worker: { concurrency: %d }
 	}
 	t.Cleanup(func() { _ = a.Close() })
 	for round := range 3 {
-		var wg sync.WaitGroup
-		errs := make(chan error, width)
-		for range width {
-			wg.Go(func() {
-				if _, err := a.Router.Chat(context.Background(), "main", llmtest.Ask("hello")); err != nil {
-					errs <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("round %d: %v", round, err)
-		}
+		llmtest.AtOnce(t, width, fmt.Sprintf("round %d", round), func() error {
+			_, err := a.Router.Chat(context.Background(), "main", llmtest.Ask("hello"))
+			return err
+		})
 	}
 	if n := dialed.Opened(); n < width || n > width+width/4 {
 		t.Errorf("3 rounds of %d calls in flight together opened %d connections, want about %d", width, n, width)

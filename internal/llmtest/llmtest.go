@@ -59,6 +59,26 @@ func Ask(prompt string) llmclient.Request {
 	return llmclient.Request{Model: "m-1", Messages: []llmclient.Message{{Role: "user", Content: prompt}}}
 }
 
+// AtOnce makes n calls of call at once and fails the test on the first
+// error, named by what.
+func AtOnce(t *testing.T, n int, what string, call func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			if err := call(); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // Rounds starts a chaosllm server over plain HTTP/1.1 (closed at the
 // test's end) that answers calls in rounds of width: a call is answered
 // once the width-th call of its round has come in, so that a round holds

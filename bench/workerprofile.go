@@ -7,14 +7,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 )
 
 // profileWorker writes the profiles of the worker serving them at addr
 // (worker.profiling) into dir: its CPU over the first latency from now
 // (the slots filling and their first calls), then its live heap (after a
-// collection) and its goroutines grouped by stack: every slot busy if
-// they filled within that latency.
+// collection), its goroutines grouped by stack and its Go memory gauges
+// (worker-memory.txt, MiB: heap, stacks, the runtime's total): every slot
+// busy if they filled within that latency.
 func profileWorker(ctx context.Context, addr, dir string, latency time.Duration) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -29,7 +32,20 @@ func profileWorker(ctx context.Context, addr, dir string, latency time.Duration)
 			return err
 		}
 	}
-	return nil
+	mem := goMemory(ctx, "http://"+addr)
+	if mem == nil {
+		return fmt.Errorf("GET http://%s/metrics: no Go memory gauges", addr)
+	}
+	keys := make([]string, 0, len(mem))
+	for k := range mem {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s %.1f\n", k, mem[k])
+	}
+	return os.WriteFile(filepath.Join(dir, "worker-memory.txt"), []byte(b.String()), 0o644)
 }
 
 // fetchTo writes url's body to file.

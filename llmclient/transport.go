@@ -22,6 +22,17 @@ const idleConnsPerHost = 256
 // allow anyway, and four times it still fits an int.
 const maxIdleConnsPerHost = 1 << 16
 
+// connReadBuffer and connWriteBuffer size the buffers an HTTP/1.1
+// connection keeps for its whole life, idle in the pool too (net/http's
+// default: 4 KiB each; HTTP/2 has its own, one set per connection). A
+// worker keeps a connection per slot, so at 10,000 slots the defaults
+// held 80 MiB. A call's request is written and its answer read once: a
+// smaller buffer costs a body longer than it one more write (the rest
+// goes to the socket straight from the body) and answers are read in the
+// JSON decoder's growing chunks either way; headers longer than the
+// buffer are read whole all the same.
+const connReadBuffer, connWriteBuffer = 1 << 10, 1 << 10
+
 // goDefaultTransport is net/http's own http.DefaultTransport, as it was
 // when this package was loaded.
 var goDefaultTransport = http.DefaultTransport
@@ -54,6 +65,7 @@ func pooledTransport(idle int) *http.Transport {
 	t := base.Clone()
 	t.MaxIdleConnsPerHost = idle
 	t.MaxIdleConns = 4 * idle
+	t.ReadBufferSize, t.WriteBufferSize = connReadBuffer, connWriteBuffer
 	if pooled.byIdle == nil {
 		pooled.byIdle = map[int]*http.Transport{}
 	}
@@ -83,7 +95,7 @@ func rootedTransport(roots *x509.CertPool, idle int) http.RoundTripper {
 	if base == nil { // the program's transport in http.DefaultTransport's place before this package was loaded
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 		base = &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: d.DialContext, ForceAttemptHTTP2: true,
-			MaxIdleConnsPerHost: idle, MaxIdleConns: 4 * idle,
+			MaxIdleConnsPerHost: idle, MaxIdleConns: 4 * idle, ReadBufferSize: connReadBuffer, WriteBufferSize: connWriteBuffer,
 			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
 	}
 	t := base.Clone()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -204,5 +205,53 @@ func TestAProviderBehindItsOwnCAIsReachedOverHTTP2(t *testing.T) {
 	}
 	if n := dialed.Opened(); n != 4 {
 		t.Fatalf("two adapters' calls, %d at once each, opened %d connections, want one each and the two refused handshakes", width, n)
+	}
+}
+
+// A connection's buffers are smaller than a call (connReadBuffer and
+// connWriteBuffer): a long prompt reaches the provider whole and a long
+// answer with headers longer than the buffers comes back whole, over
+// each adapter.
+func TestLongPromptsAndAnswersPassThePoolsSmallBuffers(t *testing.T) {
+	prompt := strings.Repeat("p", 96<<10)
+	answer := strings.Repeat("a", 256<<10)
+	header := strings.Repeat("h", 8<<10)
+	replies := map[string]string{
+		"openai":    `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + answer + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`,
+		"anthropic": `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"` + answer + `"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`,
+	}
+	for name, reply := range replies {
+		t.Run(name, func(t *testing.T) {
+			var got atomic.Int64
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, err := io.ReadAll(r.Body)
+				if err != nil {
+					t.Errorf("reading the request: %v", err)
+				}
+				got.Store(int64(strings.Count(string(b), "p")))
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("X-Long", header)
+				fmt.Fprint(w, reply)
+			}))
+			t.Cleanup(hs.Close)
+			base := hs.URL
+			if name == "openai" {
+				base += "/v1"
+			}
+			p, err := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := p.Chat(context.Background(), ask(prompt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := got.Load(); n < int64(len(prompt)) {
+				t.Errorf("the provider got %d of the prompt's %d bytes", n, len(prompt))
+			}
+			if resp.Text != answer {
+				t.Errorf("the answer came back %d bytes long, want %d", len(resp.Text), len(answer))
+			}
+		})
 	}
 }

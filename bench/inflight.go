@@ -44,6 +44,7 @@ type InflightResult struct {
 	PeakRSSMiB                  []float64
 	RanTwice, Retried, Archived int
 	RedisMicrosPerStep          float64
+	RedisReadsPerStep           float64 // Cost's
 	WorkerCPUMicrosPerStep      float64 // all worker processes, user + system
 	// BenchCPUMicrosPerStep is this process's: chaosllm answering, the
 	// producers submitting, the waits. ProducerCPUMicrosPerStep is its
@@ -92,9 +93,9 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 		if i == 0 && p.workerProfile != "" {
 			fmt.Fprintf(out, "bench: profiled (-workerprofile %s): this run's share, CPU and RSS include the profiles' own cost (a CPU profile over the fill, a collection, a goroutine dump)\n", p.workerProfile)
 		}
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f (the submits' %.0f), workers %.0f, bench %.0f (producers %.0f, chaosllm and the waits %.0f); %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f (the submits' %.0f; %.1f reads from clients a step), workers %.0f, bench %.0f (producers %.0f, chaosllm and the waits %.0f); %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.RedisSubmitMicrosPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.ProducerCPUMicrosPerStep, x.ChaosCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
+			x.RedisMicrosPerStep, x.RedisSubmitMicrosPerStep, x.RedisReadsPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.ProducerCPUMicrosPerStep, x.ChaosCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
 	}
 	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step | producers, chaosllm CPU µs/step | connections opened |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
@@ -271,6 +272,7 @@ retention: 1h
 	// together: steps over the span of the waves
 	x.StepsPerSec = float64(x.Steps) / x.Seconds
 	x.RedisMicrosPerStep, x.BenchCPUMicrosPerStep = m.cost.RedisCPUMicros, m.cost.ProcCPUMicros
+	x.RedisReadsPerStep = m.cost.RedisReadsPerStep
 	x.ProducerCPUMicrosPerStep, x.RedisSubmitMicrosPerStep = m.cost.LeadProcCPUMicros, m.cost.LeadRedisCPUMicros
 	x.ChaosCPUMicrosPerStep = x.BenchCPUMicrosPerStep - x.ProducerCPUMicrosPerStep
 	if qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo("default"); err == nil {

@@ -27,6 +27,10 @@ type Cost struct {
 	// allocations (what its garbage collector then pays for).
 	AllocsPerStep, AllocKiBPerStep float64
 	CallsPerStep, MicrosPerStep    float64
+	// RedisReadsPerStep is how many reads from its clients' sockets
+	// Redis made a step (INFO stats' total_reads_processed): about its
+	// round trips, a pipeline's commands coming in one.
+	RedisReadsPerStep float64 `json:",omitempty"`
 	// Top lists the commands that cost the most, "name calls µs".
 	Top []string `json:",omitempty"`
 	// Commands are every command's calls and µs per step, the costliest
@@ -70,6 +74,7 @@ func (m *meter) stop(ctx context.Context) {
 	to := markCPU(ctx, m.rdb)
 	m.cost = commandCost(ctx, m.rdb, m.steps)
 	n := float64(m.steps)
+	m.cost.RedisReadsPerStep = redisStat(ctx, m.rdb, "total_reads_processed") / n
 	m.cost.ProcCPUMicros = float64((to.proc - m.from.proc).Microseconds()) / n
 	m.cost.RedisCPUMicros = float64((to.redis - m.from.redis).Microseconds()) / n
 	if m.mid != nil {
@@ -126,6 +131,21 @@ func commandCost(ctx context.Context, rdb *redis.Client, steps int) Cost {
 			strconv.FormatFloat(rows[i].usecs/float64(steps), 'f', 1, 64)+"µs/step")
 	}
 	return c
+}
+
+// redisStat is the INFO stats field name's value (0 if Redis has none).
+func redisStat(ctx context.Context, rdb *redis.Client, name string) float64 {
+	info, err := rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, _ := strings.Cut(strings.TrimSpace(line), ":"); k == name {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
 
 // cpuMark is a reading of this process's and Redis's CPU time and of this

@@ -33,6 +33,7 @@ type OneStepSide struct {
 	StepsPerSec                    float64
 	ProcCPUMicros, RedisCPUMicros  float64
 	CallsPerStep, MicrosPerStep    float64
+	RedisReadsPerStep              float64 // Cost's
 	AllocsPerStep, AllocKiBPerStep float64
 	// Commands are Redis's commands per step by name (a script's inner
 	// commands counted too), each figure the median of the repetitions,
@@ -113,13 +114,14 @@ func oneStepSide(name string, runs []Run, of func(Run) (float64, Cost)) OneStepS
 		return medianFloats(xs)
 	}
 	s := OneStepSide{Name: name,
-		StepsPerSec:     col(func(sps float64, _ Cost) float64 { return sps }),
-		ProcCPUMicros:   col(func(_ float64, c Cost) float64 { return c.ProcCPUMicros }),
-		RedisCPUMicros:  col(func(_ float64, c Cost) float64 { return c.RedisCPUMicros }),
-		CallsPerStep:    col(func(_ float64, c Cost) float64 { return c.CallsPerStep }),
-		MicrosPerStep:   col(func(_ float64, c Cost) float64 { return c.MicrosPerStep }),
-		AllocsPerStep:   col(func(_ float64, c Cost) float64 { return c.AllocsPerStep }),
-		AllocKiBPerStep: col(func(_ float64, c Cost) float64 { return c.AllocKiBPerStep }),
+		StepsPerSec:       col(func(sps float64, _ Cost) float64 { return sps }),
+		ProcCPUMicros:     col(func(_ float64, c Cost) float64 { return c.ProcCPUMicros }),
+		RedisCPUMicros:    col(func(_ float64, c Cost) float64 { return c.RedisCPUMicros }),
+		CallsPerStep:      col(func(_ float64, c Cost) float64 { return c.CallsPerStep }),
+		RedisReadsPerStep: col(func(_ float64, c Cost) float64 { return c.RedisReadsPerStep }),
+		MicrosPerStep:     col(func(_ float64, c Cost) float64 { return c.MicrosPerStep }),
+		AllocsPerStep:     col(func(_ float64, c Cost) float64 { return c.AllocsPerStep }),
+		AllocKiBPerStep:   col(func(_ float64, c Cost) float64 { return c.AllocKiBPerStep }),
 	}
 	// each command's median over the repetitions (0 where one did not run it)
 	names := map[string]bool{}
@@ -152,10 +154,10 @@ func oneStepSide(name string, runs []Run, of func(Run) (float64, Cost)) OneStepS
 
 func printOneStep(out io.Writer, r *OneStepReport) {
 	fmt.Fprintf(out, "\n%d steps a run, medians of %d repetitions\n", r.Steps, len(r.Runs))
-	fmt.Fprintf(out, "\n| run | steps/s | process CPU µs/step | Redis CPU µs/step | Redis commands/step | Redis µs executing them | heap allocations/step (KiB) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(out, "\n| run | steps/s | process CPU µs/step | Redis CPU µs/step | Redis commands/step | Redis reads from clients/step | Redis µs executing them | heap allocations/step (KiB) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range r.Sides {
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.0f (%.1f) |\n", s.Name, s.StepsPerSec, s.ProcCPUMicros, s.RedisCPUMicros,
-			s.CallsPerStep, s.MicrosPerStep, s.AllocsPerStep, s.AllocKiBPerStep)
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f | %.0f (%.1f) |\n", s.Name, s.StepsPerSec, s.ProcCPUMicros, s.RedisCPUMicros,
+			s.CallsPerStep, s.RedisReadsPerStep, s.MicrosPerStep, s.AllocsPerStep, s.AllocKiBPerStep)
 	}
 	fmt.Fprintf(out, "\nagentq ÷ the floor, median of the repetitions' ratios (each repetition's in brackets): steps/s %.2f (%s, target ≥ %.1f); process CPU %.2f (%s, target ≤ %.1f); Redis CPU %.2f (%s, target ≤ %.1f)\n",
 		r.RateRatio, ratios(r.RateRatios), oneStepRateTarget, r.ProcRatio, ratios(r.ProcRatios), oneStepProcTarget, r.RedisRatio, ratios(r.RedisRatios), oneStepRedisTarget)

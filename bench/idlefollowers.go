@@ -271,7 +271,9 @@ func procRSS(pid int) (rss, peak float64) {
 	return rss, peak
 }
 
-// goMemory reads the dashboard's Go memory gauges (MiB) from its /metrics.
+// goMemory reads a process's Go memory gauges (MiB) and its goroutines'
+// count from its /metrics (the dashboard's, a worker's); nil or empty if
+// it cannot.
 func goMemory(ctx context.Context, base string) map[string]float64 {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)

@@ -93,9 +93,9 @@ func runInflight(ctx context.Context, p params, out io.Writer, rdb *redis.Client
 		if i == 0 && p.workerProfile != "" {
 			fmt.Fprintf(out, "bench: profiled (-workerprofile %s): this run's share, CPU and RSS include the profiles' own cost (a CPU profile over the fill, a collection, a goroutine dump)\n", p.workerProfile)
 		}
-		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f (the submits' %.0f; %.1f reads from clients a step), workers %.0f, bench %.0f (producers %.0f, chaosllm and the waits %.0f); %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
+		fmt.Fprintf(out, "bench: %d worker(s) × %d: %d steps in %.1fs, %.0f steps/s (target %.0f: %.0f%%; this machine's %d cores carry %.0f at the CPU per step measured), peak RSS %v MiB, %d ran twice, asynq retried %d archived %d, CPU µs/step: Redis %.0f (the submits' %.0f%s), workers %.0f, bench %.0f (producers %.0f, chaosllm and the waits %.0f); %d connections opened to chaosllm; the first %d steps started within %.1fs (the span allows at most %.0f steps/s, %.0f%%, at that fill); once the slots were full: %s\n",
 			x.Workers, x.Concurrency, x.Steps, x.Seconds, x.StepsPerSec, x.Target, 100*x.StepsPerSec/x.Target, runtime.NumCPU(), x.Ceiling, x.PeakRSSMiB, x.RanTwice, x.Retried, x.Archived,
-			x.RedisMicrosPerStep, x.RedisSubmitMicrosPerStep, x.RedisReadsPerStep, x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.ProducerCPUMicrosPerStep, x.ChaosCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
+			x.RedisMicrosPerStep, x.RedisSubmitMicrosPerStep, readsText(x.RedisReadsPerStep), x.WorkerCPUMicrosPerStep, x.BenchCPUMicrosPerStep, x.ProducerCPUMicrosPerStep, x.ChaosCPUMicrosPerStep, x.Connections, x.Workers*x.Concurrency, x.FillSeconds, x.FillBound, 100*x.FillBound/x.Target, x.sustainedText(true))
 	}
 	fmt.Fprintf(out, "\n| workers × concurrency | steps | steps/s | concurrency ÷ latency | share | the fill's bound | once full | CPU ceiling steps/s | peak RSS MiB | ran twice | retried | archived | Redis µs/step | ratio to 1 × 500 | worker CPU µs/step | producers, chaosllm CPU µs/step | connections opened |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
 	base := res[len(res)-1].RedisMicrosPerStep
@@ -331,4 +331,13 @@ func waitForWorkers(ctx context.Context, rdb *redis.Client, n int) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// readsText is Redis's reads from its clients a step for a report's
+// line, nothing when Redis did not say (a server without the field).
+func readsText(reads float64) string {
+	if reads <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %.1f reads from clients a step", reads)
 }

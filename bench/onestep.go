@@ -154,10 +154,14 @@ func oneStepSide(name string, runs []Run, of func(Run) (float64, Cost)) OneStepS
 
 func printOneStep(out io.Writer, r *OneStepReport) {
 	fmt.Fprintf(out, "\n%d steps a run, medians of %d repetitions\n", r.Steps, len(r.Runs))
-	fmt.Fprintf(out, "\n| run | steps/s | process CPU µs/step | Redis CPU µs/step | Redis commands/step | Redis reads from clients/step | Redis µs executing them | heap allocations/step (KiB) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(out, "\n| run | steps/s | process CPU µs/step | Redis CPU µs/step | Redis commands/step | Redis µs executing them | Redis reads from clients/step | heap allocations/step (KiB) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range r.Sides {
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f | %.0f (%.1f) |\n", s.Name, s.StepsPerSec, s.ProcCPUMicros, s.RedisCPUMicros,
-			s.CallsPerStep, s.RedisReadsPerStep, s.MicrosPerStep, s.AllocsPerStep, s.AllocKiBPerStep)
+		reads := "–"
+		if s.RedisReadsPerStep > 0 {
+			reads = fmt.Sprintf("%.1f", s.RedisReadsPerStep)
+		}
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %s | %.0f (%.1f) |\n", s.Name, s.StepsPerSec, s.ProcCPUMicros, s.RedisCPUMicros,
+			s.CallsPerStep, s.MicrosPerStep, reads, s.AllocsPerStep, s.AllocKiBPerStep)
 	}
 	fmt.Fprintf(out, "\nagentq ÷ the floor, median of the repetitions' ratios (each repetition's in brackets): steps/s %.2f (%s, target ≥ %.1f); process CPU %.2f (%s, target ≤ %.1f); Redis CPU %.2f (%s, target ≤ %.1f)\n",
 		r.RateRatio, ratios(r.RateRatios), oneStepRateTarget, r.ProcRatio, ratios(r.ProcRatios), oneStepProcTarget, r.RedisRatio, ratios(r.RedisRatios), oneStepRedisTarget)

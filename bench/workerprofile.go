@@ -16,8 +16,9 @@ import (
 // (worker.profiling) into dir: its CPU over the first latency from now
 // (the slots filling and their first calls), then its live heap (after a
 // collection), its goroutines grouped by stack and its Go memory gauges
-// (worker-memory.txt, MiB: heap, stacks, the runtime's total): every slot
-// busy if they filled within that latency.
+// (worker-memory.txt: heap in use, idle and released, stacks in use and
+// the runtime's total in MiB, and the goroutines' count): every slot busy
+// if they filled within that latency.
 func profileWorker(ctx context.Context, addr, dir string, latency time.Duration) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -33,7 +34,7 @@ func profileWorker(ctx context.Context, addr, dir string, latency time.Duration)
 		}
 	}
 	mem := goMemory(ctx, "http://"+addr)
-	if mem == nil {
+	if len(mem) == 0 {
 		return fmt.Errorf("GET http://%s/metrics: no Go memory gauges", addr)
 	}
 	keys := make([]string, 0, len(mem))
@@ -43,7 +44,11 @@ func profileWorker(ctx context.Context, addr, dir string, latency time.Duration)
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s %.1f\n", k, mem[k])
+		if k == "go_goroutines" {
+			fmt.Fprintf(&b, "%s %.0f\n", k, mem[k])
+		} else {
+			fmt.Fprintf(&b, "%s %.1f\n", k, mem[k])
+		}
 	}
 	return os.WriteFile(filepath.Join(dir, "worker-memory.txt"), []byte(b.String()), 0o644)
 }

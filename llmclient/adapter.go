@@ -35,9 +35,9 @@ type Options struct {
 	// 65,536. A call that finds no idle connection dials a new one, and
 	// over HTTP/1.1 (a local model's plain endpoint) each call in flight
 	// holds one; a connection that ends a call with the pool full is
-	// closed. An idle HTTP/1.1 connection keeps two goroutines and 8 KiB
-	// of buffers until it is used again or idle for the transport's
-	// IdleConnTimeout (90 s).
+	// closed. An idle HTTP/1.1 connection keeps two goroutines and 2 KiB
+	// of buffers (about 14 KiB in all) until it is used again or idle for
+	// the transport's IdleConnTimeout (90 s).
 	IdleConnsPerHost int
 	// RootCAs, when set and Transport is nil, are the certificate
 	// authorities the provider's HTTPS endpoint is checked against

@@ -29,8 +29,12 @@ const maxIdleConnsPerHost = 1 << 16
 // held 80 MiB. A call's request is written and its answer read once: a
 // smaller buffer costs a body longer than it one more write (the rest
 // goes to the socket straight from the body) and answers are read in the
-// JSON decoder's growing chunks either way; headers longer than the
-// buffer are read whole all the same.
+// JSON decoder's growing chunks either way; header lines longer than the
+// buffer are read whole all the same, and streamed answers are split
+// into lines by the SDKs' own readers. One limit does follow the read
+// buffer: a chunked answer's size line (its extensions included) longer
+// than it is refused (4 KiB before; no provider sends extensions). Sizes
+// the program set on http.DefaultTransport are kept.
 const connReadBuffer, connWriteBuffer = 1 << 10, 1 << 10
 
 // goDefaultTransport is net/http's own http.DefaultTransport, as it was
@@ -50,8 +54,9 @@ var pooled struct {
 // program set on it before the first adapter of its size was built) whose idle pool
 // keeps idle connections per host (and four times that in all):
 // http.DefaultTransport keeps 2 per host, so of 50 concurrent calls to one
-// provider 48 would dial again the next time. One per size, shared; nil
-// when http.DefaultTransport is not an *http.Transport.
+// provider 48 would dial again the next time. Its connections keep
+// smaller buffers (connReadBuffer) unless the program sized them. One per
+// size, shared; nil when http.DefaultTransport is not an *http.Transport.
 func pooledTransport(idle int) *http.Transport {
 	base, ok := goDefaultTransport.(*http.Transport)
 	if !ok {
@@ -65,7 +70,12 @@ func pooledTransport(idle int) *http.Transport {
 	t := base.Clone()
 	t.MaxIdleConnsPerHost = idle
 	t.MaxIdleConns = 4 * idle
-	t.ReadBufferSize, t.WriteBufferSize = connReadBuffer, connWriteBuffer
+	if t.ReadBufferSize == 0 {
+		t.ReadBufferSize = connReadBuffer
+	}
+	if t.WriteBufferSize == 0 {
+		t.WriteBufferSize = connWriteBuffer
+	}
 	if pooled.byIdle == nil {
 		pooled.byIdle = map[int]*http.Transport{}
 	}

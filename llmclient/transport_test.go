@@ -3,6 +3,7 @@ package llmclient_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -251,6 +252,72 @@ func TestLongPromptsAndAnswersPassThePoolsSmallBuffers(t *testing.T) {
 			}
 			if resp.Text != answer {
 				t.Errorf("the answer came back %d bytes long, want %d", len(resp.Text), len(answer))
+			}
+		})
+	}
+}
+
+// A streamed answer whose events are longer than a connection's buffers
+// (a 64 KiB text delta, an 8 KiB header line) comes back whole over each
+// adapter: the SDKs split the stream into lines with readers of their own.
+func TestLongStreamedEventsPassThePoolsSmallBuffers(t *testing.T) {
+	answer := strings.Repeat("a", 64<<10)
+	header := strings.Repeat("h", 8<<10)
+	events := map[string][]string{
+		"openai": {
+			`data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"` + answer + `"}}]}`,
+			`data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`,
+			`data: [DONE]`,
+		},
+		"anthropic": {
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}",
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}",
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + answer + "\"}}",
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}",
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}",
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}",
+		},
+	}
+	for name, evs := range events {
+		t.Run(name, func(t *testing.T) {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _, err := io.Copy(io.Discard, r.Body); err != nil {
+					t.Errorf("reading the request: %v", err)
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("X-Long", header)
+				for _, e := range evs {
+					fmt.Fprint(w, e+"\n\n")
+					w.(http.Flusher).Flush()
+				}
+			}))
+			t.Cleanup(hs.Close)
+			base := hs.URL
+			if name == "openai" {
+				base += "/v1"
+			}
+			p, err := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.ChatStream(context.Background(), ask("hi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var got strings.Builder
+			for {
+				d, err := st.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.WriteString(d)
+			}
+			if got.String() != answer {
+				t.Errorf("the streamed answer came back %d bytes long, want %d", got.Len(), len(answer))
 			}
 		})
 	}

@@ -65,17 +65,7 @@ func TestChatStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			var pieces []string
-			for {
-				d, err := st.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				pieces = append(pieces, d)
-			}
+			pieces := streamPieces(t, st)
 			want := story
 			words := len(strings.Fields(want))
 			if nonEmpty(pieces) < words || strings.Join(pieces, "") != want {
@@ -242,17 +232,9 @@ func TestAnAnswerEchoingTheKeyIsRedacted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			var pieces []string
-			for {
-				d, err := st.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+			pieces := streamPieces(t, st)
+			for _, d := range pieces {
 				clean("a piece", d)
-				pieces = append(pieces, d)
 			}
 			clean("the pieces joined", strings.Join(pieces, ""))
 			if got := st.Response().Text; got != strings.Join(pieces, "") || len(pieces) < 2 {
@@ -277,20 +259,10 @@ func TestAStreamCarriesToolCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			var text strings.Builder
-			for {
-				d, err := st.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				text.WriteString(d)
-			}
+			text := strings.Join(streamPieces(t, st), "")
 			resp := st.Response()
-			if text.String() != "let me look that up" || resp.Text != text.String() || len(resp.ToolCalls) != 2 {
-				t.Fatalf("text %q, response %+v", text.String(), resp)
+			if text != "let me look that up" || resp.Text != text || len(resp.ToolCalls) != 2 {
+				t.Fatalf("text %q, response %+v", text, resp)
 			}
 			var args map[string]any
 			if c := resp.ToolCalls[0]; c.Name != "lookup" || c.ID == "" || json.Unmarshal([]byte(c.Arguments), &args) != nil || args["city"] != "Lyon" {
@@ -300,5 +272,22 @@ func TestAStreamCarriesToolCalls(t *testing.T) {
 				t.Fatalf("second call %+v", c)
 			}
 		})
+	}
+}
+
+// streamPieces reads st to its end, failing the test on an error, and
+// returns the pieces of text it streamed.
+func streamPieces(t *testing.T, st *llmclient.Stream) []string {
+	t.Helper()
+	var pieces []string
+	for {
+		d, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return pieces
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		pieces = append(pieces, d)
 	}
 }

@@ -3,7 +3,6 @@ package llmclient_test
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -234,16 +233,7 @@ func TestLongPromptsAndAnswersPassThePoolsSmallBuffers(t *testing.T) {
 				w.Header().Set("X-Long", header)
 				fmt.Fprint(w, reply)
 			}))
-			t.Cleanup(hs.Close)
-			base := hs.URL
-			if name == "openai" {
-				base += "/v1"
-			}
-			p, err := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := p.Chat(context.Background(), ask(prompt))
+			resp, err := providerAt(t, name, hs).Chat(context.Background(), ask(prompt))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,34 +281,30 @@ func TestLongStreamedEventsPassThePoolsSmallBuffers(t *testing.T) {
 					w.(http.Flusher).Flush()
 				}
 			}))
-			t.Cleanup(hs.Close)
-			base := hs.URL
-			if name == "openai" {
-				base += "/v1"
-			}
-			p, err := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := p.ChatStream(context.Background(), ask("hi"))
+			st, err := providerAt(t, name, hs).ChatStream(context.Background(), ask("hi"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			var got strings.Builder
-			for {
-				d, err := st.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got.WriteString(d)
-			}
-			if got.String() != answer {
-				t.Errorf("the streamed answer came back %d bytes long, want %d", got.Len(), len(answer))
+			if got := strings.Join(streamPieces(t, st), ""); got != answer {
+				t.Errorf("the streamed answer came back %d bytes long, want %d", len(got), len(answer))
 			}
 		})
 	}
+}
+
+// providerAt is the adapter name ("openai" or "anthropic") built without a
+// transport against hs, which it closes when the test ends.
+func providerAt(t *testing.T, name string, hs *httptest.Server) llmclient.Provider {
+	t.Helper()
+	t.Cleanup(hs.Close)
+	base := hs.URL
+	if name == "openai" {
+		base += "/v1"
+	}
+	p, err := llmclient.NewProvider(name, llmclient.Options{Name: name, BaseURL: base, Keys: []string{goodKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

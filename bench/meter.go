@@ -74,7 +74,7 @@ func (m *meter) stop(ctx context.Context) {
 	to := markCPU(ctx, m.rdb)
 	m.cost = commandCost(ctx, m.rdb, m.steps)
 	n := float64(m.steps)
-	m.cost.RedisReadsPerStep = redisStat(ctx, m.rdb, "total_reads_processed") / n
+	m.cost.RedisReadsPerStep = redisInfo(ctx, m.rdb, "stats", "total_reads_processed") / n
 	m.cost.ProcCPUMicros = float64((to.proc - m.from.proc).Microseconds()) / n
 	m.cost.RedisCPUMicros = float64((to.redis - m.from.redis).Microseconds()) / n
 	if m.mid != nil {
@@ -133,19 +133,24 @@ func commandCost(ctx context.Context, rdb *redis.Client, steps int) Cost {
 	return c
 }
 
-// redisStat is the INFO stats field name's value (0 if Redis has none).
-func redisStat(ctx context.Context, rdb *redis.Client, name string) float64 {
-	info, err := rdb.Info(ctx, "stats").Result()
+// redisInfo sums the values of the INFO section's fields named (0 for
+// those Redis does not have, or when it does not answer).
+func redisInfo(ctx context.Context, rdb *redis.Client, section string, names ...string) float64 {
+	info, err := rdb.Info(ctx, section).Result()
 	if err != nil {
 		return 0
 	}
+	var sum float64
 	for _, line := range strings.Split(info, "\n") {
-		if k, v, _ := strings.Cut(strings.TrimSpace(line), ":"); k == name {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		for _, name := range names {
+			if k == name {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
 		}
 	}
-	return 0
+	return sum
 }
 
 // cpuMark is a reading of this process's and Redis's CPU time and of this
@@ -164,14 +169,6 @@ func markCPU(ctx context.Context, rdb *redis.Client) cpuMark {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		m.proc = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	if info, err := rdb.Info(ctx, "cpu").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-			if k == "used_cpu_sys" || k == "used_cpu_user" {
-				f, _ := strconv.ParseFloat(v, 64)
-				m.redis += time.Duration(f * float64(time.Second))
-			}
-		}
-	}
+	m.redis = time.Duration(redisInfo(ctx, rdb, "cpu", "used_cpu_sys", "used_cpu_user") * float64(time.Second))
 	return m
 }
